@@ -1,0 +1,3 @@
+module github.com/ddiskqos/ddiskqos
+
+go 1.26.8
