@@ -1,0 +1,155 @@
+package cgroupfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// fakeCgroup writes files into a directory standing in for a cgroup.
+func fakeCgroup(t *testing.T, root, rel string, files map[string]string) {
+	t.Helper()
+	dir := filepath.Join(root, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestOpenReadV1PrefersThrottleRecursive(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	fakeCgroup(t, root, "docker/abc", map[string]string{
+		"blkio.throttle.io_service_bytes_recursive": blkioBytes,
+		"blkio.throttle.io_serviced_recursive":      blkioIOs,
+		"blkio.throttle.io_service_bytes":           "Total 0\n",
+		"blkio.bfq.io_service_bytes_recursive":      "Total 0\n",
+	})
+	h := Hierarchy{Version: 1, Mount: root}
+	c, err := h.Open("/docker/abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.StatFile() != "blkio.throttle.io_service_bytes_recursive" {
+		t.Fatalf("StatFile = %s", c.StatFile())
+	}
+	for i := 0; i < 2; i++ { // the second read re-reads the kept descriptors
+		s, err := c.ReadIO()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := s.Device(Dev{7, 0})
+		if !ok || d.RBytes != 4096 || d.WBytes != 8192 || d.RIOs != 1 || d.WIOs != 2 {
+			t.Fatalf("read %d: 7:0 = %+v", i, d)
+		}
+	}
+	if _, err := c.ReadPressure(); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("v1 pressure: %v, want ErrNotAvailable", err)
+	}
+	// The kept descriptor sees new content without reopening.
+	if err := os.WriteFile(filepath.Join(root, "docker/abc/blkio.throttle.io_service_bytes_recursive"), []byte("7:0 Read 1\nTotal 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.ReadIO()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.Device(Dev{7, 0}); d.RBytes != 1 {
+		t.Fatalf("after rewrite 7:0 = %+v", d)
+	}
+}
+
+func TestOpenV2AndPressure(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	fakeCgroup(t, root, "a", map[string]string{
+		"io.stat":     "254:0 rbytes=10 wbytes=20 rios=1 wios=2 dbytes=0 dios=0\n",
+		"io.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=3\n",
+	})
+	fakeCgroup(t, root, "nopsi", map[string]string{"io.stat": ""})
+	fakeCgroup(t, root, "noio", map[string]string{"cgroup.procs": ""})
+	h := Hierarchy{Version: 2, Mount: root}
+	c, err := h.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.ReadIO()
+	if err != nil || s.Total().Bytes() != 30 {
+		t.Fatalf("ReadIO = %+v, %v", s, err)
+	}
+	p, err := c.ReadPressure()
+	if err != nil || p.Some.Total != 5 || p.Full.Total != 3 {
+		t.Fatalf("ReadPressure = %+v, %v", p, err)
+	}
+	c2, err := h.Open("nopsi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.ReadPressure(); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("no io.pressure: %v", err)
+	}
+	if _, err := h.Open("noio"); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("no io.stat: %v", err)
+	}
+	if _, err := h.Open("missing"); !errors.Is(err, ErrCgroupGone) {
+		t.Fatalf("missing cgroup: %v", err)
+	}
+}
+
+func TestReadHostPressureMissing(t *testing.T) {
+	t.Parallel()
+	if _, err := ReadHostPressure(filepath.Join(t.TempDir(), "io")); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestKnobsOnFakeTree(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	fakeCgroup(t, root, "c", map[string]string{
+		"blkio.bfq.weight_device":          "default 100\n7:0 300\n",
+		"blkio.throttle.read_bps_device":   "7:0 1048576\n",
+		"blkio.throttle.write_bps_device":  "",
+		"blkio.throttle.read_iops_device":  "",
+		"blkio.throttle.write_iops_device": "8:0 5\n",
+	})
+	h := Hierarchy{Version: 1, Mount: root}
+	w, err := h.ReadWeights("c", WeightBFQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := w.Device(Dev{7, 0}); !ok || v != 300 || w.Default != 100 {
+		t.Fatalf("weights %+v", w)
+	}
+	l, err := h.ReadLimits("c", Dev{7, 0})
+	if err != nil || l != (Limits{RBps: 1048576}) {
+		t.Fatalf("limits %+v %v", l, err)
+	}
+	if err := h.SetDeviceWeight("c", WeightBFQ, Dev{7, 0}, 5); err == nil {
+		t.Fatal("weight 5 accepted")
+	}
+	if err := h.SetDeviceWeight("c", WeightBFQ, Dev{7, 0}, 1000); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(root, "c", "blkio.bfq.weight_device"))
+	if string(got) != "7:0 1000" {
+		t.Fatalf("wrote %q", got)
+	}
+	if _, err := h.ReadWeights("c", WeightIOCost); err == nil {
+		t.Fatal("iocost on v1 accepted")
+	}
+	if err := h.SetDeviceWeight("gone", WeightBFQ, Dev{7, 0}, 100); !errors.Is(err, ErrCgroupGone) {
+		t.Fatalf("write to a removed cgroup: %v", err)
+	}
+	if _, err := h.ReadWeights("c", WeightCFQ); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("absent CFQ file: %v", err)
+	}
+}

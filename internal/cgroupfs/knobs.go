@@ -1,0 +1,288 @@
+package cgroupfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Weight is an I/O weight on the one scale ddiskqos uses everywhere: Docker's
+// --blkio-weight scale, 10 (least) to 1000 (most). Each kernel knob has its
+// own range; NativeWeight converts.
+type Weight uint16
+
+const (
+	MinWeight Weight = 10
+	MaxWeight Weight = 1000
+)
+
+// Valid reports whether w is within 10..1000.
+func (w Weight) Valid() bool { return w >= MinWeight && w <= MaxWeight }
+
+// WeightKind is a kernel mechanism that turns weights into shares of a disk.
+type WeightKind int
+
+const (
+	// WeightBFQ is the BFQ scheduler's group weight (v1 blkio.bfq.weight_device,
+	// v2 io.bfq.weight), range 1..1000.
+	WeightBFQ WeightKind = iota + 1
+	// WeightIOCost is the iocost controller's weight (v2 io.weight), 1..10000.
+	WeightIOCost
+	// WeightCFQ is the CFQ scheduler's weight (v1 blkio.weight_device, kernels
+	// before 5.0), 10..1000.
+	WeightCFQ
+)
+
+func (k WeightKind) String() string {
+	switch k {
+	case WeightBFQ:
+		return "bfq"
+	case WeightIOCost:
+		return "iocost"
+	case WeightCFQ:
+		return "cfq"
+	}
+	return "weight(" + strconv.Itoa(int(k)) + ")"
+}
+
+// NativeWeight converts w to the knob's own scale. BFQ and CFQ take 10..1000
+// as it is. iocost's io.weight is 1..10000, mapped the way runc maps Docker's
+// blkio-weight onto cgroup v2: 1 + (w-10)*9999/990, so 10 → 1, 100 → 910,
+// 500 → 4950, 1000 → 10000.
+func NativeWeight(k WeightKind, w Weight) uint64 {
+	if k == WeightIOCost {
+		return 1 + (uint64(w)-10)*9999/990
+	}
+	return uint64(w)
+}
+
+// WeightFile returns the per-device weight file of kind k in hierarchy
+// version v, or an error when that mechanism has no file there (iocost is v2
+// only; CFQ is v1 only).
+func WeightFile(v int, k WeightKind) (string, error) {
+	switch {
+	case v == 1 && k == WeightBFQ:
+		return "blkio.bfq.weight_device", nil
+	case v == 1 && k == WeightCFQ:
+		return "blkio.weight_device", nil
+	case v == 2 && k == WeightBFQ:
+		return "io.bfq.weight", nil
+	case v == 2 && k == WeightIOCost:
+		return "io.weight", nil
+	}
+	return "", fmt.Errorf("no %s weight file on cgroup v%d", k, v)
+}
+
+// knobPath joins a knob's file name onto a cgroup directory of h.
+func (h Hierarchy) knobPath(rel, file string) (string, error) {
+	dir, err := h.Path(rel)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, file), nil
+}
+
+func readKnob(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(filepath.Dir(path)); serr != nil {
+				return nil, fmt.Errorf("read %s: %w", path, ErrCgroupGone)
+			}
+			return nil, fmt.Errorf("read %s: %w", path, ErrNotAvailable)
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+func writeKnob(path, line string) error {
+	// One write(2) per line: cgroupfs parses each write as one command.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(filepath.Dir(path)); serr != nil {
+				return fmt.Errorf("write %q to %s: %w", line, path, ErrCgroupGone)
+			}
+			return fmt.Errorf("write %q to %s: %w", line, path, ErrNotAvailable)
+		}
+		return fmt.Errorf("write %q to %s: %w", line, path, err)
+	}
+	_, werr := f.Write([]byte(line))
+	cerr := f.Close()
+	if werr != nil {
+		if isGone(werr) {
+			return fmt.Errorf("write %q to %s: %w", line, path, ErrCgroupGone)
+		}
+		return fmt.Errorf("write %q to %s: %w", line, path, werr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("write %q to %s: %w", line, path, cerr)
+	}
+	return nil
+}
+
+// ReadWeights reads the weight file of kind k of the cgroup rel.
+func (h Hierarchy) ReadWeights(rel string, k WeightKind) (Weights, error) {
+	file, err := WeightFile(h.Version, k)
+	if err != nil {
+		return Weights{}, err
+	}
+	path, err := h.knobPath(rel, file)
+	if err != nil {
+		return Weights{}, err
+	}
+	data, err := readKnob(path)
+	if err != nil {
+		return Weights{}, err
+	}
+	w, err := ParseWeights(data, file)
+	if err != nil {
+		return Weights{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return w, nil
+}
+
+// SetDeviceWeight sets the weight of cgroup rel on device dev through the
+// mechanism k, converting w to the knob's own scale. Only that device is
+// affected.
+func (h Hierarchy) SetDeviceWeight(rel string, k WeightKind, dev Dev, w Weight) error {
+	if !w.Valid() {
+		return fmt.Errorf("weight %d for %s on %s: outside %d..%d", w, rel, dev, MinWeight, MaxWeight)
+	}
+	return h.SetNativeDeviceWeight(rel, k, dev, NativeWeight(k, w))
+}
+
+// SetNativeDeviceWeight writes a weight already on the knob's own scale; it
+// is how original values are put back.
+func (h Hierarchy) SetNativeDeviceWeight(rel string, k WeightKind, dev Dev, native uint64) error {
+	file, err := WeightFile(h.Version, k)
+	if err != nil {
+		return err
+	}
+	path, err := h.knobPath(rel, file)
+	if err != nil {
+		return err
+	}
+	return writeKnob(path, dev.String()+" "+strconv.FormatUint(native, 10))
+}
+
+// ResetDeviceWeight removes the per-device weight of cgroup rel on dev, so
+// the cgroup's default weight applies again. BFQ and iocost take
+// "MAJ:MIN default"; CFQ takes a weight of 0.
+func (h Hierarchy) ResetDeviceWeight(rel string, k WeightKind, dev Dev) error {
+	file, err := WeightFile(h.Version, k)
+	if err != nil {
+		return err
+	}
+	path, err := h.knobPath(rel, file)
+	if err != nil {
+		return err
+	}
+	body := "default"
+	if k == WeightCFQ {
+		body = "0"
+	}
+	return writeKnob(path, dev.String()+" "+body)
+}
+
+// v1 throttle files, in Limits field order.
+var v1LimitFiles = [4]string{
+	"blkio.throttle.read_bps_device",
+	"blkio.throttle.write_bps_device",
+	"blkio.throttle.read_iops_device",
+	"blkio.throttle.write_iops_device",
+}
+
+// ReadLimits returns the throttling limits of cgroup rel on dev (zero:
+// unlimited).
+func (h Hierarchy) ReadLimits(rel string, dev Dev) (Limits, error) {
+	var l Limits
+	if h.Version == 2 {
+		path, err := h.knobPath(rel, "io.max")
+		if err != nil {
+			return l, err
+		}
+		data, err := readKnob(path)
+		if err != nil {
+			return l, err
+		}
+		m, err := ParseIOMax(data)
+		if err != nil {
+			return l, fmt.Errorf("%s: %w", path, err)
+		}
+		return m[dev], nil
+	}
+	fields := [4]*uint64{&l.RBps, &l.WBps, &l.RIOps, &l.WIOps}
+	for i, file := range v1LimitFiles {
+		path, err := h.knobPath(rel, file)
+		if err != nil {
+			return l, err
+		}
+		data, err := readKnob(path)
+		if err != nil {
+			return l, err
+		}
+		vals, err := ParseDeviceValues(data, file)
+		if err != nil {
+			return l, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, dv := range vals {
+			if dv.Dev == dev {
+				*fields[i] = dv.Value
+			}
+		}
+	}
+	return l, nil
+}
+
+// SetLimits sets all four throttling limits of cgroup rel on dev; a zero
+// field removes that limit. On v2 this is one io.max line; on v1 it writes
+// only the files whose value differs from what is there.
+func (h Hierarchy) SetLimits(rel string, dev Dev, l Limits) error {
+	if h.Version == 2 {
+		path, err := h.knobPath(rel, "io.max")
+		if err != nil {
+			return err
+		}
+		v := func(n uint64) string {
+			if n == 0 {
+				return "max"
+			}
+			return strconv.FormatUint(n, 10)
+		}
+		line := fmt.Sprintf("%s rbps=%s wbps=%s riops=%s wiops=%s", dev, v(l.RBps), v(l.WBps), v(l.RIOps), v(l.WIOps))
+		return writeKnob(path, line)
+	}
+	cur, err := h.ReadLimits(rel, dev)
+	if err != nil {
+		return err
+	}
+	want := [4]uint64{l.RBps, l.WBps, l.RIOps, l.WIOps}
+	have := [4]uint64{cur.RBps, cur.WBps, cur.RIOps, cur.WIOps}
+	var errs []string
+	for i, file := range v1LimitFiles {
+		if want[i] == have[i] {
+			continue
+		}
+		path, err := h.knobPath(rel, file)
+		if err != nil {
+			return err
+		}
+		// "MAJ:MIN 0" removes the rule.
+		if err := writeKnob(path, dev.String()+" "+strconv.FormatUint(want[i], 10)); err != nil {
+			if errors.Is(err, ErrCgroupGone) {
+				return err
+			}
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,499 @@
+package cgroupfs
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// The parsers here work on []byte rather than io.Reader: the daemon re-reads
+// the same kept descriptor into one buffer every tick for up to 10,000
+// cgroups, and byte parsing lets that path run without allocating.
+
+// Dev is a block device number.
+type Dev struct {
+	Major, Minor uint32
+}
+
+func (d Dev) String() string {
+	return strconv.FormatUint(uint64(d.Major), 10) + ":" + strconv.FormatUint(uint64(d.Minor), 10)
+}
+
+// ParseDev parses "MAJ:MIN".
+func ParseDev(s string) (Dev, error) {
+	d, ok := parseDevBytes([]byte(s))
+	if !ok {
+		return Dev{}, fmt.Errorf("device %q: want MAJ:MIN with decimal numbers", s)
+	}
+	return d, nil
+}
+
+func parseDevBytes(b []byte) (Dev, bool) {
+	i := bytes.IndexByte(b, ':')
+	if i <= 0 || i == len(b)-1 {
+		return Dev{}, false
+	}
+	maj, ok1 := parseUint(b[:i])
+	min, ok2 := parseUint(b[i+1:])
+	if !ok1 || !ok2 || maj > 1<<32-1 || min > 1<<32-1 {
+		return Dev{}, false
+	}
+	return Dev{uint32(maj), uint32(min)}, true
+}
+
+// parseUint parses a non-empty decimal number without allocating.
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+// DeviceIO is the I/O a cgroup did on one device since the counters began.
+type DeviceIO struct {
+	Dev            Dev
+	RBytes, WBytes uint64
+	RIOs, WIOs     uint64
+	DBytes, DIOs   uint64 // discards (v2, and v1 "Discard" rows)
+}
+
+// Bytes returns read+write bytes: what the policy counts as I/O.
+func (d DeviceIO) Bytes() uint64 { return d.RBytes + d.WBytes }
+
+// IOStat is a cgroup's I/O per device, ordered as the kernel listed it.
+type IOStat struct {
+	Devices []DeviceIO
+}
+
+// Total sums all devices; its Dev is zero.
+func (s IOStat) Total() DeviceIO {
+	var t DeviceIO
+	for _, d := range s.Devices {
+		t.RBytes += d.RBytes
+		t.WBytes += d.WBytes
+		t.RIOs += d.RIOs
+		t.WIOs += d.WIOs
+		t.DBytes += d.DBytes
+		t.DIOs += d.DIOs
+	}
+	return t
+}
+
+// Device returns the counters of one device.
+func (s IOStat) Device(dev Dev) (DeviceIO, bool) {
+	for _, d := range s.Devices {
+		if d.Dev == dev {
+			return d, true
+		}
+	}
+	return DeviceIO{}, false
+}
+
+// findOrAdd returns the index of dev in devs, appending a zero entry if new.
+func findOrAdd(devs []DeviceIO, dev Dev) ([]DeviceIO, int) {
+	for i := range devs {
+		if devs[i].Dev == dev {
+			return devs, i
+		}
+	}
+	devs = append(devs, DeviceIO{Dev: dev})
+	return devs, len(devs) - 1
+}
+
+// nextLine splits off the first line of b.
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
+	}
+	return b, nil
+}
+
+// nextField splits off the first space-separated field of b.
+func nextField(b []byte) (field, rest []byte) {
+	b = bytes.TrimLeft(b, " \t")
+	i := bytes.IndexAny(b, " \t")
+	if i < 0 {
+		return b, nil
+	}
+	return b[:i], b[i:]
+}
+
+// ParseIOStat parses cgroup v2 io.stat, appending to dst[:0]:
+//
+//	8:16 rbytes=1459200 wbytes=314773504 rios=192 wios=353 dbytes=0 dios=0
+//	8:0 rbytes=90430464 wbytes=299008000 rios=8950 wios=1252 dbytes=50331648 dios=3021
+//
+// Keys other than the six counters (iocost's cost.*, debug stats) are
+// skipped. A device line with a malformed known key is a *ParseError.
+func ParseIOStat(data []byte, dst []DeviceIO) ([]DeviceIO, error) {
+	dst = dst[:0]
+	lineNo := 0
+	for rest := data; len(rest) > 0; {
+		var line []byte
+		line, rest = nextLine(rest)
+		lineNo++
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		devField, kvs := nextField(line)
+		dev, ok := parseDevBytes(devField)
+		if !ok {
+			return dst, &ParseError{File: "io.stat", Line: lineNo, Text: string(line), Msg: "first field is not MAJ:MIN"}
+		}
+		var d DeviceIO
+		d.Dev = dev
+		for len(kvs) > 0 {
+			var kv []byte
+			kv, kvs = nextField(kvs)
+			if len(kv) == 0 {
+				break
+			}
+			eq := bytes.IndexByte(kv, '=')
+			if eq < 0 {
+				continue // not a key=value pair: skip, the kernel may add such
+			}
+			key, val := kv[:eq], kv[eq+1:]
+			var p *uint64
+			switch string(key) { // no allocation: the compiler special-cases this
+			case "rbytes":
+				p = &d.RBytes
+			case "wbytes":
+				p = &d.WBytes
+			case "rios":
+				p = &d.RIOs
+			case "wios":
+				p = &d.WIOs
+			case "dbytes":
+				p = &d.DBytes
+			case "dios":
+				p = &d.DIOs
+			default:
+				continue
+			}
+			n, ok := parseUint(val)
+			if !ok {
+				return dst, &ParseError{File: "io.stat", Line: lineNo, Text: string(line), Msg: fmt.Sprintf("value of %s is not a number", key)}
+			}
+			*p = n
+		}
+		dst = append(dst, d)
+	}
+	return dst, nil
+}
+
+// ParseBlkioRWStat parses a cgroup v1 blkio "rwstat" file —
+// blkio.throttle.io_service_bytes[_recursive], blkio.throttle.io_serviced[_recursive]
+// and their blkio.bfq.* counterparts — merging into dst (which it does not
+// reset, so the bytes file and the serviced file can fill one slice):
+//
+//	7:0 Read 4096
+//	7:0 Write 0
+//	7:0 Sync 4096
+//	7:0 Async 0
+//	7:0 Discard 0
+//	7:0 Total 4096
+//	Total 4096
+//
+// ios selects which counters the values are: false for bytes, true for
+// operations. The closing "Total N" line and Sync/Async/Total rows are
+// skipped (they repeat Read+Write). A device with no I/O may be absent.
+func ParseBlkioRWStat(data []byte, file string, ios bool, dst []DeviceIO) ([]DeviceIO, error) {
+	lineNo := 0
+	for rest := data; len(rest) > 0; {
+		var line []byte
+		line, rest = nextLine(rest)
+		lineNo++
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		f1, r := nextField(line)
+		f2, r := nextField(r)
+		f3, r := nextField(r)
+		if string(f1) == "Total" && len(f3) == 0 {
+			if _, ok := parseUint(f2); !ok {
+				return dst, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "Total is not a number"}
+			}
+			continue
+		}
+		if extra, _ := nextField(r); len(extra) != 0 || len(f3) == 0 {
+			return dst, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "want 'MAJ:MIN Op N'"}
+		}
+		dev, ok := parseDevBytes(f1)
+		if !ok {
+			return dst, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "first field is not MAJ:MIN"}
+		}
+		n, ok := parseUint(f3)
+		if !ok {
+			return dst, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "value is not a number"}
+		}
+		var i int
+		switch string(f2) {
+		case "Read":
+			dst, i = findOrAdd(dst, dev)
+			if ios {
+				dst[i].RIOs = n
+			} else {
+				dst[i].RBytes = n
+			}
+		case "Write":
+			dst, i = findOrAdd(dst, dev)
+			if ios {
+				dst[i].WIOs = n
+			} else {
+				dst[i].WBytes = n
+			}
+		case "Discard":
+			dst, i = findOrAdd(dst, dev)
+			if ios {
+				dst[i].DIOs = n
+			} else {
+				dst[i].DBytes = n
+			}
+		default: // Sync, Async, Total, and any future row
+		}
+	}
+	return dst, nil
+}
+
+// PSI is one line of a pressure file.
+type PSI struct {
+	Avg10, Avg60, Avg300 float64 // percent of wall time stalled
+	Total                uint64  // microseconds stalled in all
+}
+
+// Pressure is a cgroup's (v2 io.pressure) or the host's (/proc/pressure/io)
+// pressure stall information for I/O.
+type Pressure struct {
+	Some    PSI  // some task stalled on I/O
+	Full    PSI  // all non-idle tasks stalled on I/O at once
+	HasFull bool // the kernel wrote a "full" line
+}
+
+// ParsePressure parses a PSI file:
+//
+//	some avg10=0.00 avg60=0.00 avg300=0.00 total=0
+//	full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+//
+// Unknown line kinds and keys are skipped; a malformed known one is an error.
+func ParsePressure(data []byte) (Pressure, error) {
+	var p Pressure
+	lineNo := 0
+	hasSome := false
+	for rest := data; len(rest) > 0; {
+		var line []byte
+		line, rest = nextLine(rest)
+		lineNo++
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		kind, kvs := nextField(line)
+		var dst *PSI
+		switch string(kind) {
+		case "some":
+			dst, hasSome = &p.Some, true
+		case "full":
+			dst, p.HasFull = &p.Full, true
+		default:
+			continue
+		}
+		for len(kvs) > 0 {
+			var kv []byte
+			kv, kvs = nextField(kvs)
+			if len(kv) == 0 {
+				break
+			}
+			eq := bytes.IndexByte(kv, '=')
+			if eq < 0 {
+				return p, &ParseError{File: "pressure", Line: lineNo, Text: string(line), Msg: "want key=value"}
+			}
+			key, val := kv[:eq], kv[eq+1:]
+			var err error
+			switch string(key) {
+			case "avg10":
+				dst.Avg10, err = strconv.ParseFloat(string(val), 64)
+			case "avg60":
+				dst.Avg60, err = strconv.ParseFloat(string(val), 64)
+			case "avg300":
+				dst.Avg300, err = strconv.ParseFloat(string(val), 64)
+			case "total":
+				n, ok := parseUint(val)
+				if !ok {
+					err = fmt.Errorf("not a number")
+				}
+				dst.Total = n
+			}
+			if err != nil {
+				return p, &ParseError{File: "pressure", Line: lineNo, Text: string(line), Msg: fmt.Sprintf("value of %s: %v", key, err)}
+			}
+		}
+	}
+	if !hasSome {
+		return p, &ParseError{File: "pressure", Line: lineNo, Text: string(data), Msg: "no 'some' line"}
+	}
+	return p, nil
+}
+
+// DeviceValue is one "MAJ:MIN value" line of a per-device knob.
+type DeviceValue struct {
+	Dev   Dev
+	Value uint64
+}
+
+// Weights is the content of a weight file: blkio.bfq.weight_device,
+// blkio.weight_device, io.bfq.weight, io.weight.
+//
+//	default 100
+//	7:0 300
+//
+// v1 blkio.weight_device (CFQ) has no default line; v1 blkio.bfq.weight and
+// blkio.weight hold a bare number (the default).
+type Weights struct {
+	Default    uint64 // 0 when the file has no default
+	HasDefault bool
+	Devices    []DeviceValue
+}
+
+// Device returns the per-device weight, if one is set.
+func (w Weights) Device(d Dev) (uint64, bool) {
+	for _, dv := range w.Devices {
+		if dv.Dev == d {
+			return dv.Value, true
+		}
+	}
+	return 0, false
+}
+
+// ParseWeights parses any weight file (see Weights).
+func ParseWeights(data []byte, file string) (Weights, error) {
+	var w Weights
+	lineNo := 0
+	for rest := data; len(rest) > 0; {
+		var line []byte
+		line, rest = nextLine(rest)
+		lineNo++
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		f1, r := nextField(line)
+		f2, r := nextField(r)
+		if extra, _ := nextField(r); len(extra) != 0 {
+			return w, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "too many fields"}
+		}
+		if len(f2) == 0 { // a bare number: the default weight (v1)
+			n, ok := parseUint(f1)
+			if !ok {
+				return w, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "weight is not a number"}
+			}
+			w.Default, w.HasDefault = n, true
+			continue
+		}
+		n, ok := parseUint(f2)
+		if !ok {
+			return w, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "weight is not a number"}
+		}
+		if string(f1) == "default" {
+			w.Default, w.HasDefault = n, true
+			continue
+		}
+		dev, ok := parseDevBytes(f1)
+		if !ok {
+			return w, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "want 'default N' or 'MAJ:MIN N'"}
+		}
+		w.Devices = append(w.Devices, DeviceValue{Dev: dev, Value: n})
+	}
+	return w, nil
+}
+
+// Limits are throttling limits on one device; 0 means unlimited.
+type Limits struct {
+	RBps, WBps, RIOps, WIOps uint64
+}
+
+// IsZero reports whether no limit is set.
+func (l Limits) IsZero() bool { return l == Limits{} }
+
+// ParseIOMax parses cgroup v2 io.max:
+//
+//	8:16 rbps=2097152 wbps=max riops=max wiops=120
+//
+// "max" is unlimited (0 here). Unknown keys are skipped.
+func ParseIOMax(data []byte) (map[Dev]Limits, error) {
+	out := map[Dev]Limits{}
+	lineNo := 0
+	for rest := data; len(rest) > 0; {
+		var line []byte
+		line, rest = nextLine(rest)
+		lineNo++
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		devField, kvs := nextField(line)
+		dev, ok := parseDevBytes(devField)
+		if !ok {
+			return nil, &ParseError{File: "io.max", Line: lineNo, Text: string(line), Msg: "first field is not MAJ:MIN"}
+		}
+		var l Limits
+		for len(kvs) > 0 {
+			var kv []byte
+			kv, kvs = nextField(kvs)
+			if len(kv) == 0 {
+				break
+			}
+			eq := bytes.IndexByte(kv, '=')
+			if eq < 0 {
+				return nil, &ParseError{File: "io.max", Line: lineNo, Text: string(line), Msg: "want key=value"}
+			}
+			key, val := kv[:eq], kv[eq+1:]
+			var p *uint64
+			switch string(key) {
+			case "rbps":
+				p = &l.RBps
+			case "wbps":
+				p = &l.WBps
+			case "riops":
+				p = &l.RIOps
+			case "wiops":
+				p = &l.WIOps
+			default:
+				continue
+			}
+			if string(val) == "max" {
+				*p = 0
+				continue
+			}
+			n, ok := parseUint(val)
+			if !ok {
+				return nil, &ParseError{File: "io.max", Line: lineNo, Text: string(line), Msg: fmt.Sprintf("value of %s is neither a number nor max", key)}
+			}
+			*p = n
+		}
+		out[dev] = l
+	}
+	return out, nil
+}
+
+// ParseDeviceValues parses a v1 per-device file such as
+// blkio.throttle.read_bps_device or blkio.weight_device:
+//
+//	7:0 1048576
+func ParseDeviceValues(data []byte, file string) ([]DeviceValue, error) {
+	w, err := ParseWeights(data, file)
+	if err != nil {
+		return nil, err
+	}
+	if w.HasDefault {
+		return nil, &ParseError{File: file, Line: 1, Text: string(data), Msg: "unexpected default line in a per-device file"}
+	}
+	return w.Devices, nil
+}
