@@ -59,7 +59,9 @@ func (l Loop) Dev() string { return fmt.Sprintf("%d:%d", l.Major, l.Minor) }
 
 // LoopDevice attaches a loop device over a new sparse file of sizeMiB MiB,
 // filled with data so reads are not of holes, and detaches it when the test
-// ends. The backing file lives under /var/tmp (not tmpfs).
+// ends. The backing file lives under /var/tmp (not tmpfs) and the loop
+// device reads it with direct I/O, so the real disk, not the page cache, is
+// what readers compete for — as with a container volume on a real disk.
 func LoopDevice(t testing.TB, sizeMiB int) Loop {
 	t.Helper()
 	NeedRoot(t)
@@ -89,9 +91,9 @@ func LoopDevice(t testing.TB, sizeMiB int) Loop {
 	if err := f.Close(); err != nil {
 		t.Fatalf("close %s: %v", file, err)
 	}
-	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", file).CombinedOutput()
 	if err != nil {
-		t.Fatalf("losetup --find --show %s: %v: %s", file, err, out)
+		t.Fatalf("losetup --find --show --direct-io=on %s: %v: %s", file, err, out)
 	}
 	path := strings.TrimSpace(string(out))
 	t.Cleanup(func() {

@@ -1,0 +1,404 @@
+package cgroupfs
+
+// Real-kernel tests. The TestRealV1* tests run on the host (cgroup v1 blkio,
+// a loop device made for the test); the TestRealV2* tests run inside the
+// nested test VM (make test-v2), where cgroup2 is mounted at /sys/fs/cgroup
+// and /dev/vda is a disk capped by qemu at 100 MiB/s. Both drive the same
+// code: two cgroups, one O_DIRECT sequential reader in each, on disjoint
+// halves of the device.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+func TestMain(m *testing.M) {
+	workload.MaybeRunFromEnv()
+	os.Exit(m.Run())
+}
+
+// realEnv is a hierarchy, a test parent cgroup in it, and a block device.
+type realEnv struct {
+	h       Hierarchy
+	base    string // the test's parent cgroup, relative to h.Mount
+	devName string // e.g. loop3, vda
+	devPath string
+	dev     Dev
+	size    int64 // bytes of the device the readers may use
+}
+
+// child creates the cgroup base/name and returns its relative path.
+func (e realEnv) child(t *testing.T, name string) string {
+	t.Helper()
+	rel := e.base + "/" + name
+	p, err := e.h.Path(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Cgroup(t, p)
+	return rel
+}
+
+func testCgroupName(t *testing.T) string {
+	return fmt.Sprintf("/ddiskqos-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid())
+}
+
+// v1Env is this host's v1 blkio hierarchy with a fresh loop device.
+func v1Env(t *testing.T) realEnv {
+	t.Helper()
+	if testkit.InVM() {
+		t.Skip("the test VM runs cgroup v2 only; v1 tests run on the host")
+	}
+	testkit.NeedRoot(t)
+	l, err := DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := l.V1Controller("blkio")
+	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
+	loop := testkit.LoopDevice(t, 512)
+	e := realEnv{h: Hierarchy{Version: 1, Mount: m.Mountpoint}, base: testCgroupName(t),
+		devName: loop.Name, devPath: loop.Path, dev: Dev{loop.Major, loop.Minor}, size: 512 << 20}
+	p, _ := e.h.Path(e.base)
+	testkit.Cgroup(t, p)
+	return e
+}
+
+// v2Env is the test VM's unified hierarchy and its throttled disk.
+func v2Env(t *testing.T) realEnv {
+	t.Helper()
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	l, err := DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Need(t, l.Mode == ModeV2, "the VM should mount cgroup2 only, layout is %s", l.Mode)
+	devPath := os.Getenv("DDISKQOS_VM_DISK")
+	testkit.Need(t, devPath != "", "DDISKQOS_VM_DISK is not set by the VM's init")
+	name := filepath.Base(devPath)
+	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := ParseDev(strings.TrimSpace(string(devText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizeText, err := os.ReadFile(filepath.Join("/sys/block", name, "size"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sectors int64
+	fmt.Sscan(string(sizeText), &sectors)
+	e := realEnv{h: Hierarchy{Version: 2, Mount: l.Unified}, base: testCgroupName(t),
+		devName: name, devPath: devPath, dev: dev, size: sectors * 512}
+	p, _ := e.h.Path(e.base)
+	testkit.Cgroup(t, p)
+	ctl, err := os.ReadFile(filepath.Join(l.Unified, "cgroup.subtree_control"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Need(t, strings.Contains(string(ctl), "io"), "io controller not enabled in the root's cgroup.subtree_control (%q)", ctl)
+	if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
+		t.Fatalf("enable io below %s: %v", p, err)
+	}
+	return e
+}
+
+// reader is one O_DIRECT sequential reader placed in a cgroup.
+type reader struct {
+	cgroup string // relative cgroup path
+	offset int64
+	span   int64
+}
+
+type readResult struct {
+	res     workload.Result
+	counted uint64 // bytes the cgroup's counters grew by on the device
+}
+
+// runReaders starts every reader in its cgroup, lets them read for d, and
+// returns what each read and what its cgroup's counters saw.
+func runReaders(t *testing.T, e realEnv, d time.Duration, rs []reader) []readResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
+	procs := make([]*workload.Proc, len(rs))
+	before := make([]uint64, len(rs))
+	cgs := make([]*Cgroup, len(rs))
+	for i, r := range rs {
+		args := []string{"--wait-stdin", "--json", "--direct", "--loop",
+			"--duration", d.String(), "--offset", fmt.Sprint(r.offset), "--span", fmt.Sprint(r.span),
+			"read", e.devPath}
+		p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"}, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = p
+		t.Cleanup(func() { p.Kill(); p.Wait() })
+		if err := e.h.AddProcess(r.cgroup, p.Pid()); err != nil {
+			t.Fatal(err)
+		}
+		c, err := e.h.Open(r.cgroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cgs[i] = c
+		s, err := c.ReadIO()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := s.Device(e.dev)
+		before[i] = d.RBytes
+	}
+	for _, p := range procs {
+		if err := p.Go(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make([]readResult, len(rs))
+	for i, p := range procs {
+		res, err := p.Wait()
+		if err != nil {
+			t.Fatalf("reader %d in %s: %v", i, rs[i].cgroup, err)
+		}
+		s, err := cgs[i].ReadIO()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := s.Device(e.dev)
+		out[i] = readResult{res: res, counted: d.RBytes - before[i]}
+	}
+	return out
+}
+
+// assertCounted checks that a cgroup's counters saw the bytes its reader read.
+func assertCounted(t *testing.T, name string, r readResult) {
+	t.Helper()
+	read := uint64(r.res.Bytes)
+	if read == 0 {
+		t.Fatalf("%s: reader read nothing", name)
+	}
+	// The counters may run slightly ahead (a request in flight at the end).
+	if r.counted < read || r.counted > read+read/50+(4<<20) {
+		t.Errorf("%s: reader read %d bytes, cgroup counters grew by %d", name, read, r.counted)
+	}
+}
+
+func mibps(r readResult) float64 { return r.res.BytesPerSec / (1 << 20) }
+
+// weightSplit runs a high- and a low-weight reader, first with equal weights
+// (the control) and then with 1000 vs 10, and asserts the weights decide.
+func weightSplit(t *testing.T, e realEnv, k WeightKind, d time.Duration, minRatio float64) {
+	hi, lo := e.child(t, "hi"), e.child(t, "lo")
+	half := e.size / 2
+	rs := []reader{{hi, 0, half}, {lo, half, half}}
+
+	for _, cg := range []string{hi, lo} {
+		if err := e.h.SetDeviceWeight(cg, k, e.dev, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eq := runReaders(t, e, d, rs)
+	t.Logf("%s equal weights: %.1f vs %.1f MiB/s", k, mibps(eq[0]), mibps(eq[1]))
+
+	if err := e.h.SetDeviceWeight(hi, k, e.dev, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.SetDeviceWeight(lo, k, e.dev, 10); err != nil {
+		t.Fatal(err)
+	}
+	for cg, want := range map[string]Weight{hi: 1000, lo: 10} {
+		w, err := e.h.ReadWeights(cg, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := w.Device(e.dev); !ok || got != NativeWeight(k, want) {
+			t.Fatalf("%s: %s weight on %s reads back %d (set %v), want %d", cg, k, e.dev, got, ok, NativeWeight(k, want))
+		}
+	}
+	got := runReaders(t, e, d, rs)
+	ratio := got[0].res.BytesPerSec / max(got[1].res.BytesPerSec, 1)
+	eqRatio := eq[0].res.BytesPerSec / max(eq[1].res.BytesPerSec, 1)
+	t.Logf("%s weights 1000 vs 10: %.1f vs %.1f MiB/s (%.1fx; equal weights %.2fx)", k, mibps(got[0]), mibps(got[1]), ratio, eqRatio)
+	for i, r := range append(eq, got...) {
+		assertCounted(t, fmt.Sprintf("%s run %d", k, i), r)
+	}
+	if ratio < minRatio {
+		t.Errorf("%s weights 1000 vs 10 split bandwidth only %.2fx (want >= %.0fx)", k, ratio, minRatio)
+	}
+	if ratio < 2*eqRatio {
+		t.Errorf("%s weights 1000 vs 10 gave %.2fx, not clearly more than equal weights' %.2fx", k, ratio, eqRatio)
+	}
+
+	// Reset puts the default weight back on that device.
+	if err := e.h.ResetDeviceWeight(lo, k, e.dev); err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.h.ReadWeights(lo, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := w.Device(e.dev); ok {
+		t.Errorf("after reset %s still has weight %d on %s", lo, v, e.dev)
+	}
+}
+
+// throttle caps one reader and checks the cap holds and is removed again.
+func throttle(t *testing.T, e realEnv, limit uint64, d time.Duration, tolerance float64) {
+	cg := e.child(t, "capped")
+	if err := e.h.SetLimits(cg, e.dev, Limits{RBps: limit}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.h.ReadLimits(cg, e.dev); err != nil || l != (Limits{RBps: limit}) {
+		t.Fatalf("limits read back %+v, %v", l, err)
+	}
+	got := runReaders(t, e, d, []reader{{cg, 0, e.size}})[0]
+	assertCounted(t, "capped reader", got)
+	rate := got.res.BytesPerSec
+	t.Logf("read_bps %d MiB/s: reader got %.2f MiB/s over %s", limit>>20, rate/(1<<20), got.res.Elapsed)
+	if rate > float64(limit)*(1+tolerance) || rate < float64(limit)*(1-tolerance) {
+		t.Errorf("rate %.2f MiB/s outside %.0f%% of the %d MiB/s limit", rate/(1<<20), tolerance*100, limit>>20)
+	}
+	if err := e.h.SetLimits(cg, e.dev, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.h.ReadLimits(cg, e.dev); err != nil || !l.IsZero() {
+		t.Fatalf("after removal limits read %+v, %v", l, err)
+	}
+}
+
+func TestRealV1BFQWeightSplit(t *testing.T) {
+	e := v1Env(t)
+	testkit.SetScheduler(t, e.devName, "bfq")
+	weightSplit(t, e, WeightBFQ, 3*time.Second, 5)
+}
+
+func TestRealV1ThrottleHolds(t *testing.T) {
+	e := v1Env(t)
+	testkit.SetScheduler(t, e.devName, "none")
+	throttle(t, e, 20<<20, 3*time.Second, 0.15)
+}
+
+func TestRealV2BFQWeightSplit(t *testing.T) {
+	e := v2Env(t)
+	testkit.SetScheduler(t, e.devName, "bfq")
+	weightSplit(t, e, WeightBFQ, 4*time.Second, 5)
+}
+
+func TestRealV2IOCostWeightSplit(t *testing.T) {
+	e := v2Env(t)
+	testkit.SetScheduler(t, e.devName, "none")
+	enableIOCost(t, e)
+	weightSplit(t, e, WeightIOCost, 4*time.Second, 3)
+}
+
+func TestRealV2IOMaxHolds(t *testing.T) {
+	e := v2Env(t)
+	throttle(t, e, 4<<20, 3*time.Second, 0.15)
+}
+
+func TestRealV2StatAndPressure(t *testing.T) {
+	e := v2Env(t)
+	cg := e.child(t, "reader")
+	got := runReaders(t, e, 2*time.Second, []reader{{cg, 0, e.size}})[0]
+	assertCounted(t, "reader", got)
+	c, err := e.h.Open(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.ReadPressure()
+	testkit.Need(t, err == nil, "io.pressure of %s: %v (PSI off?)", cg, err)
+	t.Logf("io.pressure after a 2 s capped read: %+v", p)
+	if !p.HasFull {
+		t.Errorf("cgroup io.pressure has no full line: %+v", p)
+	}
+	if p.Some.Total == 0 {
+		t.Errorf("a reader stalled on a capped disk for 2 s yet some.total is 0")
+	}
+	hp, err := ReadHostPressure("/proc/pressure/io")
+	if err != nil || hp.Some.Total < p.Some.Total {
+		t.Errorf("host pressure %+v (%v) below the cgroup's %+v", hp, err, p)
+	}
+}
+
+// enableIOCost turns iocost on for the test device, with a linear model that
+// matches the VM disk's 100 MiB/s cap so the controller sees it saturate.
+func enableIOCost(t *testing.T, e realEnv) {
+	t.Helper()
+	qos := filepath.Join(e.h.Mount, "io.cost.qos")
+	model := filepath.Join(e.h.Mount, "io.cost.model")
+	_, err := os.Stat(qos)
+	testkit.Need(t, err == nil, "iocost not built into this kernel (%s: %v)", qos, err)
+	if err := os.WriteFile(model, []byte(fmt.Sprintf("%s ctrl=user model=linear rbps=104857600 rseqiops=25600 rrandiops=25600 wbps=104857600 wseqiops=25600 wrandiops=25600", e.dev)), 0); err != nil {
+		t.Fatalf("set %s: %v", model, err)
+	}
+	if err := os.WriteFile(qos, []byte(e.dev.String()+" enable=1 ctrl=user rpct=0 rlat=0 wpct=0 wlat=0 min=100 max=100"), 0); err != nil {
+		t.Fatalf("enable iocost in %s: %v", qos, err)
+	}
+	t.Cleanup(func() {
+		os.WriteFile(qos, []byte(e.dev.String()+" enable=0"), 0)
+		os.WriteFile(model, []byte(e.dev.String()+" ctrl=auto"), 0)
+	})
+}
+
+// BenchmarkRealV1ReadIO measures one sensor read of a real v1 blkio cgroup:
+// the kept descriptor re-read with pread (what the daemon does) against
+// opening, reading and closing the files each time.
+func BenchmarkRealV1ReadIO(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to create a cgroup")
+	}
+	l, err := DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, ok := l.V1Controller("blkio")
+	if !ok {
+		b.Skip("no v1 blkio hierarchy")
+	}
+	h := Hierarchy{Version: 1, Mount: m.Mountpoint}
+	rel := fmt.Sprintf("/ddiskqos-bench-%d", os.Getpid())
+	if _, err := h.Create(rel); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Remove(rel) })
+	b.Run("kept-fd", func(b *testing.B) {
+		c, err := h.Open(rel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.ReadIO(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("open-read-close", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c, err := h.Open(rel)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.ReadIO(); err != nil {
+				b.Fatal(err)
+			}
+			c.Close()
+		}
+	})
+}
