@@ -1,0 +1,109 @@
+// Package snapshot holds the immutable picture of the daemon's state that
+// the loop publishes once per tick. The HTTP API, the metrics collector and
+// `ddiskqos status` only ever read a Snapshot, so no request races the loop.
+//
+// Its JSON form is what GET /v1/workloads returns: a public contract.
+package snapshot
+
+import "time"
+
+// Snapshot is the daemon's state after one tick. Never modify one after it
+// is published.
+type Snapshot struct {
+	At       time.Time     `json:"at"`
+	Tick     uint64        `json:"tick"`
+	Interval time.Duration `json:"interval_ns"`
+	// TickDuration is how long the last tick took (sense, decide, actuate).
+	TickDuration time.Duration `json:"tick_duration_ns"`
+	Source       string        `json:"source"`   // docker | cgroup
+	Actuator     string        `json:"actuator"` // cgroup | docker
+	DryRun       bool          `json:"dry_run"`
+	CgroupMode   string        `json:"cgroup_mode"` // v1 | v2 | hybrid
+	// Workloads are sorted by Name, then ID.
+	Workloads []Workload `json:"workloads"`
+	// Devices are the block devices actuated, sorted by Name.
+	Devices []Device `json:"devices"`
+	// Levels counts workloads per level; index 0 is exempt/none, 1..4 the levels.
+	Levels [5]int `json:"levels"`
+	// Errors counts errors since start by cause (e.g. "sense", "actuate",
+	// "source"), sorted by Cause.
+	Errors []ErrorCount `json:"errors,omitempty"`
+	// HostPressure is /proc/pressure/io, nil when PSI is unavailable.
+	HostPressure *Pressure `json:"host_pressure,omitempty"`
+}
+
+// Workload is one container or cgroup the daemon manages.
+type Workload struct {
+	ID     string            `json:"id"`
+	Name   string            `json:"name"`
+	Cgroup string            `json:"cgroup"` // relative to the I/O hierarchy
+	Labels map[string]string `json:"labels,omitempty"`
+
+	Level        int       `json:"level"` // 1..4; 0 when exempt
+	Pinned       bool      `json:"pinned,omitempty"`
+	Exempt       bool      `json:"exempt,omitempty"`
+	LabelError   string    `json:"label_error,omitempty"`
+	BytesInLevel uint64    `json:"bytes_in_level"`
+	Allowance    uint64    `json:"allowance"` // of the current level
+	LevelSince   time.Time `json:"level_since"`
+	Weight       int       `json:"weight"` // 10..1000; 0 when exempt
+
+	// Counters since the daemon began tracking the workload.
+	ReadBytes  uint64 `json:"read_bytes"`
+	WriteBytes uint64 `json:"write_bytes"`
+	ReadIOs    uint64 `json:"read_ios"`
+	WriteIOs   uint64 `json:"write_ios"`
+	// Rates over the last tick, bytes per second.
+	ReadBps  float64 `json:"read_bps"`
+	WriteBps float64 `json:"write_bps"`
+
+	// Applied lists what is in force on each device, sorted by device.
+	Applied []Applied `json:"applied,omitempty"`
+	// Pressure is the cgroup's io.pressure (v2 only).
+	Pressure *Pressure `json:"pressure,omitempty"`
+}
+
+// Applied is what ddiskqos set for one workload on one device.
+type Applied struct {
+	Device    string `json:"device"` // e.g. loop3
+	Dev       string `json:"dev"`    // MAJ:MIN
+	Mechanism string `json:"mechanism"`
+	// Weight on the 10..1000 scale, 0 when the mechanism is a throttle.
+	Weight int `json:"weight,omitempty"`
+	// Limits in force (throttle mechanism), zero fields unlimited.
+	ReadBps   uint64 `json:"read_bps_limit,omitempty"`
+	WriteBps  uint64 `json:"write_bps_limit,omitempty"`
+	Throttled bool   `json:"throttled,omitempty"`
+	Error     string `json:"error,omitempty"` // last failure to apply
+}
+
+// Device is a block device the daemon actuates on.
+type Device struct {
+	Name             string `json:"name"`
+	Dev              string `json:"dev"`
+	Scheduler        string `json:"scheduler"`
+	Mechanism        string `json:"mechanism"`
+	WeightsEffective bool   `json:"weights_effective"`
+	// TopActiveLevel is the best level that did I/O on the device in the
+	// last tick, 0 when idle (what the throttle mechanism keys on).
+	TopActiveLevel int     `json:"top_active_level"`
+	ReadBps        float64 `json:"read_bps"`
+	WriteBps       float64 `json:"write_bps"`
+}
+
+// Pressure is one PSI reading (some and full), averages in percent, totals
+// in microseconds.
+type Pressure struct {
+	SomeAvg10 float64 `json:"some_avg10"`
+	SomeAvg60 float64 `json:"some_avg60"`
+	SomeTotal uint64  `json:"some_total_us"`
+	FullAvg10 float64 `json:"full_avg10"`
+	FullAvg60 float64 `json:"full_avg60"`
+	FullTotal uint64  `json:"full_total_us"`
+}
+
+// ErrorCount is how many errors of one cause happened since start.
+type ErrorCount struct {
+	Cause string `json:"cause"`
+	Count uint64 `json:"count"`
+}
