@@ -1,0 +1,308 @@
+package workload
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Exit codes of Main.
+const (
+	ExitOK    = 0 // done, also when stopped by SIGINT or SIGTERM
+	ExitIO    = 1 // an I/O error (open, read, write, sync)
+	ExitUsage = 2 // bad flags, arguments or combination of them
+)
+
+const cmdName = "ddiskqos workload"
+
+const helpText = `Usage: ddiskqos workload [flags] read|write|randread PATH
+
+Generate disk I/O on one file or block device, one request at a time (queue
+depth 1), and report throughput and per-request latency. Run several
+processes for several streams.
+
+Operations:
+  read      read the region sequentially, --bs bytes per request
+  write     write pseudo-random data over the region sequentially
+  randread  read --bs bytes at random --bs-aligned offsets in the region
+
+The region is --span bytes from --offset; without --span it runs to the end of
+the file or device (for a regular file being written: unbounded). Readers of
+one device can take disjoint regions. A job stops at the first of: --bytes
+moved, --duration passed, the end of the region (unless --loop), or SIGINT or
+SIGTERM, after which the result so far is printed and the exit status is 0.
+
+Sizes: 4096, 4k, 3MiB, 1.5GiB (k m g t and KiB MiB GiB TiB are powers of
+1024), 100MB, 2GB (kB MB GB TB are powers of 1000).
+
+Flags:
+  --bytes SIZE       stop after SIZE bytes (default: no limit)
+  --duration DUR     stop after DUR, e.g. 30s, 5m (default: no limit)
+  --bs SIZE          bytes per request (default 1MiB; 4k for randread)
+  --offset SIZE      start of the region (default 0)
+  --span SIZE        length of the region (default: to the end)
+  --loop             start over at --offset at the end of the region
+  --direct           O_DIRECT: bypass the page cache; --bs, --offset, --span,
+                     --size and a write's --bytes must be multiples of 4096
+  --drop-cache       first drop the region's cached pages of this one file
+                     (posix_fadvise DONTNEED), for a cold read
+  --rate SIZE        cap throughput at SIZE bytes per second, e.g. 50MB/s;
+                     applied per request, so a smaller --bs is smoother
+  --sync             write: fdatasync at the end (counted in the time)
+  --create           write: create PATH if missing
+  --size SIZE        write: truncate or extend the file to SIZE first
+  --seed N           seed of random offsets and data (default: random)
+  --json             print the result as JSON instead of one line of text
+  --wait-stdin       print "ready <pid>" and wait for a line on stdin before
+                     starting (end of stdin: exit 0, no I/O); lets a parent
+                     put this process into a cgroup first
+  -h, --help         show this help
+
+Examples:
+  # Cold read of 1 MiB: drop this file's cached pages, then read it once.
+  ddiskqos workload --drop-cache --bytes 1MiB read /data/blob
+
+  # Bulk stream: read the first 10 GiB of a device over and over, bypassing
+  # the page cache, capped at 200 MB/s, until stopped.
+  ddiskqos workload --direct --span 10GiB --loop --rate 200MB/s read /dev/vdb
+
+  # 4k random reads for 30 seconds in the second 50 GiB of a device.
+  ddiskqos workload --direct --duration 30s --offset 50GiB --span 50GiB \
+      randread /dev/vdb
+
+  # Write 1 GiB to a new file and flush it to disk.
+  ddiskqos workload --create --sync --bytes 1GiB write /data/scratch
+
+  # From a parent that moves the process into a cgroup before it starts:
+  ddiskqos workload --wait-stdin --json --bytes 1GiB read /data/blob
+  # prints "ready 4711"; write 4711 to the cgroup's cgroup.procs, then
+  # send a line to its stdin; the JSON result follows on stdout.
+
+Exit status: 0 done, 1 I/O error, 2 usage error.
+`
+
+// Main is the command "ddiskqos workload": args are what follows the
+// subcommand. It returns the exit status (ExitOK, ExitIO, ExitUsage).
+// SIGINT and SIGTERM end the job early, and the result so far is printed:
+// as PID 1 of a FROM scratch container it would otherwise ignore docker stop.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
+	defer stop()
+	return mainContext(ctx, args, stdin, stdout, stderr)
+}
+
+// cli is a parsed command line.
+type cli struct {
+	spec      Spec
+	json      bool
+	waitStdin bool
+}
+
+func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, err := parseArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, helpText)
+		return ExitOK
+	}
+	if err == nil {
+		err = c.spec.Validate()
+	}
+	if err != nil {
+		usageError(stderr, err)
+		return ExitUsage
+	}
+
+	if c.waitStdin {
+		fmt.Fprintf(stdout, "ready %d\n", os.Getpid())
+		if !waitLine(ctx, stdin) {
+			return ExitOK
+		}
+	}
+
+	r, err := Run(ctx, c.spec)
+	if err != nil {
+		if _, ok := errors.AsType[*SpecError](err); ok {
+			usageError(stderr, err)
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", cmdName, err)
+		return ExitIO
+	}
+	if c.json {
+		if err := json.NewEncoder(stdout).Encode(r); err != nil {
+			fmt.Fprintf(stderr, "%s: write result: %v\n", cmdName, err)
+			return ExitIO
+		}
+		return ExitOK
+	}
+	fmt.Fprintln(stdout, summary(r))
+	return ExitOK
+}
+
+// waitLine blocks until a whole line arrives on r (true) or r ends, fails
+// or ctx is done (false).
+func waitLine(ctx context.Context, r io.Reader) bool {
+	if r == nil {
+		return false
+	}
+	got := make(chan bool, 1) // buffered: the reader may outlive us
+	go func() {
+		_, err := bufio.NewReader(r).ReadString('\n')
+		got <- err == nil
+	}()
+	select {
+	case ok := <-got:
+		return ok
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// summary is the one-line human form of r.
+func summary(r Result) string {
+	l := r.Latency
+	return fmt.Sprintf("%s %s: %d bytes (%s) in %v, %s/s, %d ops, bs %s, latency us p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
+		r.Op, r.Path, r.Bytes, humanBytes(float64(r.Bytes)), r.Elapsed.Round(time.Microsecond),
+		humanBytes(r.BytesPerSec), r.Ops, humanBytes(float64(r.BlockSize)),
+		l.P50, l.P90, l.P99, l.P999, l.Max)
+}
+
+// usageError prints err, every joined part on its own line, with Spec
+// fields named as the flags that set them.
+func usageError(w io.Writer, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		msg := e.Error()
+		if se, ok := errors.AsType[*SpecError](e); ok {
+			msg = flagMessage(se)
+		}
+		fmt.Fprintf(w, "%s: %s\n", cmdName, msg)
+	}
+	fmt.Fprintf(w, "Run '%s --help' for usage.\n", cmdName)
+}
+
+// flagMessage words a SpecError for the command line.
+func flagMessage(e *SpecError) string {
+	name := map[string]string{
+		"Path": "PATH", "Op": "operation", "BlockSize": "--bs", "Bytes": "--bytes",
+		"Duration": "--duration", "Offset": "--offset", "Span": "--span",
+		"Loop": "--loop", "Direct": "--direct", "Sync": "--sync", "Create": "--create",
+		"Size": "--size", "DropCache": "--drop-cache", "RateLimit": "--rate", "Seed": "--seed",
+	}[e.Field]
+	if name == "" {
+		return e.Error()
+	}
+	if _, isBool := e.Value.(bool); isBool {
+		return name + ": " + e.Reason
+	}
+	return fmt.Sprintf("%s %v: %s", name, e.Value, e.Reason)
+}
+
+// sizeFlag is a flag.Value holding a size parsed by parse.
+type sizeFlag struct {
+	p     *int64
+	parse func(string) (int64, error)
+}
+
+func (f sizeFlag) Set(s string) error {
+	n, err := f.parse(s)
+	if err != nil {
+		return err
+	}
+	*f.p = n
+	return nil
+}
+
+func (f sizeFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*f.p, 10)
+}
+
+// parseArgs reads flags and the two operands. Flags may come before or
+// after the operands; "--" ends the flags.
+func parseArgs(args []string) (cli, error) {
+	var c cli
+	fs := c.flagSet()
+	var operands []string
+	rest := args
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return c, err
+			}
+			// The flag package says "-bytes"; the help says "--bytes".
+			msg := err.Error()
+			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+				return c, errors.New("unknown flag --" + name)
+			}
+			return c, errors.New(strings.Replace(msg, "flag -", "flag --", 1))
+		}
+		left := fs.Args()
+		if used := len(rest) - len(left); used > 0 && rest[used-1] == "--" {
+			operands = append(operands, left...)
+			break
+		}
+		if len(left) > 0 {
+			operands = append(operands, left[0])
+			left = left[1:]
+		}
+		rest = left
+	}
+	switch len(operands) {
+	case 0:
+		return c, errors.New("missing operation (read, write or randread) and PATH")
+	case 1:
+		return c, fmt.Errorf("missing PATH after %q", operands[0])
+	case 2:
+	default:
+		return c, fmt.Errorf("unexpected argument %q after PATH", operands[2])
+	}
+	switch op := Op(operands[0]); op {
+	case OpRead, OpWrite, OpRandRead:
+		c.spec.Op = op
+	default:
+		return c, fmt.Errorf("unknown operation %q (want read, write or randread)", operands[0])
+	}
+	c.spec.Path = operands[1]
+	return c, nil
+}
+
+// flagSet binds the command's flags to c.
+func (c *cli) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet(cmdName, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	s := &c.spec
+	fs.Var(sizeFlag{&s.Bytes, ParseSize}, "bytes", "")
+	fs.DurationVar(&s.Duration, "duration", 0, "")
+	fs.Var(sizeFlag{&s.BlockSize, ParseSize}, "bs", "")
+	fs.Var(sizeFlag{&s.Offset, ParseSize}, "offset", "")
+	fs.Var(sizeFlag{&s.Span, ParseSize}, "span", "")
+	fs.BoolVar(&s.Loop, "loop", false, "")
+	fs.BoolVar(&s.Direct, "direct", false, "")
+	fs.BoolVar(&s.DropCache, "drop-cache", false, "")
+	fs.Var(sizeFlag{&s.RateLimit, parseRate}, "rate", "")
+	fs.BoolVar(&s.Sync, "sync", false, "")
+	fs.BoolVar(&s.Create, "create", false, "")
+	fs.Var(sizeFlag{&s.Size, ParseSize}, "size", "")
+	fs.Uint64Var(&s.Seed, "seed", 0, "")
+	fs.BoolVar(&c.json, "json", false, "")
+	fs.BoolVar(&c.waitStdin, "wait-stdin", false, "")
+	return fs
+}
