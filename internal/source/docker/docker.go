@@ -1,0 +1,330 @@
+// Package docker discovers containers through the Docker Engine API: the
+// running containers at start, then the container event stream (start, die,
+// destroy, update, rename) — never by polling.
+//
+// The stream is subscribed to before the containers are listed, so nothing
+// that happens in between is missed; the events that overlap the listing are
+// deduplicated against it. When the stream breaks (the engine restarted), the
+// source reconnects with jittered exponential backoff and lists again,
+// reporting the containers that vanished meanwhile as Removed, new ones as
+// Added, and ones that restarted (new main pid) as Updated.
+//
+// A container's cgroup comes from its main process's /proc/<pid>/cgroup, or,
+// when that cannot be read, from the engine's cgroup driver and the
+// container's cgroup parent (see ComputeCgroup).
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/source"
+)
+
+// Engine is the part of the Engine API the source uses; *client.Client
+// implements it.
+type Engine interface {
+	Info(ctx context.Context) (system.Info, error)
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+}
+
+var _ Engine = (*client.Client)(nil)
+
+// Default reconnection backoff bounds.
+const (
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// Options configure a Source.
+type Options struct {
+	// Engine talks to dockerd. Nil: Run makes a client from the environment
+	// (DOCKER_HOST, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY; default the unix
+	// socket /var/run/docker.sock) that negotiates the API version, so
+	// engines as old as 20.10 (API 1.41) work.
+	Engine Engine
+	// Layout is the host's cgroup layout; it decides which line of
+	// /proc/<pid>/cgroup names the I/O hierarchy (blkio on v1 and hybrid,
+	// "0::" on v2) and the cgroup of that hierarchy's mount root.
+	Layout cgroupfs.Layout
+	// ProcFS is the root of procfs; "" means /proc.
+	ProcFS string
+	// MinBackoff and MaxBackoff bound the delay between reconnections;
+	// zero means DefaultMinBackoff and DefaultMaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives info messages on reconnection and debug messages on
+	// skipped containers; nil discards them.
+	Logger *slog.Logger
+}
+
+// Source reports running Docker containers as workloads.
+type Source struct {
+	engine   Engine
+	resolver resolver
+	min, max time.Duration
+	log      *slog.Logger
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New validates the options.
+func New(o Options) (*Source, error) {
+	h, err := o.Layout.IOHierarchy()
+	if err != nil {
+		return nil, fmt.Errorf("docker source: %w", err)
+	}
+	root := o.Layout.UnifiedRoot
+	if h.Version == 1 {
+		m, _ := o.Layout.V1Controller("blkio")
+		root = m.Root
+	}
+	s := &Source{
+		engine:   o.Engine,
+		resolver: resolver{procfs: o.ProcFS, version: h.Version, root: root},
+		min:      o.MinBackoff,
+		max:      o.MaxBackoff,
+		log:      o.Logger,
+	}
+	if s.resolver.procfs == "" {
+		s.resolver.procfs = "/proc"
+	}
+	if s.min <= 0 {
+		s.min = DefaultMinBackoff
+	}
+	if s.max <= 0 {
+		s.max = DefaultMaxBackoff
+	}
+	if s.max < s.min {
+		return nil, fmt.Errorf("docker source: max backoff %s is below min backoff %s", s.max, s.min)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// Name returns "docker".
+func (s *Source) Name() string { return "docker" }
+
+// Run reports the running containers as Added, then follows the engine's
+// events until ctx ends. It fails only when the engine cannot be reached at
+// all at the start (a wrong DOCKER_HOST, no permission on the socket); once
+// it has been connected, it reconnects for as long as ctx lives.
+func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
+	eng := s.engine
+	if eng == nil {
+		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return fmt.Errorf("docker client: %w", err)
+		}
+		defer c.Close()
+		eng = c
+	}
+	known := map[string]source.Workload{}
+	everSynced := false
+	delay := s.min
+	for {
+		began := time.Now()
+		synced, err := s.session(ctx, eng, known, out)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if synced {
+			everSynced = true
+			// A stream that stayed up for a while was a success: start the
+			// backoff again from the bottom. One that broke at once (an
+			// engine that lists but cannot stream) keeps backing off.
+			if time.Since(began) >= s.max {
+				delay = s.min
+			}
+		}
+		if !everSynced {
+			return fmt.Errorf("docker engine: %w", err)
+		}
+		// Equal jitter: half fixed, half random, so restarted daemons on many
+		// hosts do not knock on their engines in step.
+		wait := delay/2 + rand.N(delay/2+1)
+		s.log.Info("docker event stream lost, reconnecting", "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		delay = min(2*delay, s.max)
+	}
+}
+
+// errStreamClosed is reported when the engine ends the event stream without
+// an error of its own.
+var errStreamClosed = errors.New("event stream closed by the engine")
+
+// session subscribes to events, resynchronises known with the running
+// containers, then follows the events until the stream or an API call fails
+// or ctx ends. synced reports whether the resync completed.
+func (s *Source) session(ctx context.Context, eng Engine, known map[string]source.Workload, out chan<- source.Event) (synced bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the SDK's stream goroutine
+	msgs, errs := eng.Events(sctx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("event", string(events.ActionStart)),
+		filters.Arg("event", string(events.ActionDie)),
+		filters.Arg("event", string(events.ActionDestroy)),
+		filters.Arg("event", string(events.ActionUpdate)),
+		filters.Arg("event", string(events.ActionRename)),
+	)})
+	info, err := eng.Info(sctx)
+	if err != nil {
+		return false, fmt.Errorf("info: %w", err)
+	}
+	driver := info.CgroupDriver
+	if err := s.resync(sctx, eng, driver, known, out); err != nil {
+		return false, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case err, ok := <-errs:
+			if !ok || err == nil || errors.Is(err, io.EOF) {
+				err = errStreamClosed
+			}
+			return true, fmt.Errorf("events: %w", err)
+		case m := <-msgs:
+			if err := s.handle(sctx, eng, driver, known, m, out); err != nil {
+				return true, err
+			}
+		}
+	}
+}
+
+// resync lists the running containers and brings known in line with them.
+func (s *Source) resync(ctx context.Context, eng Engine, driver string, known map[string]source.Workload, out chan<- source.Event) error {
+	list, err := eng.ContainerList(ctx, container.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	running := make(map[string]bool, len(list))
+	ids := make([]string, 0, len(list))
+	for _, c := range list {
+		running[c.ID] = true
+		ids = append(ids, c.ID)
+	}
+	slices.Sort(ids)
+	for _, id := range slices.Sorted(maps.Keys(known)) {
+		if !running[id] {
+			if err := s.remove(ctx, known, id, out); err != nil {
+				return err
+			}
+		}
+	}
+	for _, id := range ids {
+		if err := s.refresh(ctx, eng, driver, known, id, false, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle applies one container event.
+func (s *Source) handle(ctx context.Context, eng Engine, driver string, known map[string]source.Workload, m events.Message, out chan<- source.Event) error {
+	id := m.Actor.ID
+	if m.Type != events.ContainerEventType || id == "" {
+		return nil
+	}
+	switch m.Action {
+	case events.ActionStart, events.ActionRename:
+		return s.refresh(ctx, eng, driver, known, id, false, out)
+	case events.ActionUpdate:
+		// Someone changed the container's resources (docker update
+		// --blkio-weight ...) and thereby maybe what ddiskqos wrote:
+		// reported even when nothing in the Workload differs.
+		return s.refresh(ctx, eng, driver, known, id, true, out)
+	case events.ActionDie, events.ActionDestroy:
+		return s.remove(ctx, known, id, out)
+	}
+	return nil
+}
+
+// refresh inspects container id and reports it Added when new, Updated when
+// it changed (or always, with force), Removed when it is no longer running.
+// A container that vanished before it could be inspected is no error.
+func (s *Source) refresh(ctx context.Context, eng Engine, driver string, known map[string]source.Workload, id string, force bool, out chan<- source.Event) error {
+	ci, err := eng.ContainerInspect(ctx, id)
+	if cerrdefs.IsNotFound(err) {
+		return s.remove(ctx, known, id, out)
+	}
+	if err != nil {
+		return fmt.Errorf("inspect container %s: %w", id, err)
+	}
+	if ci.ContainerJSONBase == nil || ci.State == nil || !ci.State.Running || ci.State.Pid <= 0 {
+		return s.remove(ctx, known, id, out)
+	}
+	wl, err := s.workload(ci, driver)
+	if err != nil {
+		s.log.Info("skipping container whose cgroup is unknown", "id", id, "err", err)
+		return s.remove(ctx, known, id, out)
+	}
+	old, ok := known[wl.ID]
+	kind := source.Added
+	if ok {
+		if !force && old.Equal(wl) {
+			return nil
+		}
+		kind = source.Updated
+	}
+	known[wl.ID] = wl
+	return source.Send(ctx, out, source.Event{Kind: kind, Workload: wl})
+}
+
+func (s *Source) remove(ctx context.Context, known map[string]source.Workload, id string, out chan<- source.Event) error {
+	wl, ok := known[id]
+	if !ok {
+		return nil
+	}
+	delete(known, id)
+	return source.Send(ctx, out, source.Event{Kind: source.Removed, Workload: wl})
+}
+
+// workload builds the Workload of a running container.
+func (s *Source) workload(ci container.InspectResponse, driver string) (source.Workload, error) {
+	var labels map[string]string
+	if ci.Config != nil && len(ci.Config.Labels) > 0 {
+		labels = maps.Clone(ci.Config.Labels)
+	}
+	parent := ""
+	if ci.HostConfig != nil {
+		parent = ci.HostConfig.CgroupParent
+	}
+	cg, how, err := s.resolver.resolve(ci.ID, ci.State.Pid, driver, parent)
+	if err != nil {
+		return source.Workload{}, err
+	}
+	s.log.Debug("container cgroup resolved", "id", ci.ID, "cgroup", cg, "from", how)
+	return source.Workload{
+		ID:     ci.ID,
+		Name:   strings.TrimPrefix(ci.Name, "/"),
+		Labels: labels,
+		Cgroup: cg,
+		Pid:    ci.State.Pid,
+	}, nil
+}
