@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/host"
+)
+
+const checkUsage = `usage: ddiskqos check [--json] [--sys PATH] [--proc PATH] [--docker-host URL]
+
+Reads the host once and says whether ddiskqos can give containers disk-I/O
+QoS here, and how well: the cgroup layout, for every block device the
+mechanism that reaches it (bfq-weight, iocost-weight, cfq-weight, throttle),
+pressure stall information, the Docker engine, and the kernel and daemon
+limits a host of 10,000 containers runs into. It changes nothing.
+
+Each finding has a stable id, a status, the value seen, why it matters and
+the exact command that fixes it:
+  ok    as needed
+  warn  QoS works, but worse than it could (limits instead of weights on a
+        disk), or the host will not reach 10,000 containers; run the fix
+  fail  QoS cannot work here (no I/O cgroup hierarchy, or no disk any
+        mechanism reaches)
+
+Exit status:
+  0  QoS can work (warnings allowed)
+  1  QoS cannot work: at least one check failed
+  2  usage error
+
+Flags:
+%s
+Example:
+  ddiskqos check
+  ddiskqos check --json | jq '.devices[] | {name, mechanism, weights_effective}'
+  ddiskqos check --sys /host/sys --proc /host/proc   # from a container
+`
+
+// runCheck is `ddiskqos check`.
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON (a stable schema) instead of a table")
+	sys := fs.String("sys", "/sys", "sysfs root to read block devices and cgroups from; cgroup mounts under /sys in the mount table are read below it")
+	proc := fs.String("proc", "/proc", "procfs root to read the mount table, limits, sysctls and PSI from")
+	dockerHost := fs.String("docker-host", "", "Docker engine to ask: unix:///path, tcp://host:port, or off (default $DOCKER_HOST, else "+host.DefaultDockerHost+")")
+	printUsage := func(w io.Writer) {
+		var b strings.Builder
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		fmt.Fprintf(w, checkUsage, b.String())
+	}
+	fs.Usage = func() {} // printed below: to stdout when asked for, else a hint
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return 0
+		}
+		// flag has printed the error, which names the flag.
+		fmt.Fprintln(stderr, "run 'ddiskqos check --help' for usage")
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ddiskqos check: unexpected argument %q (check takes flags only)\n", fs.Arg(0))
+		return 2
+	}
+	for _, f := range []struct{ name, dir string }{{"--sys", *sys}, {"--proc", *proc}} {
+		if st, err := os.Stat(f.dir); err != nil || !st.IsDir() {
+			fmt.Fprintf(stderr, "ddiskqos check: %s %q: not a directory\n", f.name, f.dir)
+			return 2
+		}
+	}
+
+	var ep *host.DockerEndpoint
+	dh := *dockerHost
+	if dh == "" {
+		dh = os.Getenv("DOCKER_HOST")
+	}
+	if dh == "" {
+		dh = host.DefaultDockerHost
+	}
+	if dh != "off" {
+		e, err := host.ParseDockerHost(dh)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddiskqos check: --docker-host: %v\n", err)
+			return 2
+		}
+		ep = &e
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	facts := host.Gather(ctx, host.Roots{Sys: *sys, Proc: *proc}, ep)
+	checks := host.Evaluate(facts)
+	report := host.BuildReport(facts, checks)
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // fixes hold shell redirections: keep ">" readable
+		if err := enc.Encode(report); err != nil {
+			fmt.Fprintf(stderr, "ddiskqos check: %v\n", err)
+			return 1
+		}
+	} else {
+		writeCheckText(stdout, report)
+	}
+	if !report.QoSPossible {
+		return 1
+	}
+	return 0
+}
+
+// writeCheckText prints the devices, then the checks grouped by the part of
+// their id before the first dot, status first; why and fix only for the
+// findings that are not ok.
+func writeCheckText(w io.Writer, r host.Report) {
+	counts := map[host.Status]int{}
+	for _, c := range r.Checks {
+		counts[c.Status]++
+	}
+	verdict := "QoS can work"
+	if !r.QoSPossible {
+		verdict = "QoS cannot work"
+	}
+	fmt.Fprintf(w, "ddiskqos check: %s (%d fail, %d warn, %d ok)\n", verdict, counts[host.StatusFail], counts[host.StatusWarn], counts[host.StatusOK])
+	if r.Cgroup.IOHierarchy != nil {
+		fmt.Fprintf(w, "cgroup %s; I/O through v%d at %s\n", r.Cgroup.Mode, r.Cgroup.IOHierarchy.Version, r.Cgroup.IOHierarchy.Mount)
+	}
+
+	if len(r.Devices) > 0 {
+		rows := [][]string{{"DEVICE", "DEV", "KIND", "SCHEDULER", "MECHANISM", "WEIGHTS", "TARGET"}}
+		for _, d := range r.Devices {
+			weights := "no"
+			if d.WeightsEffective {
+				weights = "yes"
+			}
+			target := "yes"
+			if !d.Target {
+				target = "no: " + d.TargetReason
+			}
+			sched := d.Scheduler
+			if sched == "" {
+				sched = "-"
+			}
+			rows = append(rows, []string{d.Name, d.Dev, d.Kind, sched, string(d.Mechanism), weights, target})
+		}
+		fmt.Fprintln(w)
+		writeCheckColumns(w, rows)
+	}
+
+	idWidth := 0
+	for _, c := range r.Checks {
+		idWidth = max(idWidth, len(c.ID))
+	}
+	group := ""
+	for _, c := range r.Checks {
+		if g := c.Group(); g != group {
+			group = g
+			fmt.Fprintf(w, "\n%s\n", g)
+		}
+		fmt.Fprintf(w, "  %-4s  %-*s  %s\n", c.Status, idWidth, c.ID, c.Value)
+		if c.Status != host.StatusOK {
+			pad := strings.Repeat(" ", 2+4+2)
+			if c.Why != "" {
+				fmt.Fprintf(w, "%swhy: %s\n", pad, c.Why)
+			}
+			if c.Fix != "" {
+				fmt.Fprintf(w, "%sfix: %s\n", pad, c.Fix)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	if r.QoSPossible {
+		fmt.Fprintln(w, "exit 0: QoS can work; the warnings say how to do better (--json for every detail)")
+	} else {
+		fmt.Fprintln(w, "exit 1: QoS cannot work until the failed checks are fixed")
+	}
+}
+
+// writeCheckColumns prints rows left-aligned in columns two spaces apart.
+func writeCheckColumns(w io.Writer, rows [][]string) {
+	var widths []int
+	for _, row := range rows {
+		for i, cell := range row {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], len(cell))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, cell := range row {
+			if i == len(row)-1 {
+				b.WriteString(cell)
+				break
+			}
+			fmt.Fprintf(&b, "%-*s  ", widths[i], cell)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/host/hosttest"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+)
+
+// go test ./cmd/ddiskqos/ -run Check -update rewrites testdata/check/*.
+// The flag is defined here only if another test file has not already.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files")
+	}
+}
+
+func checkUpdating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+func runCheckT(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = runCheck(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", "check", name)
+	if checkUpdating() {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the output (run with -update after checking the diff):\n--- got\n%s", p, got)
+	}
+}
+
+func TestCheckGolden(t *testing.T) {
+	t.Parallel()
+	tr := hosttest.Sample(t)
+	dh := hosttest.FakeEngine(t, tr.Root, hosttest.Engine{Version: "20.10.24+dfsg1", APIVersion: "1.41", CgroupDriver: "cgroupfs", CgroupVersion: "1"})
+	args := []string{"--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", dh}
+	anon := func(s string) string { return strings.ReplaceAll(s, tr.Root, "$ROOT") }
+
+	out, errOut, code := runCheckT(t, args...)
+	if code != 0 || errOut != "" {
+		t.Errorf("text: exit %d, stderr %q", code, errOut)
+	}
+	checkGolden(t, "sample.txt", anon(out))
+
+	out, errOut, code = runCheckT(t, append(args, "--json")...)
+	if code != 0 || errOut != "" {
+		t.Errorf("json: exit %d, stderr %q", code, errOut)
+	}
+	checkGolden(t, "sample.json", anon(out))
+
+	// The JSON contract: the fields documented in the brief are there.
+	var doc struct {
+		Cgroup struct {
+			Mode        string `json:"mode"`
+			IOHierarchy struct {
+				Version int    `json:"version"`
+				Mount   string `json:"mount"`
+			} `json:"io_hierarchy"`
+		} `json:"cgroup"`
+		Devices []struct {
+			Name, Dev, Scheduler, Mechanism string
+			WeightsEffective                *bool `json:"weights_effective"`
+		} `json:"devices"`
+		Checks []struct{ ID, Status, Value, Why, Fix *string } `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Cgroup.Mode != "hybrid" || doc.Cgroup.IOHierarchy.Version != 1 || !strings.HasSuffix(doc.Cgroup.IOHierarchy.Mount, "/sys/fs/cgroup/blkio") {
+		t.Errorf("cgroup: %+v", doc.Cgroup)
+	}
+	if len(doc.Devices) != 6 || doc.Devices[0].Name != "dm-0" || doc.Devices[0].Dev != "252:0" || doc.Devices[0].WeightsEffective == nil {
+		t.Errorf("devices: %+v", doc.Devices)
+	}
+	for _, c := range doc.Checks {
+		if c.ID == nil || c.Status == nil || c.Value == nil || c.Why == nil || c.Fix == nil {
+			t.Errorf("check with a missing field: %+v", c)
+		}
+	}
+}
+
+func TestCheckNoCgroup(t *testing.T) {
+	t.Parallel()
+	tr := hosttest.New(t)
+	tr.Mountinfo()
+	tr.AddDisk(hosttest.Disk{Name: "vda", Dev: "254:0", Scheduler: hosttest.SchedDeadline, Sectors: 100})
+	out, _, code := runCheckT(t, "--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", "off")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	checkGolden(t, "nocgroup.txt", strings.ReplaceAll(out, tr.Root, "$ROOT"))
+}
+
+func TestCheckUsage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"--json=maybe"}, 2, `invalid boolean value "maybe" for -json`},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"--sys", filepath.Join(dir, "nope")}, 2, `--sys "` + filepath.Join(dir, "nope") + `": not a directory`},
+		{[]string{"--proc"}, 2, "flag needs an argument: -proc"},
+		{[]string{"--docker-host", "ftp://x"}, 2, "--docker-host: docker host \"ftp://x\": scheme must be unix, tcp, http or https"},
+	} {
+		_, errOut, code := runCheckT(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.stderr) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.stderr)
+		}
+	}
+	out, errOut, code := runCheckT(t, "--help")
+	if code != 0 || errOut != "" {
+		t.Errorf("--help: exit %d, stderr %q", code, errOut)
+	}
+	for _, s := range []string{"Exit status", "warn", "fail", "--docker-host", "Example"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("--help lacks %q", s)
+		}
+	}
+}
+
+// TestCheckReal runs `ddiskqos check --json` on this machine around a loop
+// device on scheduler none, then bfq.
+func TestCheckReal(t *testing.T) {
+	testkit.NeedRoot(t)
+	layout, err := host.Layout(host.DefaultRoots())
+	testkit.Need(t, err == nil, "a cgroup layout: %v", err)
+	loop := testkit.LoopDevice(t, 8)
+	testkit.SetScheduler(t, loop.Name, "none")
+
+	run := func() host.Report {
+		t.Helper()
+		out, errOut, code := runCheckT(t, "--json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var r host.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	dev := func(r host.Report) host.Device {
+		for _, d := range r.Devices {
+			if d.Name == loop.Name {
+				return d
+			}
+		}
+		t.Fatalf("%s not in the report", loop.Name)
+		return host.Device{}
+	}
+	before := run()
+	if before.Cgroup.Mode != string(layout.Mode) {
+		t.Errorf("mode %q, want %q", before.Cgroup.Mode, layout.Mode)
+	}
+	if d := dev(before); d.Mechanism != host.MechThrottle || d.Scheduler != "none" {
+		t.Errorf("before: %s on %s", d.Mechanism, d.Scheduler)
+	}
+	testkit.SetScheduler(t, loop.Name, "bfq")
+	after := run()
+	if d := dev(after); d.Mechanism != host.MechBFQWeight || !d.WeightsEffective {
+		t.Errorf("after: %s on %s, weights %v", d.Mechanism, d.Scheduler, d.WeightsEffective)
+	}
+	t.Logf("mode %s; %s: before %s, after %s", before.Cgroup.Mode, loop.Name, dev(before).Mechanism, dev(after).Mechanism)
+	for _, c := range after.Checks {
+		if strings.HasPrefix(c.ID, "limits.") {
+			if c.Value == "" {
+				t.Errorf("%s has no value", c.ID)
+			}
+			t.Logf("%-26s %-4s %s", c.ID, c.Status, c.Value)
+		}
+		if c.ID == "device."+loop.Name+".mechanism" && c.Status != host.StatusOK {
+			t.Errorf("%s: %+v", c.ID, c)
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package host
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+// Status is the verdict of one check.
+type Status string
+
+const (
+	// StatusOK: as needed.
+	StatusOK Status = "ok"
+	// StatusWarn: QoS works, but worse than it could, or the host will not
+	// reach 10,000 containers; the fix says how to do better.
+	StatusWarn Status = "warn"
+	// StatusFail: QoS cannot work on this host.
+	StatusFail Status = "fail"
+)
+
+// Check is one finding. Its ID is stable and dotted; scripts may match it.
+type Check struct {
+	ID     string `json:"id"`
+	Status Status `json:"status"`
+	Value  string `json:"value"`
+	Why    string `json:"why"`
+	Fix    string `json:"fix"`
+}
+
+// Group is the part of the ID before the first dot (cgroup, device, psi,
+// docker, limits).
+func (c Check) Group() string {
+	g, _, _ := strings.Cut(c.ID, ".")
+	return g
+}
+
+// The limits are sized for the paper's target of 10,000 containers on one
+// host (seed: "Docker at insane scale", IBM, 2015, which hit each of them).
+const (
+	// TargetContainers is the scale the limit checks are sized for.
+	TargetContainers = 10_000
+	// MinDockerNoFile: the seed sets dockerd's open files to ~10x the
+	// containers: each holds several (shim pipes, log file, netns, ...).
+	MinDockerNoFile = 10 * TargetContainers
+	// MinDockerNProc: >= 3 processes per container, and threads count too.
+	MinDockerNProc = 10 * TargetContainers
+	// MinTasks bounds threads-max and pid_max: ~10 tasks per container
+	// (shim with its threads, init, the application).
+	MinTasks = 10 * TargetContainers
+	// MinPtyMax: one pty per container started with -t, plus 10% for the
+	// host's own sessions (the seed's value: 11000; the default is 4096).
+	MinPtyMax = TargetContainers + TargetContainers/10
+	// MinInotifyInstances: a per-user limit; without userns remapping every
+	// container's root shares uid 0's, and most hold at least one instance
+	// (init systems, log followers). Same 10% headroom (default 128).
+	MinInotifyInstances = TargetContainers + TargetContainers/10
+	// MinInotifyWatches: ~50 watches per container.
+	MinInotifyWatches = 50 * TargetContainers
+	// MinSelfNoFile: ddiskqos keeps ~3 descriptors per workload (counters,
+	// weight file, cgroup directory): 30,000 plus its own sockets.
+	MinSelfNoFile = 32_768
+	// BridgePortsWarn: warn at ~90% of BR_MAX_PORTS (1024).
+	BridgePortsWarn = 900
+)
+
+// Evaluate turns facts into checks, in a fixed order: cgroup, device, psi,
+// docker, limits. It is pure: it reads nothing.
+func Evaluate(f Facts) []Check {
+	var cs []Check
+	cs = append(cs, cgroupChecks(f)...)
+	cs = append(cs, deviceChecks(f)...)
+	cs = append(cs, psiChecks(f)...)
+	cs = append(cs, dockerChecks(f)...)
+	cs = append(cs, limitChecks(f)...)
+	return cs
+}
+
+// QoSPossible is false when any check failed: then ddiskqos cannot shape
+// I/O at all on this host.
+func QoSPossible(cs []Check) bool {
+	for _, c := range cs {
+		if c.Status == StatusFail {
+			return false
+		}
+	}
+	return true
+}
+
+func cgroupChecks(f Facts) []Check {
+	layout := Check{ID: "cgroup.layout",
+		Why: "says which files hold I/O counters and weights: v1 and hybrid hosts control block I/O through v1 blkio, v2 hosts through the unified tree (io.*)"}
+	if f.LayoutErr != nil {
+		layout.Status, layout.Value = StatusFail, "error: "+f.LayoutErr.Error()
+		layout.Why = "ddiskqos shapes I/O by writing cgroup files; no cgroup filesystem is mounted to write them in"
+		layout.Fix = "mount -t cgroup2 none /sys/fs/cgroup"
+		return []Check{layout}
+	}
+	layout.Status, layout.Value = StatusOK, layoutValue(f.Layout)
+
+	io := Check{ID: "cgroup.io_hierarchy",
+		Why: "every mechanism (weights, limits) is a file in this hierarchy, and the containers' cgroups must be in it (Docker's cgroupfs driver: /docker/<id>; systemd driver: system.slice/docker-<id>.scope)"}
+	switch {
+	case f.IOErr != nil:
+		io.Status, io.Value = StatusFail, "none: "+f.IOErr.Error()
+		io.Fix = "mount -t cgroup -o blkio blkio /sys/fs/cgroup/blkio"
+	case !f.IO.Enabled:
+		io.Status, io.Value = StatusFail, fmt.Sprintf("v2 at %s without the io controller", f.IO.Mount)
+		io.Fix = "echo +io > " + f.IO.Mount + "/cgroup.subtree_control"
+	case f.IO.Version == 1:
+		io.Status, io.Value = StatusOK, "v1 blkio at "+f.IO.Mount
+	default:
+		io.Status, io.Value = StatusOK, "v2 at "+f.IO.Mount+" (io controller enabled)"
+	}
+	return []Check{layout, io}
+}
+
+func layoutValue(l cgroupfs.Layout) string {
+	switch l.Mode {
+	case cgroupfs.ModeHybrid:
+		return fmt.Sprintf("hybrid: %d v1 hierarchies, cgroup2 at %s", len(l.V1), l.Unified)
+	case cgroupfs.ModeV1:
+		return fmt.Sprintf("v1: %d hierarchies", len(l.V1))
+	default:
+		return "v2 at " + l.Unified
+	}
+}
+
+func deviceChecks(f Facts) []Check {
+	if f.DevErr != nil {
+		return []Check{{ID: "device.usable", Status: StatusFail, Value: "error: " + f.DevErr.Error(),
+			Why: "QoS needs at least one disk that a cgroup mechanism reaches",
+			Fix: "mount sysfs: mount -t sysfs sysfs /sys"}}
+	}
+	var cs []Check
+	var usable, weighted []string
+	var firstFix string
+	var skipped []string
+	skippedBy := map[string][]string{}
+	for _, d := range f.Devices {
+		if !d.Target {
+			if _, seen := skippedBy[d.TargetReason]; !seen {
+				skipped = append(skipped, d.TargetReason)
+			}
+			skippedBy[d.TargetReason] = append(skippedBy[d.TargetReason], d.Name)
+			continue
+		}
+		c := Check{ID: "device." + d.Name + ".mechanism", Value: deviceValue(d), Why: d.Reason, Fix: d.Fix}
+		switch {
+		case d.WeightsEffective:
+			c.Status = StatusOK
+			weighted = append(weighted, d.Name)
+		case d.Mechanism == MechThrottle:
+			c.Status = StatusWarn
+			c.Why += ". Limits cap a demoted container even when the disk is idle; weights share the disk and waste nothing"
+			if strings.Contains(d.Fix, "queue/scheduler") {
+				c.Why += fmt.Sprintf(". To keep a scheduler across reboots, a udev rule: ACTION==\"add|change\", KERNEL==\"%s\", ATTR{queue/scheduler}=\"bfq\"", d.Name)
+			}
+		default:
+			c.Status = StatusWarn
+		}
+		if d.Mechanism != MechNone {
+			usable = append(usable, d.Name)
+		} else if firstFix == "" {
+			firstFix = d.Fix
+		}
+		cs = append(cs, c)
+	}
+	u := Check{ID: "device.usable", Why: "QoS needs at least one disk that a cgroup mechanism reaches; weights (bfq, iocost, cfq) share it in proportion, limits (throttle) only cap"}
+	if len(usable) == 0 {
+		u.Status, u.Value, u.Fix = StatusFail, "no target device with a working mechanism", firstFix
+		if f.IOErr != nil {
+			u.Fix = "mount -t cgroup -o blkio blkio /sys/fs/cgroup/blkio"
+		}
+	} else {
+		u.Status = StatusOK
+		u.Value = fmt.Sprintf("%d of %d target devices usable, %d with weights", len(usable), len(cs), len(weighted))
+		if len(weighted) > 0 {
+			u.Value += ": " + strings.Join(weighted, ", ")
+		}
+	}
+	cs = append(cs, u)
+	if len(skipped) > 0 {
+		var parts []string
+		for _, reason := range skipped {
+			parts = append(parts, reason+": "+strings.Join(skippedBy[reason], " "))
+		}
+		cs = append(cs, Check{ID: "device.skipped", Status: StatusOK, Value: strings.Join(parts, "; "),
+			Why: "listed in the JSON with target=false but not shaped: nothing behind them, or memory-backed with no disk time to share"})
+	}
+	return cs
+}
+
+func deviceValue(d Device) string {
+	sched := d.Scheduler
+	if sched == "" {
+		sched = "no scheduler"
+	} else {
+		sched = "scheduler " + sched
+	}
+	v := fmt.Sprintf("%s (%s, %s", d.Mechanism, d.Dev, sched)
+	if d.IOCost {
+		v += ", iocost on"
+	}
+	if d.WeightDeviceFile != "" {
+		v += ", " + d.WeightDeviceFile
+	}
+	return v + ")"
+}
+
+func psiChecks(f Facts) []Check {
+	sys := Check{ID: "psi.io",
+		Why: "host-wide share of time tasks stall on I/O (PSI): tells a contended disk from a merely busy one, i.e. when demoting heavy containers pays"}
+	switch {
+	case f.PSIErr != nil:
+		sys.Status, sys.Value = StatusWarn, "error: "+f.PSIErr.Error()
+	case !f.HasPSI:
+		sys.Status, sys.Value = StatusWarn, "not available: no "+f.Roots.proc("pressure", "io")
+		sys.Fix = "add psi=1 to the kernel command line (needs CONFIG_PSI=y) and reboot"
+	default:
+		sys.Status = StatusOK
+		sys.Value = fmt.Sprintf("some avg10=%.2f%% avg60=%.2f%%", f.PSI.Some.Avg10, f.PSI.Some.Avg60)
+		if f.PSI.HasFull {
+			sys.Value += fmt.Sprintf(", full avg10=%.2f%%", f.PSI.Full.Avg10)
+		}
+	}
+	cg := Check{ID: "psi.cgroup",
+		Why: "per-container I/O stall time (io.pressure) exists only on cgroup v2; without it each container's contention is judged from its counters alone"}
+	switch {
+	case f.IOErr != nil:
+		cg.Status, cg.Value = StatusWarn, "no I/O hierarchy"
+	case f.IO.Version == 1:
+		cg.Status, cg.Value = StatusWarn, "not available: I/O is controlled through cgroup v1 blkio, which has no io.pressure"
+		cg.Fix = "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2) and psi=1"
+	case f.IO.Pressure:
+		cg.Status, cg.Value = StatusOK, "io.pressure at "+f.IO.Mount
+	default:
+		cg.Status, cg.Value = StatusWarn, "no io.pressure at "+f.IO.Mount
+		cg.Fix = "add psi=1 to the kernel command line (needs CONFIG_PSI=y) and reboot"
+	}
+	return []Check{sys, cg}
+}
+
+func dockerChecks(f Facts) []Check {
+	if f.Engine == nil {
+		return nil
+	}
+	e := f.Engine
+	c := Check{ID: "docker.engine",
+		Why: "the Docker source names containers and reads their QoS labels from the engine; without it ddiskqos still works from cgroup directories (the cgroup-parent source)"}
+	if !e.Reachable {
+		c.Status, c.Value = StatusWarn, fmt.Sprintf("unreachable at %s: %s", e.Host, e.Error)
+		c.Fix = "systemctl start docker, or pass --docker-host (default $DOCKER_HOST, else " + DefaultDockerHost + ")"
+		return []Check{c}
+	}
+	c.Status = StatusOK
+	c.Value = fmt.Sprintf("%s (API %s) at %s", e.Version, e.APIVersion, e.Host)
+	if e.Error != "" {
+		c.Status, c.Value = StatusWarn, c.Value+": "+e.Error
+		return []Check{c}
+	}
+	cg := Check{ID: "docker.cgroup", Status: StatusOK,
+		Value: fmt.Sprintf("driver %s, cgroup v%s", orUnknown(e.CgroupDriver), orUnknown(e.CgroupVersion)),
+		Why:   "the engine must put containers in the hierarchy ddiskqos controls I/O through; the driver says where (cgroupfs: /docker/<id>, systemd: system.slice/docker-<id>.scope)"}
+	if e.CgroupVersion != "" && f.IOErr == nil && e.CgroupVersion != strconv.Itoa(f.IO.Version) {
+		cg.Status = StatusWarn
+		cg.Value += fmt.Sprintf(", but ddiskqos controls I/O through cgroup v%d", f.IO.Version)
+		cg.Fix = "run ddiskqos in the host's cgroup namespace with the host's /sys/fs/cgroup (docker run --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup)"
+	}
+	return []Check{c, cg}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+func limitChecks(f Facts) []Check {
+	var cs []Check
+	// One drop-in per key, so applying both fixes keeps both.
+	const dropIn = "mkdir -p /etc/systemd/system/docker.service.d && printf '[Service]\\n%[1]s=1048576\\n' > /etc/systemd/system/docker.service.d/ddiskqos-%[1]s.conf && systemctl daemon-reload && systemctl restart docker"
+	for _, l := range []struct {
+		id, row, unit string
+		min           uint64
+		key, why      string
+	}{
+		{"limits.docker.nofile", "Max open files", "open files", MinDockerNoFile, "LimitNOFILE",
+			fmt.Sprintf("each container keeps several files open in dockerd (shim pipes, log file, namespaces): the seed raised it to ~10x the containers, %d for %d", MinDockerNoFile, TargetContainers)},
+		{"limits.docker.nproc", "Max processes", "processes", MinDockerNProc, "LimitNPROC",
+			fmt.Sprintf("RLIMIT_NPROC counts every task (threads too) of the daemon's user; each container runs >= 3 processes: %d for %d containers", MinDockerNProc, TargetContainers)},
+	} {
+		c := Check{ID: l.id, Why: l.why, Fix: fmt.Sprintf(dropIn, l.key)}
+		d := f.Dockerd
+		switch {
+		case d.Err != nil:
+			c.Status, c.Value = StatusWarn, "error: "+d.Err.Error()
+			c.Fix = ""
+		case d.PID == 0:
+			c.Status, c.Value = StatusWarn, "dockerd not found in "+f.Roots.Proc
+			c.Fix = ""
+		default:
+			lim, ok := FindLimit(d.Limits, l.row)
+			if !ok {
+				c.Status, c.Value = StatusWarn, fmt.Sprintf("no %q row in /proc/%d/limits", l.row, d.PID)
+				c.Fix = ""
+				break
+			}
+			c.Value = fmt.Sprintf("soft %s, hard %s (dockerd pid %d)", lim.Soft, lim.Hard, d.PID)
+			c.Status = atLeast(lim.Soft, l.min)
+			if c.Status == StatusOK {
+				c.Fix = ""
+			}
+		}
+		cs = append(cs, c)
+	}
+
+	self := Check{ID: "limits.nofile",
+		Why: fmt.Sprintf("ddiskqos keeps ~3 files open per workload (counters, weight file, cgroup directory): %d containers need >= %d. Go raises the soft limit to the hard one at start, so the hard limit counts", TargetContainers, MinSelfNoFile)}
+	if f.SelfErr != nil {
+		self.Status, self.Value = StatusWarn, "error: "+f.SelfErr.Error()
+	} else if lim, ok := FindLimit(f.Self, "Max open files"); ok {
+		self.Value = fmt.Sprintf("soft %s, hard %s", lim.Soft, lim.Hard)
+		self.Status = atLeast(lim.Hard, MinSelfNoFile)
+		if self.Status != StatusOK {
+			self.Fix = "LimitNOFILE=65536 in ddiskqos.service's [Service], or ulimit -n 65536 in the shell that starts it"
+		}
+	} else {
+		self.Status, self.Value = StatusWarn, "no \"Max open files\" row in "+f.Roots.proc("self", "limits")
+	}
+	cs = append(cs, self)
+
+	for _, s := range []struct {
+		id  string
+		v   Sysctl
+		min int64
+		set int64
+		why string
+	}{
+		{"limits.pty_max", f.PtyMax, MinPtyMax, MinPtyMax,
+			fmt.Sprintf("one pseudo-terminal per container started with -t; the default 4096 stops the 4,097th (the seed's last limit): %d for %d containers and the host's sessions", MinPtyMax, TargetContainers)},
+		{"limits.threads_max", f.ThreadsMax, MinTasks, 2 * MinTasks,
+			fmt.Sprintf("system-wide task limit: ~10 tasks per container (shim and its threads, init, the application), %d for %d; dockerd also caps its own Go threads at 90%% of it (Go's default cap of 10,000 stopped the seed at 2,500-3,333 containers)", MinTasks, TargetContainers)},
+		{"limits.pid_max", f.PidMax, MinTasks, 4194304,
+			fmt.Sprintf("every task takes a pid: at ~10 tasks per container the default 32768 runs out near 3,000 containers; %d for %d", MinTasks, TargetContainers)},
+		{"limits.inotify_instances", f.InotifyInstances, MinInotifyInstances, 16384,
+			fmt.Sprintf("per user: without userns remapping all containers' root processes share uid 0's budget, and most hold an instance (init systems, log followers); the default 128 stops them early: %d for %d", MinInotifyInstances, TargetContainers)},
+		{"limits.inotify_watches", f.InotifyWatches, MinInotifyWatches, 1048576,
+			fmt.Sprintf("per user, shared like the instances: ~50 watches per container, %d for %d", MinInotifyWatches, TargetContainers)},
+	} {
+		c := Check{ID: s.id, Why: s.why}
+		switch {
+		case s.v.Err != nil:
+			c.Status, c.Value = StatusWarn, "error: "+s.v.Err.Error()
+		case !s.v.Present:
+			c.Status, c.Value = StatusWarn, s.v.Name+" not present (kernel feature not built)"
+		default:
+			c.Value = fmt.Sprintf("%s = %d", s.v.Name, s.v.Value)
+			c.Status = StatusOK
+			if s.v.Value < s.min {
+				c.Status = StatusWarn
+				c.Fix = fmt.Sprintf("sysctl -w %s=%d && echo '%s = %d' >> /etc/sysctl.d/90-ddiskqos.conf", s.v.Name, s.set, s.v.Name, s.set)
+			}
+		}
+		cs = append(cs, c)
+	}
+
+	br := Check{ID: "limits.bridge_ports",
+		Why: fmt.Sprintf("each container on a bridge network takes one port, and the kernel caps a bridge at %d (BR_MAX_PORTS = 1<<BR_PORT_BITS, 10); %d containers need several bridges or host/macvlan/ipvlan networking", BrMaxPorts, TargetContainers)}
+	switch {
+	case f.BridgesErr != nil:
+		br.Status, br.Value = StatusWarn, "error: "+f.BridgesErr.Error()
+	case len(f.Bridges) == 0:
+		br.Status, br.Value = StatusOK, "no Linux bridge"
+	default:
+		br.Status = StatusOK
+		var parts, full []string
+		for _, b := range f.Bridges {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", b.Name, b.Ports, BrMaxPorts))
+			if b.Ports > BridgePortsWarn {
+				full = append(full, b.Name)
+			}
+		}
+		br.Value = strings.Join(parts, ", ")
+		if len(full) > 0 {
+			br.Status = StatusWarn
+			br.Fix = "docker network create --driver bridge ddiskqos-net2, and start new containers with --network ddiskqos-net2"
+		}
+	}
+	return append(cs, br)
+}
+
+func atLeast(v Rlimit, min uint64) Status {
+	if v == Unlimited || uint64(v) >= min {
+		return StatusOK
+	}
+	return StatusWarn
+}

@@ -1,0 +1,88 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+// Facts is everything ddiskqos knows about a host, read once. Each part
+// carries its own error, so one unreadable file does not hide the rest.
+type Facts struct {
+	Roots Roots
+
+	Layout    cgroupfs.Layout
+	LayoutErr error
+	IO        IOHierarchy // Version 0 when there is none
+	IOErr     error
+	Devices   []Device
+	DevErr    error
+
+	PSI    Pressure
+	HasPSI bool // /proc/pressure/io exists
+	PSIErr error
+
+	Engine *Engine // nil when the engine was not asked
+
+	Dockerd          ProcLimits
+	Self             []Limit // this process (/proc/self/limits)
+	SelfErr          error
+	PtyMax           Sysctl
+	ThreadsMax       Sysctl
+	PidMax           Sysctl
+	InotifyInstances Sysctl
+	InotifyWatches   Sysctl
+	Bridges          []Bridge
+	BridgesErr       error
+}
+
+// Gather reads the facts of the host under r. It asks the Docker engine at
+// docker unless that is nil.
+func Gather(ctx context.Context, r Roots, docker *DockerEndpoint) Facts {
+	f := Facts{Roots: r}
+	f.Layout, f.LayoutErr = Layout(r)
+	if f.LayoutErr == nil {
+		f.IO, f.IOErr = ProbeIOHierarchy(f.Layout)
+	} else {
+		f.IOErr = fmt.Errorf("%w: %w", cgroupfs.ErrNoIOHierarchy, f.LayoutErr)
+	}
+	io := f.IO
+	if f.IOErr != nil {
+		io = IOHierarchy{}
+	}
+	f.Devices, f.DevErr = BlockDevices(r, io)
+
+	if b, err := os.Open(r.proc("pressure", "io")); err == nil {
+		f.HasPSI = true
+		f.PSI, f.PSIErr = ParsePressure(b)
+		b.Close()
+		if errors.Is(f.PSIErr, syscall.EOPNOTSUPP) {
+			// Built with CONFIG_PSI but booted with psi=0: the file is
+			// there, reading it fails. That is "off", not an error.
+			f.HasPSI, f.PSIErr = false, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		// EOPNOTSUPP when the kernel has PSI built but psi=0 at boot.
+		f.PSIErr = err
+	}
+
+	if docker != nil {
+		e := ProbeEngine(ctx, *docker)
+		f.Engine = &e
+	}
+
+	f.Dockerd = DockerdLimits(r)
+	f.Self, f.SelfErr = ReadProcLimits(r, "self")
+	f.PtyMax = ReadSysctl(r, "kernel.pty.max")
+	f.ThreadsMax = ReadSysctl(r, "kernel.threads-max")
+	f.PidMax = ReadSysctl(r, "kernel.pid_max")
+	f.InotifyInstances = ReadSysctl(r, "fs.inotify.max_user_instances")
+	f.InotifyWatches = ReadSysctl(r, "fs.inotify.max_user_watches")
+	f.Bridges, f.BridgesErr = Bridges(r)
+	return f
+}

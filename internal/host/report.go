@@ -1,0 +1,53 @@
+package host
+
+// Report is the JSON of `ddiskqos check --json`, a public contract: fields
+// may be added, never renamed or removed.
+type Report struct {
+	Cgroup      CgroupReport `json:"cgroup"`
+	Devices     []Device     `json:"devices"`
+	Docker      *Engine      `json:"docker,omitempty"`
+	QoSPossible bool         `json:"qos_possible"`
+	Checks      []Check      `json:"checks"`
+}
+
+// CgroupReport is the cgroup part of a Report.
+type CgroupReport struct {
+	Mode        string       `json:"mode"` // v1, v2, hybrid; "" when no cgroup is mounted
+	IOHierarchy *IOHierarchy `json:"io_hierarchy"`
+	Unified     string       `json:"unified,omitempty"`
+	V1          []V1Mount    `json:"v1,omitempty"`
+	Error       string       `json:"error,omitempty"`
+}
+
+// V1Mount is one v1 hierarchy in a Report.
+type V1Mount struct {
+	Mountpoint  string   `json:"mountpoint"`
+	Controllers []string `json:"controllers"`
+}
+
+// BuildReport assembles the report of facts and their checks.
+func BuildReport(f Facts, checks []Check) Report {
+	r := Report{Devices: f.Devices, Docker: f.Engine, QoSPossible: QoSPossible(checks), Checks: checks}
+	if r.Devices == nil {
+		r.Devices = []Device{}
+	}
+	if r.Checks == nil {
+		r.Checks = []Check{}
+	}
+	if f.LayoutErr != nil {
+		r.Cgroup.Error = f.LayoutErr.Error()
+		return r
+	}
+	r.Cgroup.Mode = string(f.Layout.Mode)
+	r.Cgroup.Unified = f.Layout.Unified
+	for _, m := range f.Layout.V1 {
+		r.Cgroup.V1 = append(r.Cgroup.V1, V1Mount{Mountpoint: m.Mountpoint, Controllers: m.Controllers})
+	}
+	if f.IOErr != nil {
+		r.Cgroup.Error = f.IOErr.Error()
+	} else {
+		io := f.IO
+		r.Cgroup.IOHierarchy = &io
+	}
+	return r
+}
