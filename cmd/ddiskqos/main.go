@@ -1,14 +1,52 @@
-// Command ddiskqos gives every container on a host disk-I/O quality of service.
+// Command ddiskqos gives every container on a host disk-I/O quality of
+// service: small, interactive I/O stays fast while bulk containers stream.
+//
+// This file only dispatches subcommands; each lives in its own file.
 package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+
+	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-func run(args []string) int {
-	fmt.Fprintln(os.Stderr, "ddiskqos: no subcommand yet")
-	return 2
+const usage = `ddiskqos — automatic disk-I/O QoS for the containers of one host.
+
+Usage:
+  ddiskqos check [--json]       host preflight: cgroup layout, per-device
+                                mechanism, PSI, Docker engine, scale limits
+  ddiskqos workload [flags] OP PATH
+                                the load generator the tests and benchmarks
+                                run (also inside containers)
+  ddiskqos help [COMMAND]       this text, or a command's own help
+
+Run "ddiskqos COMMAND --help" for a command's flags.
+Exit status: 0 ok, 1 failure, 2 usage error.
+`
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "check":
+		return runCheck(rest, stdout, stderr)
+	case "workload":
+		return workload.Main(rest, stdin, stdout, stderr)
+	case "help", "-h", "--help":
+		if len(rest) > 0 {
+			return run([]string{rest[0], "--help"}, stdin, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "ddiskqos: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
 }

@@ -1,0 +1,244 @@
+package actuate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+)
+
+// v1Rig is a real v1 blkio parent cgroup and a loop device for one test.
+type v1Rig struct {
+	h    cgroupfs.Hierarchy
+	base string
+	loop testkit.Loop
+	dev  cgroupfs.Dev
+}
+
+func newV1Rig(t *testing.T, sched string) v1Rig {
+	t.Helper()
+	testkit.NeedRoot(t)
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := l.V1Controller("blkio")
+	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
+	loop := testkit.LoopDevice(t, 16)
+	testkit.SetScheduler(t, loop.Name, sched)
+	r := v1Rig{h: cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint},
+		base: fmt.Sprintf("/ddiskqos-test-actuate-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid()),
+		loop: loop, dev: cgroupfs.Dev{Major: loop.Major, Minor: loop.Minor}}
+	p, _ := r.h.Path(r.base)
+	testkit.Cgroup(t, p)
+	return r
+}
+
+func (r v1Rig) child(t *testing.T, name string) string {
+	t.Helper()
+	rel := r.base + "/" + name
+	p, _ := r.h.Path(rel)
+	testkit.Cgroup(t, p)
+	return rel
+}
+
+func (r v1Rig) weight(t *testing.T, cg string) (uint64, bool) {
+	t.Helper()
+	w, err := r.h.ReadWeights(cg, cgroupfs.WeightBFQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Device(r.dev)
+}
+
+func TestRealV1ActuatorWeightsRestore(t *testing.T) {
+	r := newV1Rig(t, "bfq")
+	withOrig, bare := r.child(t, "orig"), r.child(t, "bare")
+	if err := r.h.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+	devs := []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechBFQWeight}}
+	a, err := New(Config{Hierarchy: r.h, Devices: devs, Reassert: time.Minute}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	targets := []Target{
+		{ID: "o", Cgroup: withOrig, Level: 2, Weight: 500},
+		{ID: "b", Cgroup: bare, Level: 1, Weight: 1000},
+	}
+	if err := a.Apply(now, targets); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.weight(t, withOrig); v != 500 {
+		t.Fatalf("orig weight %d, want 500", v)
+	}
+	if v, _ := r.weight(t, bare); v != 1000 {
+		t.Fatalf("bare weight %d, want 1000", v)
+	}
+	origs, changed := a.Originals()
+	if !changed || len(origs) != 2 {
+		t.Fatalf("originals %+v changed=%v", origs, changed)
+	}
+
+	// Someone else changes a value: not rewritten until Reassert passes.
+	if err := r.h.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.dev, 700); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(now.Add(time.Second), targets); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.weight(t, withOrig); v != 700 {
+		t.Fatalf("unchanged level rewrote the weight early: %d", v)
+	}
+	if err := a.Apply(now.Add(2*time.Minute), targets); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.weight(t, withOrig); v != 500 {
+		t.Fatalf("after reassert weight %d, want 500", v)
+	}
+
+	// A crash: a new actuator adopts the saved originals, and restores the
+	// orphaned one (its workload is not live any more).
+	b, err := New(Config{Hierarchy: r.h, Devices: devs}, origs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RestoreOrphans(map[string]bool{bare: true}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.weight(t, withOrig); v != 300 {
+		t.Fatalf("orphan restored to %d, want 300", v)
+	}
+	// The live one: adopted original survives a first write by the new
+	// actuator, and Release puts "no per-device weight" back.
+	if err := b.Apply(now, targets[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release("b"); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.weight(t, bare); ok {
+		t.Fatalf("bare still has weight %d after release", v)
+	}
+	if err := a.RestoreAll(); err != nil { // the old actuator: both again
+		t.Fatal(err)
+	}
+	if v, _ := r.weight(t, withOrig); v != 300 {
+		t.Fatalf("RestoreAll: %d, want 300", v)
+	}
+}
+
+func TestRealV1ActuatorThrottleIsWorkConserving(t *testing.T) {
+	r := newV1Rig(t, "none")
+	hi, lo := r.child(t, "hi"), r.child(t, "lo")
+	devs := []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechThrottle}}
+	a, err := New(Config{Hierarchy: r.h, Devices: devs, Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 8 << 20}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ObservePeak(0, 1000<<20)
+	now := time.Unix(1000, 0)
+	limits := func(cg string) cgroupfs.Limits {
+		l, err := r.h.ReadLimits(cg, r.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	both := []Target{
+		{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000, Active: []bool{true}},
+		{ID: "lo", Cgroup: lo, Level: 4, Weight: 100, Active: []bool{true}},
+	}
+	if err := a.Apply(now, both); err != nil {
+		t.Fatal(err)
+	}
+	want := uint64(0.3 * float64(1000<<20))
+	if got := limits(lo); got.RBps != want || got.WBps != want {
+		t.Fatalf("lo limits %+v while hi is active, want %d", got, want)
+	}
+	if got := limits(hi); !got.IsZero() {
+		t.Fatalf("hi limits %+v, want none", got)
+	}
+	if a.TopActive(0) != 1 {
+		t.Fatalf("TopActive = %d", a.TopActive(0))
+	}
+	// hi goes quiet: lo is uncapped at once.
+	loneLo := []Target{
+		{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000, Active: []bool{false}},
+		{ID: "lo", Cgroup: lo, Level: 4, Weight: 100, Active: []bool{true}},
+	}
+	if err := a.Apply(now.Add(time.Second), loneLo); err != nil {
+		t.Fatal(err)
+	}
+	if got := limits(lo); !got.IsZero() {
+		t.Fatalf("lo limits %+v with nobody better active, want none", got)
+	}
+	// Capped again, then released: the original (none) comes back.
+	if err := a.Apply(now.Add(2*time.Second), both); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release("lo"); err != nil {
+		t.Fatal(err)
+	}
+	if got := limits(lo); !got.IsZero() {
+		t.Fatalf("lo limits %+v after release", got)
+	}
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "c")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "blkio.bfq.weight_device")
+	if err := os.WriteFile(file, []byte("default 100\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := cgroupfs.Hierarchy{Version: 1, Mount: root}
+	a, err := New(Config{Hierarchy: h, DryRun: true, Devices: []Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechBFQWeight}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 4, Weight: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(file); string(got) != "default 100\n" {
+		t.Fatalf("dry run wrote %q", got)
+	}
+	if ap := a.Applied("c"); len(ap) != 1 || ap[0].Weight != 100 {
+		t.Fatalf("dry run should still report the decision: %+v", ap)
+	}
+	if o, _ := a.Originals(); len(o) != 0 {
+		t.Fatalf("dry run recorded originals %+v", o)
+	}
+}
+
+func TestGoneCgroupIsNotAnError(t *testing.T) {
+	t.Parallel()
+	h := cgroupfs.Hierarchy{Version: 1, Mount: t.TempDir()}
+	a, err := New(Config{Hierarchy: h, Devices: []Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechBFQWeight}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(time.Unix(1, 0), []Target{{ID: "x", Cgroup: "/gone", Level: 1, Weight: 1000}}); err != nil {
+		t.Fatalf("vanished cgroup: %v", err)
+	}
+	if a.Applied("x") != nil {
+		t.Fatal("vanished workload still tracked")
+	}
+	if _, err := New(Config{}, nil); err == nil {
+		t.Fatal("config without a hierarchy accepted")
+	}
+	if _, err := New(Config{Hierarchy: h}, []Original{{Cgroup: "/a", Knob: "bfq", DevStr: "bad"}}); err == nil {
+		t.Fatal("bad adopted original accepted")
+	}
+}

@@ -1,0 +1,522 @@
+// Package daemon is the loop that wires the pipeline together, once per
+// tick: the source says who exists, the sensor reads what each did, the
+// policy decides each level, the actuator applies it, and a snapshot of the
+// result is published for the API. It is the only place that knows all four.
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/state"
+)
+
+// Observer receives the daemon's operational metrics (internal/metrics
+// implements it).
+type Observer interface {
+	ObserveTick(d time.Duration)
+	Error(cause string)
+	LevelChange(from, to int, reason string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveTick(time.Duration)    {}
+func (nopObserver) Error(string)                 {}
+func (nopObserver) LevelChange(int, int, string) {}
+
+// Actuator is what the loop needs of the proceeding stage. *actuate.Actuator
+// (cgroup files) implements it; so does the Docker Engine API actuator.
+type Actuator interface {
+	Devices() []actuate.Device
+	ObservePeak(i int, bps float64)
+	TopActive(i int) int
+	Apply(now time.Time, targets []actuate.Target) error
+	Applied(id string) []actuate.Applied
+	Release(id string) error
+	RestoreAll() error
+	RestoreOrphans(live map[string]bool) error
+	Originals() ([]actuate.Original, bool)
+}
+
+// Options configure a Daemon.
+type Options struct {
+	Hierarchy  cgroupfs.Hierarchy
+	CgroupMode string
+	Source     source.Source
+	Policy     policy.Config
+	Actuator   actuate.Config // Hierarchy is taken from above
+	// ActuatorName is reported in the snapshot ("cgroup" or "docker").
+	ActuatorName string
+	// NewActuator builds the actuator from the configuration and the
+	// originals adopted from the state file; nil means the cgroup-file
+	// actuator (actuate.New).
+	NewActuator func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error)
+	Interval     time.Duration
+	// StateFile is where originals and levels are kept ("" = nowhere).
+	StateFile string
+	// HostPressure is the host's PSI file (/proc/pressure/io), "" for none.
+	HostPressure string
+	// OrphanGrace is how long after start a cgroup adopted from the state
+	// file may stay unclaimed before its original values are restored.
+	OrphanGrace time.Duration
+	Logger      *slog.Logger
+	Observer    Observer
+	// Now is the clock; time.Now when nil (tests step their own).
+	Now func() time.Time
+}
+
+// tracked is one workload as the loop knows it.
+type tracked struct {
+	w      source.Workload
+	cg     *cgroupfs.Cgroup
+	seen   bool // the counters have a baseline
+	charge bool // charge the first reading from zero (new since start)
+	last   []cgroupfs.DeviceIO
+	// Totals since tracked.
+	rBytes, wBytes, rIOs, wIOs uint64
+	rBps, wBps                 float64
+	active                     []bool // per actuated device, last tick
+	lastDecision               policy.Decision
+	pressure                   *snapshot.Pressure
+}
+
+// Daemon is the control loop.
+type Daemon struct {
+	opts   Options
+	log    *slog.Logger
+	obs    Observer
+	now    func() time.Time
+	pol    *policy.Engine
+	act    Actuator
+	events chan source.Event
+
+	work      map[string]*tracked
+	started   time.Time
+	orphansOK bool // orphan restore done
+	tick      uint64
+	lastTick  time.Time
+	devBytes  []uint64 // per actuated device, this tick
+	errCounts map[string]uint64
+	targets   []actuate.Target
+
+	snap atomic.Pointer[snapshot.Snapshot]
+
+	mu        sync.Mutex // guards pending
+	pending   *policy.Config
+	stateDirt bool
+}
+
+// New builds a Daemon: it loads the state file (adopting the originals and
+// levels a previous run left) but touches no cgroup yet.
+func New(opts Options) (*Daemon, error) {
+	if opts.Interval <= 0 {
+		return nil, fmt.Errorf("interval %s: must be positive", opts.Interval)
+	}
+	if opts.Source == nil {
+		return nil, errors.New("no workload source")
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
+		events: make(chan source.Event, 4096), work: map[string]*tracked{}, errCounts: map[string]uint64{}}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.obs == nil {
+		d.obs = nopObserver{}
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.opts.OrphanGrace == 0 {
+		d.opts.OrphanGrace = 10 * time.Second
+	}
+	var err error
+	if d.pol, err = policy.New(opts.Policy); err != nil {
+		return nil, err
+	}
+	var st state.File
+	if opts.StateFile != "" {
+		if st, err = state.Load(opts.StateFile); err != nil {
+			return nil, err
+		}
+		if len(st.Originals) > 0 && (st.HierarchyMount != opts.Hierarchy.Mount || st.HierarchyVersion != opts.Hierarchy.Version) {
+			return nil, fmt.Errorf("state file %s was written for cgroup v%d at %s, this host uses v%d at %s: restore or remove it by hand",
+				opts.StateFile, st.HierarchyVersion, st.HierarchyMount, opts.Hierarchy.Version, opts.Hierarchy.Mount)
+		}
+	}
+	ac := opts.Actuator
+	ac.Hierarchy = opts.Hierarchy
+	ac.Logger = d.log
+	mk := opts.NewActuator
+	if mk == nil {
+		mk = func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error) { return actuate.New(cfg, adopted) }
+	}
+	if d.act, err = mk(ac, st.Originals); err != nil {
+		return nil, err
+	}
+	for _, w := range st.Workloads {
+		if err := d.pol.Restore(w.View); err != nil {
+			d.log.Warn("state file workload not restored", "id", w.View.ID, "err", err)
+		}
+	}
+	if len(st.Originals) > 0 || len(st.Workloads) > 0 {
+		d.log.Info("adopted state of a previous run", "file", opts.StateFile,
+			"originals", len(st.Originals), "workloads", len(st.Workloads), "written", st.Written)
+	}
+	d.devBytes = make([]uint64, len(ac.Devices))
+	return d, nil
+}
+
+// Snapshot returns the state after the last tick, nil before the first.
+func (d *Daemon) Snapshot() *snapshot.Snapshot { return d.snap.Load() }
+
+// Reconfigure schedules a new policy configuration (SIGHUP); the loop
+// applies it at its next tick. Invalid configurations are refused here.
+func (d *Daemon) Reconfigure(c policy.Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.pending = &c
+	d.mu.Unlock()
+	return nil
+}
+
+// Run runs the loop until ctx ends, then restores every original value and
+// returns. An error is returned only when the loop cannot go on.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.started = d.now()
+	srcCtx, stopSrc := context.WithCancel(ctx)
+	srcDone := make(chan error, 1)
+	go func() { srcDone <- d.opts.Source.Run(srcCtx, d.events) }()
+	defer stopSrc()
+
+	ticker := time.NewTicker(d.opts.Interval)
+	defer ticker.Stop()
+	d.step() // first tick at once: the snapshot exists from the start
+	for {
+		select {
+		case <-ctx.Done():
+			return d.shutdown()
+		case err := <-srcDone:
+			if ctx.Err() != nil {
+				return d.shutdown()
+			}
+			serr := d.shutdown()
+			return errors.Join(fmt.Errorf("workload source %s stopped: %w", d.opts.Source.Name(), err), serr)
+		case <-ticker.C:
+			d.step()
+		}
+	}
+}
+
+// shutdown restores every original and records that in the state file.
+func (d *Daemon) shutdown() error {
+	var errs []error
+	if err := d.act.RestoreAll(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, t := range d.work {
+		t.cg.Close()
+	}
+	if err := d.saveState(true); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		d.log.Info("restored original I/O settings of every workload")
+	}
+	return errors.Join(errs...)
+}
+
+// step is one tick.
+func (d *Daemon) step() {
+	start := d.now()
+	d.mu.Lock()
+	if p := d.pending; p != nil {
+		d.pending = nil
+		d.mu.Unlock()
+		if err := d.pol.Reconfigure(*p); err != nil {
+			d.log.Error("reload refused", "err", err)
+		} else {
+			d.log.Info("policy reconfigured", "allowances", p.Allowances, "weights", p.Weights, "boost_after", p.BoostAfter)
+		}
+	} else {
+		d.mu.Unlock()
+	}
+	d.drainEvents()
+	dt := start.Sub(d.lastTick).Seconds()
+	if d.lastTick.IsZero() || dt <= 0 {
+		dt = d.opts.Interval.Seconds()
+	}
+	clear(d.devBytes)
+	d.targets = d.targets[:0]
+	for id, t := range d.work {
+		if !d.sense(start, dt, id, t) {
+			continue
+		}
+		dec := t.lastDecision
+		d.targets = append(d.targets, actuate.Target{ID: id, Cgroup: t.w.Cgroup, Level: int(dec.Level),
+			Weight: cgroupfs.Weight(dec.Weight), Exempt: dec.Exempt, Active: t.active})
+	}
+	for i := range d.devBytes {
+		d.act.ObservePeak(i, float64(d.devBytes[i])/dt)
+	}
+	if err := d.act.Apply(start, d.targets); err != nil {
+		d.countErr("actuate")
+		d.log.Warn("apply levels", "err", err)
+	}
+	if !d.orphansOK && start.Sub(d.started) >= d.opts.OrphanGrace {
+		d.orphansOK = true
+		live := make(map[string]bool, len(d.work))
+		for _, t := range d.work {
+			live[t.w.Cgroup] = true
+		}
+		if err := d.act.RestoreOrphans(live); err != nil {
+			d.countErr("actuate")
+			d.log.Warn("restore unclaimed cgroups from the state file", "err", err)
+		}
+	}
+	if err := d.saveState(false); err != nil {
+		d.countErr("state")
+		d.log.Warn("save state", "err", err)
+	}
+	d.tick++
+	d.lastTick = start
+	took := d.now().Sub(start)
+	d.publish(start, dt, took)
+	d.obs.ObserveTick(took)
+}
+
+func (d *Daemon) countErr(cause string) {
+	d.errCounts[cause]++
+	d.obs.Error(cause)
+}
+
+// drainEvents applies every pending source event.
+func (d *Daemon) drainEvents() {
+	for {
+		select {
+		case ev := <-d.events:
+			d.handle(ev)
+		default:
+			return
+		}
+	}
+}
+
+func (d *Daemon) handle(ev source.Event) {
+	w := ev.Workload
+	switch ev.Kind {
+	case source.Added, source.Updated:
+		if t, ok := d.work[w.ID]; ok {
+			if t.w.Cgroup == w.Cgroup {
+				t.w = w // labels may have changed; the policy sees them next tick
+				return
+			}
+			d.release(w.ID, "cgroup changed")
+		}
+		h := d.opts.Hierarchy
+		cg, err := h.Open(w.Cgroup)
+		if err != nil {
+			if errors.Is(err, cgroupfs.ErrCgroupGone) {
+				d.log.Debug("workload gone before it was tracked", "workload", w.Name, "cgroup", w.Cgroup)
+				return
+			}
+			d.countErr("sense")
+			d.log.Warn("cannot track workload", "workload", w.Name, "cgroup", w.Cgroup, "err", err)
+			return
+		}
+		d.work[w.ID] = &tracked{w: w, cg: cg, charge: d.tick > 0, active: make([]bool, len(d.devBytes))}
+		d.stateDirt = true
+		d.log.Info("tracking workload", "workload", w.Name, "id", w.ID, "cgroup", w.Cgroup)
+	case source.Removed:
+		d.release(w.ID, "removed")
+	}
+}
+
+// release stops managing a workload and puts its originals back.
+func (d *Daemon) release(id, why string) {
+	t, ok := d.work[id]
+	if !ok {
+		return
+	}
+	if err := d.act.Release(id); err != nil {
+		d.countErr("actuate")
+		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
+	}
+	t.cg.Close()
+	d.pol.Forget(id)
+	delete(d.work, id)
+	d.stateDirt = true
+	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", why)
+}
+
+// sense reads one workload's counters and runs the policy on them. It
+// returns false when the workload has gone.
+func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
+	st, err := t.cg.ReadIO()
+	if err != nil {
+		if errors.Is(err, cgroupfs.ErrCgroupGone) {
+			d.release(id, "cgroup gone")
+			return false
+		}
+		d.countErr("sense")
+		d.log.Warn("read counters", "workload", t.w.Name, "err", err)
+		return false
+	}
+	var delta, dr, dw uint64
+	devs := d.act.Devices()
+	clear(t.active)
+	for _, cur := range st.Devices {
+		prev := DeviceIOFor(t.last, cur.Dev)
+		if !t.seen && !t.charge {
+			continue // baseline only: history before we saw it is not charged
+		}
+		r, w := sub(cur.RBytes, prev.RBytes), sub(cur.WBytes, prev.WBytes)
+		t.rIOs += sub(cur.RIOs, prev.RIOs)
+		t.wIOs += sub(cur.WIOs, prev.WIOs)
+		dr += r
+		dw += w
+		for i, dv := range devs {
+			if dv.Dev == cur.Dev && r+w > 0 {
+				t.active[i] = true
+				d.devBytes[i] += r + w
+			}
+		}
+	}
+	t.last = append(t.last[:0], st.Devices...)
+	t.seen = true
+	delta = dr + dw
+	t.rBytes += dr
+	t.wBytes += dw
+	t.rBps, t.wBps = float64(dr)/dt, float64(dw)/dt
+	if p, err := t.cg.ReadPressure(); err == nil {
+		t.pressure = toPressure(p)
+	}
+	dec := d.pol.Observe(now, id, delta, t.w.Labels)
+	for _, tr := range dec.Transitions() {
+		d.obs.LevelChange(int(tr.From), int(tr.To), tr.Reason.String())
+		d.log.Info("level change", "workload", t.w.Name, "id", id, "from", tr.From.String(), "to", tr.To.String(),
+			"reason", tr.Reason.String(), "bytes_in_level", tr.BytesInLevel)
+		d.stateDirt = true
+	}
+	if dec.LabelErrNew && dec.LabelErr != nil {
+		d.log.Warn("label not applied", "workload", t.w.Name, "err", dec.LabelErr)
+	}
+	t.lastDecision = dec
+	return true
+}
+
+// DeviceIOFor returns the counters of dev in devs, zero if absent.
+func DeviceIOFor(devs []cgroupfs.DeviceIO, dev cgroupfs.Dev) cgroupfs.DeviceIO {
+	for _, d := range devs {
+		if d.Dev == dev {
+			return d
+		}
+	}
+	return cgroupfs.DeviceIO{Dev: dev}
+}
+
+// sub is cur-prev, or cur when the counter went backwards (it was reset).
+func sub(cur, prev uint64) uint64 {
+	if cur < prev {
+		return cur
+	}
+	return cur - prev
+}
+
+func toPressure(p cgroupfs.Pressure) *snapshot.Pressure {
+	return &snapshot.Pressure{SomeAvg10: p.Some.Avg10, SomeAvg60: p.Some.Avg60, SomeTotal: p.Some.Total,
+		FullAvg10: p.Full.Avg10, FullAvg60: p.Full.Avg60, FullTotal: p.Full.Total}
+}
+
+// saveState writes the state file when something worth keeping changed, or
+// always when force is set.
+func (d *Daemon) saveState(force bool) error {
+	if d.opts.StateFile == "" {
+		return nil
+	}
+	origs, changed := d.act.Originals()
+	if !changed && !d.stateDirt && !force {
+		return nil
+	}
+	f := state.File{Written: d.now().UTC(), HierarchyVersion: d.opts.Hierarchy.Version,
+		HierarchyMount: d.opts.Hierarchy.Mount, Originals: origs}
+	if !force || len(origs) > 0 {
+		for _, v := range d.pol.AppendViews(nil) {
+			if t, ok := d.work[v.ID]; ok {
+				f.Workloads = append(f.Workloads, state.Workload{Cgroup: t.w.Cgroup, View: v})
+			}
+		}
+	}
+	d.stateDirt = false
+	return state.Save(d.opts.StateFile, f)
+}
+
+// publish builds and stores the snapshot of this tick.
+func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
+	s := &snapshot.Snapshot{At: at, Tick: d.tick, Interval: d.opts.Interval, TickDuration: took,
+		Source: d.opts.Source.Name(), Actuator: d.opts.ActuatorName, DryRun: d.opts.Actuator.DryRun,
+		CgroupMode: d.opts.CgroupMode, Workloads: make([]snapshot.Workload, 0, len(d.work))}
+	devs := d.act.Devices()
+	for id, t := range d.work {
+		v, ok := d.pol.Get(id)
+		if !ok {
+			continue
+		}
+		sw := snapshot.Workload{ID: id, Name: t.w.Name, Cgroup: t.w.Cgroup, Labels: t.w.Labels,
+			Level: int(v.Level), Pinned: v.Pinned, Exempt: v.Exempt, BytesInLevel: v.BytesInLevel,
+			Allowance: v.Allowance, LevelSince: v.EnteredAt, Weight: int(v.Weight),
+			ReadBytes: t.rBytes, WriteBytes: t.wBytes, ReadIOs: t.rIOs, WriteIOs: t.wIOs,
+			ReadBps: t.rBps, WriteBps: t.wBps, Pressure: t.pressure}
+		if t.lastDecision.LabelErr != nil {
+			sw.LabelError = t.lastDecision.LabelErr.Error()
+		}
+		for _, ap := range d.act.Applied(id) {
+			a := snapshot.Applied{Device: ap.Device.Name, Dev: ap.Device.Dev.String(), Mechanism: string(ap.Device.Mech),
+				ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero()}
+			if _, isWeight := weightMech[string(ap.Device.Mech)]; isWeight {
+				a.Weight = int(ap.Weight)
+			}
+			if ap.Err != nil {
+				a.Error = ap.Err.Error()
+			}
+			sw.Applied = append(sw.Applied, a)
+		}
+		s.Levels[sw.Level]++
+		s.Workloads = append(s.Workloads, sw)
+	}
+	slices.SortFunc(s.Workloads, func(a, b snapshot.Workload) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	for i, dv := range devs {
+		bps := float64(d.devBytes[i]) / dt
+		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: dv.Dev.String(), Mechanism: string(dv.Mech),
+			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i), ReadBps: bps})
+	}
+	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
+	for cause, n := range d.errCounts {
+		s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: cause, Count: n})
+	}
+	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
+	if d.opts.HostPressure != "" {
+		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {
+			s.HostPressure = toPressure(p)
+		}
+	}
+	d.snap.Store(s)
+}
+
+var weightMech = map[string]struct{}{"bfq-weight": {}, "iocost-weight": {}, "cfq-weight": {}}

@@ -1,0 +1,305 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+func TestMain(m *testing.M) {
+	workload.MaybeRunFromEnv()
+	os.Exit(m.Run())
+}
+
+// rig is a real I/O hierarchy with a parent cgroup whose children the
+// daemon manages, and a device with a weight mechanism.
+type rig struct {
+	h      cgroupfs.Hierarchy
+	mode   string
+	parent string
+	dev    actuate.Device
+	path   string // device node
+	kind   cgroupfs.WeightKind
+}
+
+func newRig(t *testing.T) rig {
+	t.Helper()
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rig{parent: fmt.Sprintf("/ddiskqos-test-daemon-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid()),
+		mode: string(l.Mode), kind: cgroupfs.WeightBFQ}
+	if testkit.InVM() {
+		r.h = cgroupfs.Hierarchy{Version: 2, Mount: l.Unified}
+		r.path = os.Getenv("DDISKQOS_VM_DISK")
+		testkit.Need(t, r.path != "", "DDISKQOS_VM_DISK not set")
+	} else {
+		testkit.NeedRoot(t)
+		m, ok := l.V1Controller("blkio")
+		testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
+		r.h = cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}
+		loop := testkit.LoopDevice(t, 512)
+		r.path = loop.Path
+	}
+	name := filepath.Base(r.path)
+	testkit.SetScheduler(t, name, "bfq")
+	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := cgroupfs.ParseDev(strings.TrimSpace(string(devText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dev = actuate.Device{Name: name, Dev: dev, Mech: host.MechBFQWeight}
+	p, _ := r.h.Path(r.parent)
+	testkit.Cgroup(t, p)
+	if r.h.Version == 2 {
+		if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func (r rig) child(t *testing.T, name string) string {
+	t.Helper()
+	rel := r.parent + "/" + name
+	p, _ := r.h.Path(rel)
+	testkit.Cgroup(t, p)
+	return rel
+}
+
+// weight reads the per-device weight of a cgroup, ok=false when none is set.
+func (r rig) weight(t *testing.T, cg string) (uint64, bool) {
+	t.Helper()
+	w, err := r.h.ReadWeights(cg, r.kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Device(r.dev.Dev)
+}
+
+func (r rig) options(t *testing.T, stateFile string) Options {
+	t.Helper()
+	src, err := cgroupdir.New(cgroupdir.Options{Hierarchy: r.h, Parent: r.parent, Rescan: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := policy.DefaultConfig()
+	pc.BoostAfter = 3 * time.Second
+	return Options{Hierarchy: r.h, CgroupMode: r.mode, Source: src, Policy: pc,
+		Actuator: actuate.Config{Devices: []actuate.Device{r.dev}, Reassert: time.Minute},
+		Interval: 100 * time.Millisecond, StateFile: stateFile, OrphanGrace: 300 * time.Millisecond}
+}
+
+// read runs one O_DIRECT read of n bytes in cgroup cg to completion.
+func (r rig) read(t *testing.T, cg string, n int64, offset int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+		[]string{"--wait-stdin", "--json", "--direct", "--bytes", fmt.Sprint(n), "--offset", fmt.Sprint(offset), "read", r.path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
+		p.Kill()
+		p.Wait()
+		t.Fatal(err)
+	}
+	if err := p.Go(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bytes != n {
+		t.Fatalf("read %d bytes, want %d", res.Bytes, n)
+	}
+}
+
+// waitFor polls the daemon's snapshot until cond holds.
+func waitFor(t *testing.T, d *Daemon, what string, cond func(*snapshot.Snapshot) bool) *snapshot.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := d.Snapshot(); s != nil && cond(s) {
+			return s
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last snapshot: %+v", what, d.Snapshot())
+	return nil
+}
+
+func workloadNamed(s *snapshot.Snapshot, name string) (snapshot.Workload, bool) {
+	for _, w := range s.Workloads {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return snapshot.Workload{}, false
+}
+
+func levelIs(name string, level int) func(*snapshot.Snapshot) bool {
+	return func(s *snapshot.Snapshot) bool {
+		w, ok := workloadNamed(s, name)
+		return ok && w.Level == level
+	}
+}
+
+// TestRealDaemonLevelsWeightsRestore is the controller's proof on a real
+// kernel: v1 on the host, v2 in the test VM (TestRealV2Daemon... runs it).
+func TestRealDaemonLevelsWeightsRestore(t *testing.T) {
+	if testkit.InVM() {
+		t.Skip("in the VM this runs as TestRealV2DaemonLevelsWeightsRestore")
+	}
+	daemonLevelsWeightsRestore(t)
+}
+
+func TestRealV2DaemonLevelsWeightsRestore(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	daemonLevelsWeightsRestore(t)
+}
+
+func daemonLevelsWeightsRestore(t *testing.T) {
+	r := newRig(t)
+	small, bulk := r.child(t, "small"), r.child(t, "bulk")
+	native := cgroupfs.NativeWeight(r.kind, 300)
+	if err := r.h.SetNativeDeviceWeight(small, r.kind, r.dev.Dev, native); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	d, err := New(r.options(t, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, d, "both workloads at level 1", func(s *snapshot.Snapshot) bool {
+		return levelIs("small", 1)(s) && levelIs("bulk", 1)(s)
+	})
+	if v, _ := r.weight(t, small); v != cgroupfs.NativeWeight(r.kind, 1000) {
+		t.Fatalf("level 1 weight of small = %d", v)
+	}
+
+	r.read(t, small, 3<<20, 0)
+	s := waitFor(t, d, "small at level 2", levelIs("small", 2))
+	if v, _ := r.weight(t, small); v != cgroupfs.NativeWeight(r.kind, 500) {
+		t.Fatalf("level 2 weight of small = %d, want %d", v, cgroupfs.NativeWeight(r.kind, 500))
+	}
+	w, _ := workloadNamed(s, "small")
+	if w.ReadBytes < 3<<20 {
+		t.Fatalf("small read_bytes %d < 3 MiB", w.ReadBytes)
+	}
+
+	r.read(t, bulk, 200<<20, 64<<20)
+	waitFor(t, d, "bulk at level 4", levelIs("bulk", 4))
+	if v, _ := r.weight(t, bulk); v != cgroupfs.NativeWeight(r.kind, 100) {
+		t.Fatalf("level 4 weight of bulk = %d", v)
+	}
+	waitFor(t, d, "bulk boosted back to level 1", levelIs("bulk", 1))
+	if v, _ := r.weight(t, bulk); v != cgroupfs.NativeWeight(r.kind, 1000) {
+		t.Fatalf("boosted weight of bulk = %d", v)
+	}
+
+	// Shutdown (what SIGTERM does): every original value is back.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil // for the cleanup
+	if v, ok := r.weight(t, small); !ok || v != native {
+		t.Fatalf("after shutdown small weight = %d (set %v), want original %d", v, ok, native)
+	}
+	if v, ok := r.weight(t, bulk); ok {
+		t.Fatalf("after shutdown bulk still has weight %d", v)
+	}
+}
+
+// TestRealDaemonCrashRestart: a daemon that dies without restoring leaves
+// its state file; the next one adopts the originals, keeps levels, and
+// restores the originals on its own shutdown.
+func TestRealDaemonCrashRestart(t *testing.T) {
+	if testkit.InVM() {
+		t.Skip("v1 host test")
+	}
+	r := newRig(t)
+	a, b := r.child(t, "a"), r.child(t, "b")
+	native := cgroupfs.NativeWeight(r.kind, 300)
+	if err := r.h.SetNativeDeviceWeight(a, r.kind, r.dev.Dev, native); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	d1, err := New(r.options(t, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drive d1 by hand and abandon it without shutdown: a SIGKILL.
+	srcCtx, stopSrc := context.WithCancel(context.Background())
+	defer stopSrc()
+	go d1.opts.Source.Run(srcCtx, d1.events)
+	d1.started = time.Now()
+	r.read(t, b, 12<<20, 0) // before tracking: not charged
+	deadline := time.Now().Add(10 * time.Second)
+	for len(d1.work) < 2 && time.Now().Before(deadline) {
+		d1.step()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(d1.work) != 2 {
+		t.Fatalf("d1 tracks %d workloads", len(d1.work))
+	}
+	r.read(t, b, 12<<20, 0) // after tracking: b drops to level 3
+	d1.step()
+	if w, _ := workloadNamed(d1.Snapshot(), "b"); w.Level != 3 {
+		t.Fatalf("b level %d after 12 MiB, want 3", w.Level)
+	}
+	stopSrc()
+	if v, _ := r.weight(t, a); v != cgroupfs.NativeWeight(r.kind, 1000) {
+		t.Fatalf("d1 did not apply: a weight %d", v)
+	}
+	if _, err := os.Stat(stateFile); err != nil {
+		t.Fatalf("no state file after a tick with writes: %v", err)
+	}
+
+	// The restart.
+	d2, err := New(r.options(t, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d2.Run(ctx) }()
+	waitFor(t, d2, "b kept at level 3 across the restart", levelIs("b", 3))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.weight(t, a); !ok || v != native {
+		t.Fatalf("after restart+shutdown a weight = %d (set %v), want original %d", v, ok, native)
+	}
+	if v, ok := r.weight(t, b); ok {
+		t.Fatalf("after restart+shutdown b still has weight %d", v)
+	}
+}
