@@ -1,0 +1,184 @@
+// Package config is the configuration of the ddiskqos daemon: the built-in
+// defaults (default.yaml, embedded and documented key by key), a strictly
+// decoded YAML file, command-line flags that override it, validation that
+// names the key and the bad value of every problem, and reload on SIGHUP.
+//
+// The layers, lowest first: Default(), then $DOCKER_HOST for docker_host,
+// then the file given with --config, then the flags the user actually set.
+// Only then is the result validated, so a flag can repair a file and an
+// error always shows where the bad value came from (file:line, --flag or
+// $DOCKER_HOST).
+package config
+
+import (
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+)
+
+// Source says where workloads come from.
+type Source string
+
+const (
+	// SourceAuto is SourceDocker when the engine at docker_host answers;
+	// otherwise the daemon stops with an error that says to use
+	// SourceCgroup. It never falls back silently: a daemon that quietly
+	// manages the wrong set of cgroups is worse than one that does not start.
+	SourceAuto Source = "auto"
+	// SourceDocker: the containers of the Docker engine at docker_host.
+	SourceDocker Source = "docker"
+	// SourceCgroup: every child cgroup of cgroup_parent (LXC, systemd
+	// services, any runtime).
+	SourceCgroup Source = "cgroup"
+)
+
+// Actuator says how the levels' weights and caps are written.
+type Actuator string
+
+const (
+	// ActuatorCgroup writes the cgroup files directly (the default).
+	ActuatorCgroup Actuator = "cgroup"
+	// ActuatorDocker asks the Docker engine (docker update), so docker
+	// inspect shows the values; needs a Docker source.
+	ActuatorDocker Actuator = "docker"
+)
+
+// DefaultDockerHost is the engine's API when neither docker_host nor
+// $DOCKER_HOST says otherwise.
+const DefaultDockerHost = "unix:///var/run/docker.sock"
+
+// MinInterval is the shortest sampling interval: below it reading the
+// io.stat of thousands of cgroups costs more than the control is worth, and
+// the kernel's own I/O statistics are not finer-grained anyway.
+const MinInterval = 50 * time.Millisecond
+
+// Config is the daemon's configuration. The yaml keys are the config-file
+// keys; every flag sets the key of the same name (--cgroup-parent sets
+// cgroup_parent, --path-sys sets paths.sys, --log-level sets log.level).
+// Index i of the per-level lists is level i+1.
+type Config struct {
+	Source       Source `yaml:"source"`
+	CgroupParent string `yaml:"cgroup_parent"` // absolute cgroup path; only with SourceCgroup
+	// DockerHost is the engine's API URL. Empty in Default(); Load and
+	// FromArgs fill it from $DOCKER_HOST, else DefaultDockerHost.
+	DockerHost string `yaml:"docker_host"`
+
+	Interval   time.Duration `yaml:"interval"`    // how often I/O counters are sampled
+	Thresholds []Size        `yaml:"thresholds"`  // per-level allowances (policy.Config.Allowances)
+	Weights    []uint16      `yaml:"weights"`     // per-level blkio weights, 10..1000
+	BoostAfter time.Duration `yaml:"boost_after"` // time at level 4 before going back to level 1
+
+	Actuator Actuator `yaml:"actuator"`
+	DryRun   bool     `yaml:"dry_run"` // decide and log, write nothing
+	// ThrottleShares: on a device where only throttling works, the
+	// fraction of its observed peak bandwidth a level may use while a
+	// higher level is active. Level 1 is always 1 (uncapped).
+	ThrottleShares []float64 `yaml:"throttle_shares"`
+	ThrottleMin    Size      `yaml:"throttle_min"` // no cap below this, bytes/s
+	// Reassert: values already in place are not rewritten, except once
+	// per Reassert in case someone else changed them; 0 means never.
+	Reassert time.Duration `yaml:"reassert"`
+	// Devices are glob patterns (path.Match) of block device names as in
+	// /sys/block, e.g. "sd*", "nvme0n1". Empty means automatic: every
+	// non-virtual disk that carries a workload's I/O.
+	Devices []string `yaml:"devices"`
+
+	Listen    string `yaml:"listen"`     // host:port of the HTTP API and metrics; "" turns them off
+	StateFile string `yaml:"state_file"` // where levels survive a restart
+
+	Paths Paths `yaml:"paths"`
+	Log   Log   `yaml:"log"`
+}
+
+// Paths are the roots of the kernel's filesystems, so the daemon can run in
+// a container with the host's mounted elsewhere, and tests can use a tree in
+// a temporary directory.
+type Paths struct {
+	Sys  string `yaml:"sys"`
+	Proc string `yaml:"proc"`
+}
+
+// Log configures the daemon's log/slog handler.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn or error
+	Format string `yaml:"format"` // text or json
+}
+
+// SlogLevel is Level as a slog.Level; an invalid level (which Validate
+// rejects) is slog.LevelInfo.
+func (l Log) SlogLevel() slog.Level {
+	switch l.Level {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default.yaml: the reference an operator
+// copies, documented key by key. It decodes to exactly Default() (a test
+// keeps the two from drifting).
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Default returns the built-in configuration: the daemon runs with it when
+// no file is given. DockerHost is empty (see Config.DockerHost).
+func Default() Config {
+	pc := policy.DefaultConfig()
+	c := Config{
+		Source:         SourceAuto,
+		Interval:       time.Second,
+		BoostAfter:     pc.BoostAfter,
+		Actuator:       ActuatorCgroup,
+		ThrottleShares: []float64{1, 0.6, 0.45, 0.3},
+		ThrottleMin:    8 * MiB,
+		Reassert:       60 * time.Second,
+		Listen:         "127.0.0.1:9191",
+		StateFile:      "/run/ddiskqos/state.json",
+		Paths:          Paths{Sys: "/sys", Proc: "/proc"},
+		Log:            Log{Level: "info", Format: "text"},
+	}
+	for _, a := range pc.Allowances {
+		c.Thresholds = append(c.Thresholds, Size(a))
+	}
+	c.Weights = append(c.Weights, pc.Weights[:]...)
+	return c
+}
+
+// Policy returns the policy's part of c. Lists that do not have
+// policy.NumLevels entries (which Validate rejects) leave the levels they do
+// not reach at zero.
+func (c Config) Policy() policy.Config {
+	var pc policy.Config
+	for i := range min(len(c.Thresholds), policy.NumLevels) {
+		pc.Allowances[i] = uint64(c.Thresholds[i])
+	}
+	for i := range min(len(c.Weights), policy.NumLevels) {
+		pc.Weights[i] = c.Weights[i]
+	}
+	pc.BoostAfter = c.BoostAfter
+	return pc
+}
+
+// clone returns c with its slices copied, so the result and c can be
+// changed independently.
+func (c Config) clone() Config {
+	c.Thresholds = append([]Size(nil), c.Thresholds...)
+	c.Weights = append([]uint16(nil), c.Weights...)
+	c.ThrottleShares = append([]float64(nil), c.ThrottleShares...)
+	c.Devices = append([]string(nil), c.Devices...)
+	return c
+}
+
+func (s Source) String() string   { return string(s) }
+func (a Actuator) String() string { return string(a) }
+
+var _ fmt.Stringer = Size(0)

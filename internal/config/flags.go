@@ -1,0 +1,276 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// flagDef is one flag that sets one config key.
+type flagDef struct {
+	name, key string
+	arg       string // placeholder in the usage text; "" for a bool flag
+	help      string
+	get       func(*Config) string // the value as a flag argument
+	set       func(*Config, string) error
+}
+
+// flagDefs lists the flags in the order of the usage text. Each sets the
+// key of the same name; parsing checks only the syntax, Validate the rest,
+// so a range error names the flag as its origin.
+var flagDefs = []flagDef{
+	{name: "source", key: "source", arg: "auto|docker|cgroup",
+		help: "where workloads come from: docker containers, or every child cgroup of --cgroup-parent; auto is docker if the engine answers, else an error",
+		get:  func(c *Config) string { return string(c.Source) },
+		set:  func(c *Config, s string) error { c.Source = Source(s); return nil }},
+	{name: "cgroup-parent", key: "cgroup_parent", arg: "PATH",
+		help: "with --source cgroup: the cgroup whose children are the workloads, as in /proc/PID/cgroup (/lxc.payload, /system.slice)",
+		get:  func(c *Config) string { return c.CgroupParent },
+		set:  func(c *Config, s string) error { c.CgroupParent = s; return nil }},
+	{name: "docker-host", key: "docker_host", arg: "URL",
+		help: "the Docker engine API: unix:///path or tcp://host:port (default $DOCKER_HOST, else " + DefaultDockerHost + ")",
+		get:  func(c *Config) string { return c.DockerHost },
+		set:  func(c *Config, s string) error { c.DockerHost = s; return nil }},
+	{name: "interval", key: "interval", arg: "DUR",
+		help: "how often the I/O counters are read and levels decided (at least " + MinInterval.String() + ")",
+		get:  func(c *Config) string { return fmtDuration(c.Interval) },
+		set:  durationSetter(func(c *Config) *time.Duration { return &c.Interval })},
+	{name: "thresholds", key: "thresholds", arg: "S1,S2,S3,S4",
+		help: "bytes (read+written) a workload may do at levels 1-4 before it drops a level; level 4 never drops",
+		get:  func(c *Config) string { return joinList(c.Thresholds) },
+		set: func(c *Config, s string) error {
+			v, err := parseList(s, func(e string) (Size, error) { return ParseSize(e) })
+			if err == nil {
+				c.Thresholds = v
+			}
+			return err
+		}},
+	{name: "weights", key: "weights", arg: "W1,W2,W3,W4",
+		help: "blkio weight (10-1000) of levels 1-4; must not increase from level to level",
+		get:  func(c *Config) string { return joinList(c.Weights) },
+		set: func(c *Config, s string) error {
+			v, err := parseList(s, func(e string) (uint16, error) {
+				n, err := strconv.ParseUint(e, 10, 16)
+				if err != nil {
+					return 0, fmt.Errorf("weight %q: want a whole number", e)
+				}
+				return uint16(n), nil
+			})
+			if err == nil {
+				c.Weights = v
+			}
+			return err
+		}},
+	{name: "boost-after", key: "boost_after", arg: "DUR",
+		help: "time a workload spends at level 4 before it is boosted back to level 1 (longer than --interval)",
+		get:  func(c *Config) string { return fmtDuration(c.BoostAfter) },
+		set:  durationSetter(func(c *Config) *time.Duration { return &c.BoostAfter })},
+	{name: "actuator", key: "actuator", arg: "cgroup|docker",
+		help: "how weights and caps are written: into the cgroup files, or through the Docker engine (needs a docker source)",
+		get:  func(c *Config) string { return string(c.Actuator) },
+		set:  func(c *Config, s string) error { c.Actuator = Actuator(s); return nil }},
+	{name: "dry-run", key: "dry_run",
+		help: "decide and log levels, but write nothing",
+		get:  func(c *Config) string { return strconv.FormatBool(c.DryRun) },
+		set: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err == nil {
+				c.DryRun = b
+			}
+			return err
+		}},
+	{name: "throttle-shares", key: "throttle_shares", arg: "F1,F2,F3,F4",
+		help: "on a throttle-only device: the fraction of its peak bandwidth levels 1-4 may use while a higher level is active; level 1 must be 1 (uncapped)",
+		get:  func(c *Config) string { return joinList(c.ThrottleShares) },
+		set: func(c *Config, s string) error {
+			v, err := parseList(s, func(e string) (float64, error) {
+				f, err := strconv.ParseFloat(e, 64)
+				if err != nil {
+					return 0, fmt.Errorf("share %q: want a number", e)
+				}
+				return f, nil
+			})
+			if err == nil {
+				c.ThrottleShares = v
+			}
+			return err
+		}},
+	{name: "throttle-min", key: "throttle_min", arg: "SIZE",
+		help: "no bandwidth cap is ever set below this many bytes per second",
+		get:  func(c *Config) string { return c.ThrottleMin.String() },
+		set: func(c *Config, s string) error {
+			v, err := ParseSize(s)
+			if err == nil {
+				c.ThrottleMin = v
+			}
+			return err
+		}},
+	{name: "reassert", key: "reassert", arg: "DUR",
+		help: "values already in place are skipped, but rewritten this often in case someone else changed them; 0 = never",
+		get:  func(c *Config) string { return fmtDuration(c.Reassert) },
+		set:  durationSetter(func(c *Config) *time.Duration { return &c.Reassert })},
+	{name: "devices", key: "devices", arg: "GLOB,...",
+		help: "block devices to act on, as named in /sys/block (sd*,nvme0n1); empty = every non-virtual disk that carries a workload's I/O",
+		get:  func(c *Config) string { return strings.Join(c.Devices, ",") },
+		set: func(c *Config, s string) error {
+			if strings.TrimSpace(s) == "" {
+				c.Devices = nil
+				return nil
+			}
+			v, err := parseList(s, func(e string) (string, error) { return e, nil })
+			if err == nil {
+				c.Devices = v
+			}
+			return err
+		}},
+	{name: "listen", key: "listen", arg: "ADDR",
+		help: "host:port of the HTTP API and /metrics; empty turns them off",
+		get:  func(c *Config) string { return c.Listen },
+		set:  func(c *Config, s string) error { c.Listen = s; return nil }},
+	{name: "state-file", key: "state_file", arg: "PATH",
+		help: "where workloads' levels are kept across restarts",
+		get:  func(c *Config) string { return c.StateFile },
+		set:  func(c *Config, s string) error { c.StateFile = s; return nil }},
+	{name: "path-sys", key: "paths.sys", arg: "PATH",
+		help: "sysfs root (cgroups and block devices are read below it); /host/sys when the daemon runs in a container",
+		get:  func(c *Config) string { return c.Paths.Sys },
+		set:  func(c *Config, s string) error { c.Paths.Sys = s; return nil }},
+	{name: "path-proc", key: "paths.proc", arg: "PATH",
+		help: "procfs root (mounts, PSI); /host/proc when the daemon runs in a container",
+		get:  func(c *Config) string { return c.Paths.Proc },
+		set:  func(c *Config, s string) error { c.Paths.Proc = s; return nil }},
+	{name: "log-level", key: "log.level", arg: "LEVEL",
+		help: "debug, info, warn or error",
+		get:  func(c *Config) string { return c.Log.Level },
+		set:  func(c *Config, s string) error { c.Log.Level = s; return nil }},
+	{name: "log-format", key: "log.format", arg: "text|json",
+		help: "log line format",
+		get:  func(c *Config) string { return c.Log.Format },
+		set:  func(c *Config, s string) error { c.Log.Format = s; return nil }},
+}
+
+func durationSetter(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("want a duration with a unit, such as 500ms, 1s or 2m")
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// fmtDuration is d.String() without zero trailing units: 1m, not 1m0s.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for e := range strings.SplitSeq(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, fmt.Errorf("empty entry in %q", s)
+		}
+		v, err := parse(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func joinList[T any](v []T) string {
+	s := make([]string, len(v))
+	for i, e := range v {
+		s[i] = fmt.Sprint(e)
+	}
+	return strings.Join(s, ",")
+}
+
+// configFlag is the name of the flag that names the config file.
+const configFlag = "config"
+
+// flagValue is the flag.Value of one flagDef. Set only checks the syntax
+// and keeps the text; ApplyFlags replays it onto a Config, so the same
+// command line can be applied again over a reloaded file.
+type flagValue struct {
+	def  *flagDef
+	raw  string
+	def0 string // the default, for the flag package's usage
+}
+
+func (v *flagValue) String() string {
+	if v == nil || v.def == nil {
+		return ""
+	}
+	if v.raw != "" {
+		return v.raw
+	}
+	return v.def0
+}
+
+func (v *flagValue) Set(s string) error {
+	var scratch Config
+	if err := v.def.set(&scratch, s); err != nil {
+		return err
+	}
+	v.raw = s
+	return nil
+}
+
+// IsBoolFlag lets --dry-run stand alone.
+func (v *flagValue) IsBoolFlag() bool { return v != nil && v.def != nil && v.def.arg == "" }
+
+// RegisterFlags adds --config and a flag for every key to fs; the usage
+// defaults are c's values. Parsing the flags does not change c: call
+// ApplyFlags after loading the file, so only the flags the user set
+// override it.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.String(configFlag, "", "YAML config file; flags override its keys (default: none, built-in defaults)")
+	for i := range flagDefs {
+		d := &flagDefs[i]
+		fs.Var(&flagValue{def: d, def0: d.get(c)}, d.name, d.help)
+	}
+}
+
+// ApplyFlags sets on c every key whose flag was set on the command line
+// parsed by fs (a FlagSet from RegisterFlags). Flags left at their default
+// do not touch c, so they do not override the file.
+func (c *Config) ApplyFlags(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		v, ok := f.Value.(*flagValue)
+		if !ok || err != nil {
+			return
+		}
+		if e := v.def.set(c, v.raw); e != nil {
+			err = &KeyError{Key: v.def.key, Value: v.raw, Origin: "--" + f.Name, Msg: e.Error()}
+		}
+	})
+	return err
+}
+
+// setFlags maps the root key of every flag set on fs to "--name".
+func setFlags(fs *flag.FlagSet) map[string]string {
+	m := map[string]string{}
+	if fs == nil {
+		return m
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if v, ok := f.Value.(*flagValue); ok {
+			m[v.def.key] = "--" + f.Name
+		}
+	})
+	return m
+}

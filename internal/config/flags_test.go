@@ -1,0 +1,325 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFromArgsNoFlags(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	c, fs, err := fromArgs(nil, &stderr, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.DockerHost = DefaultDockerHost
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("no flags: %+v, want defaults %+v", c, want)
+	}
+	if fs == nil || stderr.Len() != 0 {
+		t.Errorf("fs = %v, stderr = %q", fs, stderr.String())
+	}
+}
+
+// Every flag sets its key.
+func TestFromArgsEveryFlag(t *testing.T) {
+	t.Parallel()
+	args := []string{
+		"--source", "cgroup", "--cgroup-parent", "/system.slice", "--docker-host", "tcp://h:2375",
+		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
+		"--boost-after", "1m", "--actuator", "cgroup", "--dry-run",
+		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--reassert", "0s",
+		"--devices", "loop*,vd*", "--listen", "", "--state-file", "/tmp/s.json",
+		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
+	}
+	c, _, err := fromArgs(args, &bytes.Buffer{}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Source: SourceCgroup, CgroupParent: "/system.slice", DockerHost: "tcp://h:2375",
+		Interval: 2 * time.Second, Thresholds: []Size{MiB, 2 * MiB, 3 * MiB, 4 * MiB},
+		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
+		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB,
+		Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
+		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: "debug", Format: "json"},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got\n%+v\nwant\n%+v", c, want)
+	}
+	if len(args) != 2*len(flagDefs)-1 { // --dry-run has no argument
+		t.Errorf("the test covers %d flags of %d", (len(args)-1)/2+1, len(flagDefs))
+	}
+}
+
+// The file is read first; a flag overrides its key; a flag left out does
+// not reset the file's value to the default.
+func TestFromArgsFlagsOverrideFile(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "interval: 2s\nweights: [900, 400, 200, 50]\nlog: {level: debug}\ndry_run: true\n")
+	c, _, err := fromArgs([]string{"--config", path, "--interval", "3s", "--log-format", "json", "--dry-run=false"}, &bytes.Buffer{}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key       string
+		got, want any
+	}{
+		{"interval (flag over file)", c.Interval, 3 * time.Second},
+		{"weights (file)", c.Weights, []uint16{900, 400, 200, 50}},
+		{"log.level (file)", c.Log.Level, "debug"},
+		{"log.format (flag)", c.Log.Format, "json"},
+		{"dry_run (flag false over file true)", c.DryRun, false},
+		{"boost_after (default)", c.BoostAfter, 30 * time.Second},
+	} {
+		if !reflect.DeepEqual(tc.got, tc.want) {
+			t.Errorf("%s = %v, want %v", tc.key, tc.got, tc.want)
+		}
+	}
+}
+
+// A flag can repair a file: validation runs on the stacked result.
+func TestFromArgsFlagRepairsFile(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "source: cgroup\n")
+	if _, _, err := fromArgs([]string{"--config", path}, &bytes.Buffer{}, noEnv); err == nil {
+		t.Fatal("source cgroup without cgroup_parent accepted")
+	}
+	c, _, err := fromArgs([]string{"--config", path, "--cgroup-parent", "/lxc.payload"}, &bytes.Buffer{}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Source != SourceCgroup || c.CgroupParent != "/lxc.payload" {
+		t.Errorf("got source %q parent %q", c.Source, c.CgroupParent)
+	}
+}
+
+func TestFromArgsErrors(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "weights: [1000, 500, 250, 100]\ninterval: 1s\n")
+	bad := writeFile(t, "interval: 1s\nweights:\n  [1000, 500, 600, 100]\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad duration", []string{"--interval", "1"}, `invalid value "1" for flag -interval: want a duration with a unit`},
+		{"bad size", []string{"--throttle-min", "lots"}, `invalid value "lots" for flag -throttle-min: size "lots": no number`},
+		{"bad weight", []string{"--weights", "1000,x,250,100"}, `weight "x": want a whole number`},
+		{"empty list entry", []string{"--thresholds", "1MiB,,2MiB,3MiB"}, "empty entry"},
+		{"unknown flag", []string{"--intervall", "1s"}, "flag provided but not defined: -intervall (ddiskqos run -h lists the flags)"},
+		{"positional", []string{"now"}, `unexpected argument "now"`},
+		{"range error names the flag", []string{"--config", path, "--weights", "1000,500,600,100"},
+			"--weights: weights[2]=600: level 3 weight is greater than level 2 weight 500"},
+		{"cross-key error names the flag", []string{"--config", path, "--boost-after", "5s", "--interval", "10s"},
+			"--boost-after: boost_after=5s: must be longer than interval (10s)"},
+		{"range error names the file line", []string{"--config", bad},
+			bad + ":3: weights[2]=600: level 3 weight is greater"},
+		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "nope.yaml")}, "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr bytes.Buffer
+			_, _, err := fromArgs(tc.args, &stderr, noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("wrote to stderr: %q (errors are the caller's to print)", stderr.String())
+			}
+		})
+	}
+}
+
+func TestFromArgsHelp(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"-h", "--help"} {
+		var stderr bytes.Buffer
+		_, _, err := fromArgs([]string{arg}, &stderr, noEnv)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s: err = %v, want flag.ErrHelp", arg, err)
+		}
+		if stderr.String() != Usage() {
+			t.Errorf("%s: stderr is not Usage()", arg)
+		}
+	}
+}
+
+// Reload re-reads the file and applies the command line over it again.
+func TestReloadKeepsFlags(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "interval: 2s\nweights: [900, 400, 200, 50]\n")
+	old, fs, err := fromArgs([]string{"--config", path, "--interval", "3s"}, &bytes.Buffer{}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("interval: 5s\nweights: [1000, 300, 200, 10]\nlisten: ':9292'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := load(ConfigPath(fs), fs, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Interval != 3*time.Second {
+		t.Errorf("interval = %v, want the flag's 3s", c.Interval)
+	}
+	if want := []uint16{1000, 300, 200, 10}; !reflect.DeepEqual(c.Weights, want) {
+		t.Errorf("weights = %v, want the new file's %v", c.Weights, want)
+	}
+	live, restart := Diff(old, c)
+	if !reflect.DeepEqual(live, []string{"weights"}) || !reflect.DeepEqual(restart, []string{"listen"}) {
+		t.Errorf("Diff = %v, %v; want [weights], [listen]", live, restart)
+	}
+
+	// A bad file is an error; the caller keeps old.
+	if err := os.WriteFile(path, []byte("interval: 5s\nweights: [1000, 300, 200]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Reload(path, fs); err == nil || !strings.Contains(err.Error(), "weights=[1000 300 200]: want 4 weights") {
+		t.Errorf("Reload of a bad file: err = %v", err)
+	}
+}
+
+// RegisterFlags and ApplyFlags work on a caller's own FlagSet.
+func TestApplyFlagsOnlySet(t *testing.T) {
+	t.Parallel()
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	def := Default()
+	def.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--weights", "900,400,200,50"}); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	c.Interval = 7 * time.Second // as if from a file
+	if err := c.ApplyFlags(fs); err != nil {
+		t.Fatal(err)
+	}
+	if c.Interval != 7*time.Second || !reflect.DeepEqual(c.Weights, []uint16{900, 400, 200, 50}) {
+		t.Errorf("interval %v weights %v", c.Interval, c.Weights)
+	}
+	if f := fs.Lookup("interval"); f.DefValue != "1s" {
+		t.Errorf("--interval DefValue = %q, want 1s", f.DefValue)
+	}
+	if !reflect.DeepEqual(def, Default()) {
+		t.Error("parsing flags changed the Config they were registered from")
+	}
+}
+
+func TestDiff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		change        func(*Config)
+		live, restart []string
+	}{
+		{"same", func(*Config) {}, nil, nil},
+		{"nil and empty devices are equal", func(c *Config) { c.Devices = []string{} }, nil, nil},
+		{"live keys", func(c *Config) {
+			c.Interval = 2 * time.Second
+			c.Thresholds[0] = MiB
+			c.Weights[3] = 50
+			c.BoostAfter = time.Minute
+			c.DryRun = true
+			c.ThrottleShares[3] = 0.2
+			c.ThrottleMin = MiB
+			c.Reassert = 0
+			c.Devices = []string{"sd*"}
+			c.Log.Level = "debug"
+		}, []string{"interval", "thresholds", "weights", "boost_after", "dry_run", "throttle_shares",
+			"throttle_min", "reassert", "devices", "log.level"}, nil},
+		{"restart keys", func(c *Config) {
+			c.Source = SourceCgroup
+			c.CgroupParent = "/lxc.payload"
+			c.DockerHost = "tcp://x:1"
+			c.Actuator = ActuatorDocker
+			c.Listen = ""
+			c.StateFile = "/x"
+			c.Paths.Sys = "/host/sys"
+			c.Paths.Proc = "/host/proc"
+			c.Log.Format = "json"
+		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "listen", "state_file",
+			"paths.sys", "paths.proc", "log.format"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			old, c := Default(), Default()
+			tc.change(&c)
+			live, restart := Diff(old, c)
+			if !reflect.DeepEqual(live, tc.live) || !reflect.DeepEqual(restart, tc.restart) {
+				t.Errorf("Diff = %q, %q\nwant %q, %q", live, restart, tc.live, tc.restart)
+			}
+		})
+	}
+	// Every live key is a real key.
+	keys := map[string]bool{}
+	for _, k := range leafKeys(reflect.TypeOf(Config{}), "") {
+		keys[k] = true
+	}
+	for k := range liveKeys {
+		if !keys[k] {
+			t.Errorf("liveKeys has %q, which is not a config key", k)
+		}
+	}
+}
+
+// Every key has a flag, and every flag sets a key.
+func TestFlagsCoverKeys(t *testing.T) {
+	t.Parallel()
+	byKey := map[string]bool{}
+	for _, d := range flagDefs {
+		byKey[d.key] = true
+		if !strings.Contains(string(defaultYAML), "--"+d.name) && !flagNamedLikeKey(d) {
+			t.Errorf("flag --%s is not named after its key %s", d.name, d.key)
+		}
+	}
+	for _, k := range leafKeys(reflect.TypeOf(Config{}), "") {
+		if !byKey[k] {
+			t.Errorf("key %s has no flag", k)
+		}
+	}
+}
+
+func flagNamedLikeKey(d flagDef) bool {
+	k := strings.NewReplacer("_", "-", "paths.", "path-", "log.", "log-").Replace(d.key)
+	return k == d.name
+}
+
+func TestUsageGolden(t *testing.T) {
+	t.Parallel()
+	golden := filepath.Join("testdata", "usage.golden")
+	got := Usage()
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("Usage() differs from %s (go test -update rewrites it):\n%s", golden, got)
+	}
+	for _, w := range []string{"--source cgroup --cgroup-parent /lxc.payload", "--cgroup-parent /system.slice",
+		"override", "(default 2MiB,8MiB,32MiB,128MiB)", "(default 1m)"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("Usage() does not mention %q", w)
+		}
+	}
+	for _, line := range strings.Split(got, "\n") {
+		if len(line) > 80 {
+			t.Errorf("usage line longer than 80 columns: %q", line)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Load returns Default(), with docker_host from $DOCKER_HOST when set, then
+// the file at path (none when path is ""), validated. The file is decoded
+// strictly: an unknown key or a value of the wrong type is an error that
+// names the key, the value and the line.
+func Load(path string) (Config, error) {
+	return load(path, nil, os.Getenv)
+}
+
+// Reload is Load followed by the flags that were set on fs (the FlagSet
+// FromArgs returned), for SIGHUP: the command line keeps overriding the
+// file. On error the caller keeps its running Config; Diff says which of
+// the changes need a restart.
+func Reload(path string, fs *flag.FlagSet) (Config, error) {
+	return load(path, fs, os.Getenv)
+}
+
+// FromArgs parses the arguments of "ddiskqos run", loads the file named by
+// --config, applies the flags the user set over it and validates the
+// result. It returns the FlagSet for Reload. For -h or --help it writes
+// Usage() to stderr and returns flag.ErrHelp; it writes nothing else, so
+// every other error is the caller's to print (all are usage errors).
+func FromArgs(args []string, stderr io.Writer) (Config, *flag.FlagSet, error) {
+	return fromArgs(args, stderr, os.Getenv)
+}
+
+func fromArgs(args []string, stderr io.Writer, getenv func(string) string) (Config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	def := Default()
+	def.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, Usage())
+			return Config{}, fs, err
+		}
+		return Config{}, fs, fmt.Errorf("%w (ddiskqos run -h lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fs, fmt.Errorf("unexpected argument %q: run takes flags only", fs.Arg(0))
+	}
+	c, err := load(ConfigPath(fs), fs, getenv)
+	return c, fs, err
+}
+
+// ConfigPath returns the value of --config on fs.
+func ConfigPath(fs *flag.FlagSet) string {
+	if f := fs.Lookup(configFlag); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// load stacks the layers: defaults, environment, file, flags; then
+// validates. Errors from the file stop before validation: a key with a bad
+// value kept its default, and errors about that default would mislead.
+func load(path string, fs *flag.FlagSet, getenv func(string) string) (Config, error) {
+	c := Default()
+	o := &origins{file: path, flags: setFlags(fs), env: map[string]string{}}
+	if path != "" {
+		b, err := readFile(path)
+		if err != nil {
+			return Config{}, err
+		}
+		lines, err := decode(b, path, &c)
+		if err != nil {
+			return Config{}, err
+		}
+		o.lines = lines
+	}
+	if fs != nil {
+		if err := c.ApplyFlags(fs); err != nil {
+			return Config{}, err
+		}
+	}
+	if c.DockerHost == "" {
+		if h := getenv("DOCKER_HOST"); h != "" {
+			c.DockerHost = h
+			o.env["docker_host"] = "$DOCKER_HOST"
+		} else {
+			c.DockerHost = DefaultDockerHost
+		}
+	}
+	if err := annotate(c.Validate(), o); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if len(b) > maxFileSize {
+		return nil, fmt.Errorf("config file %s: larger than %d bytes; not a ddiskqos config", path, maxFileSize)
+	}
+	return b, nil
+}

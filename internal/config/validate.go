@@ -1,0 +1,256 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+)
+
+// Validate returns nil for a usable Config, otherwise the errors.Join of a
+// *KeyError for every problem, each naming the config-file key and the bad
+// value. The policy's own rules (allowances > 0, weights in 10..1000 and not
+// increasing, boost_after > 0) come from policy.Config.Validate.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, value any, format string, a ...any) {
+		errs = append(errs, &KeyError{Key: key, Value: value, Msg: fmt.Sprintf(format, a...)})
+	}
+
+	switch c.Source {
+	case SourceAuto, SourceDocker, SourceCgroup:
+	default:
+		bad("source", c.Source, "must be auto, docker or cgroup")
+	}
+	switch {
+	case c.Source == SourceCgroup && c.CgroupParent == "":
+		bad("cgroup_parent", c.CgroupParent, "required with source cgroup: the cgroup whose children are the workloads, "+
+			"such as /lxc.payload (LXC) or /system.slice (systemd services)")
+	case c.Source != SourceCgroup && c.CgroupParent != "":
+		bad("cgroup_parent", c.CgroupParent, "only used with source cgroup (source is %q); "+
+			"set source: cgroup, or remove cgroup_parent", c.Source)
+	case c.CgroupParent != "":
+		if msg := cgroupPathProblem(c.CgroupParent); msg != "" {
+			bad("cgroup_parent", c.CgroupParent, "%s", msg)
+		}
+	}
+	if c.DockerHost != "" {
+		if msg := dockerHostProblem(c.DockerHost); msg != "" {
+			bad("docker_host", c.DockerHost, "%s", msg)
+		}
+	}
+
+	if c.Interval < MinInterval {
+		bad("interval", c.Interval, "must be at least %s: sampling thousands of cgroups faster costs more than it controls", MinInterval)
+	}
+	if n := len(c.Thresholds); n != policy.NumLevels {
+		bad("thresholds", c.Thresholds, "want %d sizes, one per level, got %d", policy.NumLevels, n)
+	}
+	if n := len(c.Weights); n != policy.NumLevels {
+		bad("weights", c.Weights, "want %d weights, one per level, got %d", policy.NumLevels, n)
+	}
+	errs = append(errs, c.policyErrors()...)
+	if c.BoostAfter > 0 && c.BoostAfter <= c.Interval {
+		bad("boost_after", c.BoostAfter, "must be longer than interval (%s): the time at level 4 is only seen "+
+			"once per interval, so a shorter boost_after would boost a workload at every sample and level 4 "+
+			"would never hold", c.Interval)
+	}
+
+	switch c.Actuator {
+	case ActuatorCgroup:
+	case ActuatorDocker:
+		if c.Source == SourceCgroup {
+			bad("actuator", c.Actuator, "needs a Docker source (source docker or auto), but source is cgroup; "+
+				"use actuator: cgroup")
+		}
+	default:
+		bad("actuator", c.Actuator, "must be cgroup or docker")
+	}
+	if n := len(c.ThrottleShares); n != policy.NumLevels {
+		bad("throttle_shares", c.ThrottleShares, "want %d fractions, one per level, got %d", policy.NumLevels, n)
+	}
+	for i, s := range c.ThrottleShares {
+		key := fmt.Sprintf("throttle_shares[%d]", i)
+		switch {
+		case !(s > 0 && s <= 1): // also catches NaN
+			bad(key, s, "level %d share must be in (0, 1]: a fraction of the device's peak bandwidth", i+1)
+		case i == 0 && s != 1:
+			bad(key, s, "level 1 share must be 1: level 1 is never capped")
+		case i > 0 && c.ThrottleShares[i-1] > 0 && c.ThrottleShares[i-1] <= 1 && s > c.ThrottleShares[i-1]:
+			bad(key, s, "level %d share is greater than level %d share %v; shares must not increase as levels drop",
+				i+1, i, c.ThrottleShares[i-1])
+		}
+	}
+	if c.ThrottleMin == 0 {
+		bad("throttle_min", c.ThrottleMin, "must be > 0: a cap of 0 bytes/s would stop a workload's I/O")
+	}
+	if c.Reassert != 0 && c.Reassert < c.Interval {
+		bad("reassert", c.Reassert, "must be 0 (never) or at least interval (%s): values are only written once per interval", c.Interval)
+	}
+	for i, g := range c.Devices {
+		key := fmt.Sprintf("devices[%d]", i)
+		switch {
+		case g == "":
+			bad(key, g, "empty pattern; leave devices empty for automatic")
+		case strings.Contains(g, "/"):
+			bad(key, g, "want a device name pattern as in /sys/block, such as sd* or nvme0n1, not a path")
+		default:
+			if _, err := path.Match(g, ""); err != nil {
+				bad(key, g, "bad glob pattern: %v", err)
+			}
+		}
+	}
+
+	if c.Listen != "" {
+		if msg := listenProblem(c.Listen); msg != "" {
+			bad("listen", c.Listen, "%s", msg)
+		}
+	}
+	if msg := absPathProblem(c.StateFile); msg != "" {
+		bad("state_file", c.StateFile, "%s", msg)
+	}
+	if msg := absPathProblem(c.Paths.Sys); msg != "" {
+		bad("paths.sys", c.Paths.Sys, "%s", msg)
+	}
+	if msg := absPathProblem(c.Paths.Proc); msg != "" {
+		bad("paths.proc", c.Paths.Proc, "%s", msg)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", c.Log.Level, "must be debug, info, warn or error")
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", c.Log.Format, "must be text or json")
+	}
+	return errors.Join(errs...)
+}
+
+// policyErrors runs policy.Config.Validate and renames its fields to
+// config-file keys. A list without NumLevels entries (reported already) is
+// replaced by the default so it gives no second error.
+func (c Config) policyErrors() []error {
+	pc := policy.DefaultConfig()
+	if len(c.Thresholds) == policy.NumLevels {
+		for i, t := range c.Thresholds {
+			pc.Allowances[i] = uint64(t)
+		}
+	}
+	if len(c.Weights) == policy.NumLevels {
+		copy(pc.Weights[:], c.Weights)
+	}
+	pc.BoostAfter = c.BoostAfter
+	err := pc.Validate()
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *policy.FieldError
+		if !errors.As(e, &fe) {
+			errs = append(errs, e)
+			continue
+		}
+		ke := &KeyError{Value: fe.Value, Msg: fe.Msg}
+		switch name, idx, _ := strings.Cut(fe.Field, "["); name {
+		case "Allowances":
+			ke.Key = "thresholds[" + idx
+			if v, ok := fe.Value.(uint64); ok {
+				ke.Value = Size(v)
+			}
+		case "Weights":
+			ke.Key = "weights[" + idx
+		case "BoostAfter":
+			ke.Key = "boost_after"
+		default:
+			ke.Key = fe.Field
+		}
+		errs = append(errs, ke)
+	}
+	return errs
+}
+
+// cgroupPathProblem checks a cgroup path given relative to the hierarchy's
+// mount: absolute, clean (so it cannot walk out of the tree) and not the
+// root itself.
+func cgroupPathProblem(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return "must be an absolute cgroup path, as in /proc/PID/cgroup, such as /lxc.payload"
+	case hasDotDot(p):
+		return `must not contain ".."`
+	case path.Clean(p) != p:
+		return fmt.Sprintf("must be a clean path (%s)", path.Clean(p))
+	case p == "/":
+		return "must be below the root cgroup: the root's children include init.scope and the system's own services"
+	}
+	return ""
+}
+
+func absPathProblem(p string) string {
+	switch {
+	case p == "":
+		return "must not be empty"
+	case !strings.HasPrefix(p, "/"):
+		return "must be an absolute path"
+	case hasDotDot(p):
+		return `must not contain ".."`
+	case path.Clean(p) != p:
+		return fmt.Sprintf("must be a clean path (%s)", path.Clean(p))
+	}
+	return ""
+}
+
+func hasDotDot(p string) bool {
+	for _, e := range strings.Split(p, "/") {
+		if e == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// listenProblem checks a host:port to listen on. The host may be empty (all
+// addresses); the port must be a number, not a service name, so the address
+// means the same on every host.
+func listenProblem(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "want host:port, such as 127.0.0.1:9191 or :9191; an empty string turns the API off"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > math.MaxUint16 {
+		return "port must be a number from 1 to 65535"
+	}
+	return ""
+}
+
+// dockerHostProblem accepts what the Engine API clients of this module
+// accept: unix:///path, tcp://host:port, http(s)://host:port.
+func dockerHostProblem(h string) string {
+	u, err := url.Parse(h)
+	if err != nil {
+		return "want unix:///path/to/docker.sock or tcp://host:port: " + err.Error()
+	}
+	switch u.Scheme {
+	case "unix":
+		if !strings.HasPrefix(u.Path, "/") {
+			return "want unix:///absolute/path/to/docker.sock"
+		}
+	case "tcp", "http", "https":
+		if u.Host == "" {
+			return "want " + u.Scheme + "://host:port"
+		}
+	default:
+		return "scheme must be unix, tcp, http or https"
+	}
+	return ""
+}
