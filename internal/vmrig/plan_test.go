@@ -1,0 +1,197 @@
+package vmrig
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPlanShares(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		prog     string
+		module   string
+		writable []string
+		want     []Share
+		wantErr  string
+	}{
+		{
+			name: "go test", prog: "/tmp/go-build1/b001", module: "/work/main",
+			want: []Share{{Dir: "/work/main"}, {Dir: "/tmp/go-build1/b001", Writable: true}},
+		},
+		{
+			name: "program inside the module", prog: "/work/main/bin", module: "/work/main",
+			want: []Share{{Dir: "/work/main"}, {Dir: "/work/main/bin", Writable: true}},
+		},
+		{
+			name: "module inside the program dir", prog: "/work", module: "/work/main",
+			want: []Share{{Dir: "/work", Writable: true}},
+		},
+		{
+			name: "program in /usr stays read-only", prog: "/usr/bin", module: "/src/x",
+			want: []Share{{Dir: "/src/x"}},
+		},
+		{
+			name: "coverage dir", prog: "/tmp/b1", module: "/src/x", writable: []string{"/tmp/cov/", "/tmp/b1/cov"},
+			want: []Share{{Dir: "/src/x"}, {Dir: "/tmp/b1", Writable: true}, {Dir: "/tmp/cov", Writable: true}},
+		},
+		{name: "root", prog: "/", module: "/src/x", wantErr: "share /: cannot be shared"},
+		{name: "proc", prog: "/proc/self", module: "/src/x", wantErr: "share /proc/self: cannot be shared"},
+		{name: "relative", prog: "bin", module: "/src/x", wantErr: `share "bin": not an absolute path`},
+		{name: "blank", prog: "/tmp/a b", module: "/src/x", wantErr: "blanks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := PlanShares(tc.prog, tc.module, tc.writable...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJobScript(t *testing.T) {
+	t.Parallel()
+	got := JobScript(
+		[]Share{{Dir: "/work/main"}, {Dir: "/tmp/b1", Writable: true}},
+		"/work/main/pkg",
+		[]string{"DDISKQOS_X=it's", "GOTRACEBACK=all", "BAD-NAME=1", "NOEQUALS"},
+		[]string{"/tmp/b1/pkg.test", "-test.run=V2$", ""},
+	)
+	want := `# written by vmexec, read by test/vm/init
+VMEXEC_SHARES='vmexec.s0 /work/main ro
+vmexec.s1 /tmp/b1 rw'
+VMEXEC_CWD='/work/main/pkg'
+export DDISKQOS_X='it'\''s'
+export GOTRACEBACK='all'
+set -- '/tmp/b1/pkg.test' '-test.run=V2$' ''
+`
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestPassEnv(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"DDISKQOS_VM_DISK": true, "GOTRACEBACK": true, "GOCOVERDIR": true, "GODEBUG": true,
+		"GOPATH": false, "HOME": false, "PATH": false, "DDISKQOS": false,
+	} {
+		if got := PassEnv(name); got != want {
+			t.Errorf("PassEnv(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"1073741824", 1 << 30}, {"1G", 1 << 30}, {"1GiB", 1 << 30}, {"1GB", 1 << 30},
+		{"512M", 512 << 20}, {"64k", 64 << 10}, {"2T", 2 << 40},
+		{"", 0}, {"0", 0}, {"-1G", 0}, {"G", 0}, {"1X", 0}, {"99999999999T", 0},
+	} {
+		got, err := ParseSize(tc.in)
+		if tc.want == 0 {
+			if err == nil {
+				t.Errorf("ParseSize(%q) = %d, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestQEMUArgs(t *testing.T) {
+	t.Parallel()
+	c := Config{Kernel: "/k", Initrd: "/i", BIOS: "/q.rom", Mem: "512M", SMP: 2, DiskBPS: 4 << 20}
+	f := Files{Ctl: "/t/ctl", Disk: "/t/a,b.img", Stdout: "/t/o", Stderr: "/t/e", Status: "/t/s", Console: "/t/c"}
+	args := QEMUArgs(c, f, []Share{{Dir: "/work/main"}, {Dir: "/tmp/b1", Writable: true}})
+	line := strings.Join(args, " ")
+	for _, want := range []string{
+		"-accel tcg,thread=multi", "-no-reboot", "-bios /q.rom", "-kernel /k", "-initrd /i", "-m 512M", "-smp 2",
+		"-drive file=/t/a,,b.img,format=raw,if=none,id=disk,cache=unsafe,throttling.bps-total=4194304",
+		"virtserialport,chardev=status,name=ddiskqos.status",
+		"-fsdev local,id=usr,path=/usr,security_model=none,readonly=on",
+		"-fsdev local,id=s0,path=/work/main,security_model=none,readonly=on -device virtio-9p-pci,fsdev=s0,mount_tag=vmexec.s0",
+		"-fsdev local,id=s1,path=/tmp/b1,security_model=none -device virtio-9p-pci,fsdev=s1,mount_tag=vmexec.s1",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("qemu args lack %q:\n%s", want, line)
+		}
+	}
+	c.DiskBPS = 0
+	if slices.ContainsFunc(QEMUArgs(c, f, nil), func(a string) bool { return strings.Contains(a, "throttling") }) {
+		t.Error("DiskBPS 0 still throttles")
+	}
+}
+
+func TestStatusReader(t *testing.T) {
+	t.Parallel()
+	var s statusReader
+	for _, chunk := range []string{"sta", "rt\nexi", "t 3", "\n"} {
+		s.Write([]byte(chunk))
+	}
+	if !s.started || !s.exited || s.code != 3 || s.errMsg != "" {
+		t.Errorf("got %+v", s)
+	}
+	var e statusReader
+	e.Write([]byte("error mount 9p vmexec.s0 at /x failed\n"))
+	if e.started || e.exited || e.errMsg != "mount 9p vmexec.s0 at /x failed" {
+		t.Errorf("got %+v", e)
+	}
+	var b statusReader
+	b.Write([]byte("exit x\n"))
+	if b.exited || b.errMsg == "" {
+		t.Errorf("bad exit line accepted: %+v", b)
+	}
+}
+
+func TestModuleRoot(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	pkg := filepath.Join(root, "internal", "x")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := ModuleRoot(pkg); got != pkg {
+		t.Errorf("without go.mod: ModuleRoot = %s, want %s", got, pkg)
+	}
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := ModuleRoot(pkg); got != root {
+		t.Errorf("ModuleRoot = %s, want %s", got, root)
+	}
+}
+
+func TestCheckAssets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	err := CheckAssets(Config{QEMU: filepath.Join(dir, "qemu"), Kernel: filepath.Join(dir, "kernel"), Initrd: filepath.Join(dir, "initramfs")})
+	if err == nil {
+		t.Fatal("no error for missing assets")
+	}
+	for _, want := range []string{"qemu: missing; run test/vm/assets.sh", "kernel: missing", "initramfs: missing"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
