@@ -1,0 +1,587 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
+
+const statusUsage = `usage: ddiskqos status [--addr HOST:PORT] [--json] [--level N] [--name SUBSTR] [--sort name|level|rate]
+
+Asks the running daemon ("ddiskqos run") for the state of its last tick and
+prints every workload it manages, the level the feedback queue put it in and
+what that means on each disk, then the disks.
+
+Every container starts at level 1, the best served. Each level allows a
+number of bytes (its allowance); a container that moves more is demoted one
+level, down to level 4, where bulk streams share what is left. Quiet
+containers climb back up. A label can pin a container to a level or exempt
+it from QoS.
+
+Columns:
+  NAME, ID       the container (ID cut to 12 characters)
+  LEVEL          1 (best served) .. 4; "pinned" when a label fixes it,
+                 "exempt" when QoS leaves it alone, "!label" when its label
+                 is wrong (see the notes below the table)
+  WEIGHT         the I/O weight (10..1000) its level maps to; on disks that
+                 only take limits (throttle mechanism): the limit in force
+                 now, or "unlimited"
+  IN-LEVEL       bytes moved since it entered its level / the level's
+                 allowance ("-": no allowance, the last level)
+  READ/s WRITE/s over the last tick
+  PRESSURE       share of the last 10 s its tasks stalled on I/O (PSI
+                 "some" avg10; cgroup v2 only)
+  MECHANISM      per disk, how the level is applied: bfq-weight,
+                 iocost-weight, cfq-weight (a share of the disk) or throttle
+                 (a limit); "!" marks a failure to apply (see the notes)
+
+Exit status:
+  0  printed
+  1  the daemon is not reachable, not ready or answered an error
+  2  usage error
+
+Flags:
+%s
+Examples:
+  ddiskqos status
+  ddiskqos status --sort rate              # the heaviest I/O first
+  ddiskqos status --level 4                # who is in the bulk level
+  ddiskqos status --json | jq '.workloads[] | {name, level, bytes_in_level}'
+`
+
+// statusSorts are the --sort keys.
+var statusSorts = []string{"name", "level", "rate"}
+
+// runStatus is `ddiskqos status`.
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	return statusMain(args, stdout, stderr, time.Now)
+}
+
+// statusMain is runStatus with the clock the tick age is measured against.
+func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", api.DefaultAddr, "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
+	asJSON := fs.Bool("json", false, "print the daemon's JSON snapshot unchanged (a stable schema) instead of tables")
+	level := fs.String("level", "", "show only workloads at this level: 1..4, or 0 for exempt")
+	name := fs.String("name", "", "show only workloads whose name contains `SUBSTR`")
+	sortBy := fs.String("sort", "name", "order of the workloads: name, level (best served first, exempt last), or rate (most I/O first)")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up on the daemon after this long")
+	usage := func(w io.Writer) {
+		var b strings.Builder
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		fmt.Fprintf(w, statusUsage, b.String())
+	}
+	const helpHint = `run "ddiskqos status --help" for usage`
+	// flag prints its error naming the flag; a hint follows, not the whole
+	// help, so the error stays on screen.
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return 0
+		}
+		fmt.Fprintln(stderr, helpHint)
+		return 2
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ddiskqos status: "+format+"\n", a...)
+		fmt.Fprintln(stderr, helpHint)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected argument %q (status takes flags only)", fs.Arg(0))
+	}
+	if !slices.Contains(statusSorts, *sortBy) {
+		return bad("--sort %q: want one of %s", *sortBy, strings.Join(statusSorts, ", "))
+	}
+	if *level != "" {
+		if n, err := strconv.Atoi(*level); err != nil || n < 0 || n > 4 {
+			return bad("--level %q: want 1..4, or 0 for exempt", *level)
+		}
+	}
+	if *timeout <= 0 {
+		return bad("--timeout %s: want a positive duration", *timeout)
+	}
+	base, err := statusBaseURL(*addr)
+	if err != nil {
+		return bad("--addr %q: %v", *addr, err)
+	}
+
+	q := url.Values{}
+	if *level != "" {
+		q.Set("level", *level)
+	}
+	if *name != "" {
+		q.Set("name", *name)
+	}
+	u := base.JoinPath(api.WorkloadsPath)
+	u.RawQuery = q.Encode()
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	body, err := statusFetch(ctx, u.String())
+	if err != nil {
+		fmt.Fprintf(stderr, "ddiskqos status: %v\n", statusExplain(err, *addr))
+		return 1
+	}
+	if *asJSON {
+		if _, err := stdout.Write(body); err != nil {
+			fmt.Fprintf(stderr, "ddiskqos status: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	var snap snapshot.Snapshot
+	if err := json.Unmarshal(body, &snap); err != nil {
+		fmt.Fprintf(stderr, "ddiskqos status: the answer of %s is not a ddiskqos snapshot: %v\n", *addr, err)
+		return 1
+	}
+	filters := statusFilterText(*level, *name)
+	writeStatus(stdout, &snap, statusOrder(snap.Workloads, *sortBy), *addr, filters, now())
+	return 0
+}
+
+// statusBaseURL accepts HOST:PORT, :PORT (loopback) or an http(s) URL.
+func statusBaseURL(addr string) (*url.URL, error) {
+	if !strings.Contains(addr, "://") {
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr
+		}
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, errors.New("want HOST:PORT or an http:// URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("scheme %q: want http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("no host: want HOST:PORT or an http:// URL")
+	}
+	return u, nil
+}
+
+// statusHTTPError is a non-200 answer of the daemon.
+type statusHTTPError struct {
+	code int
+	msg  string // the "error" of its JSON body, or the body
+}
+
+func (e *statusHTTPError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.code, http.StatusText(e.code), e.msg)
+}
+
+// statusFetch GETs u and returns the body of a 200 answer.
+func statusFetch(ctx context.Context, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		msg := strings.TrimSpace(string(body))
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		return nil, &statusHTTPError{code: resp.StatusCode, msg: msg}
+	}
+	return body, nil
+}
+
+// statusExplain turns a fetch error into what an operator does next.
+func statusExplain(err error, addr string) string {
+	var he *statusHTTPError
+	if errors.As(err, &he) {
+		if he.code == http.StatusServiceUnavailable {
+			return fmt.Sprintf("the daemon at %s is not ready: %s\ntry again in a moment", addr, he.msg)
+		}
+		if he.code == http.StatusNotFound {
+			return fmt.Sprintf("%s answered %v\nis it ddiskqos (of the same version) listening there?", addr, he)
+		}
+		return fmt.Sprintf("the daemon at %s answered %v", addr, he)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("the daemon at %s did not answer in time (--timeout)", addr)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Sprintf("daemon not reachable at %s: %v\nis `ddiskqos run` running? it listens on --listen (default %s); point --addr there",
+		addr, err, api.DefaultAddr)
+}
+
+func statusFilterText(level, name string) string {
+	var f []string
+	if level != "" {
+		f = append(f, "--level "+level)
+	}
+	if name != "" {
+		f = append(f, "--name "+strconv.Quote(name))
+	}
+	return strings.Join(f, " ")
+}
+
+// statusOrder returns the workloads in the order asked for; ties fall back
+// to name, then ID, so the order never depends on the daemon's.
+func statusOrder(ws []snapshot.Workload, by string) []*snapshot.Workload {
+	out := make([]*snapshot.Workload, len(ws))
+	for i := range ws {
+		out[i] = &ws[i]
+	}
+	byName := func(a, b *snapshot.Workload) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	}
+	// Exempt (0) sorts after level 4.
+	rank := func(w *snapshot.Workload) int {
+		if w.Exempt || w.Level == 0 {
+			return 5
+		}
+		return w.Level
+	}
+	switch by {
+	case "level":
+		slices.SortFunc(out, func(a, b *snapshot.Workload) int {
+			return cmp.Or(cmp.Compare(rank(a), rank(b)), byName(a, b))
+		})
+	case "rate":
+		slices.SortFunc(out, func(a, b *snapshot.Workload) int {
+			return cmp.Or(cmp.Compare(b.ReadBps+b.WriteBps, a.ReadBps+a.WriteBps), byName(a, b))
+		})
+	default:
+		slices.SortFunc(out, byName)
+	}
+	return out
+}
+
+// writeStatus prints the header, the workloads table, notes and devices.
+func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, addr, filters string, now time.Time) {
+	dry := "no"
+	if s.DryRun {
+		dry = "yes (nothing is written)"
+	}
+	fmt.Fprintf(w, "ddiskqos at %s: tick %d, %s ago (every %s, took %s)\n",
+		addr, s.Tick, statusAge(now.Sub(s.At)), s.Interval, s.TickDuration.Round(10*time.Microsecond))
+	fmt.Fprintf(w, "source %s, actuator %s, cgroup %s, dry-run %s\n",
+		orDash(s.Source), orDash(s.Actuator), orDash(s.CgroupMode), dry)
+	if reason := api.Stale(s, now); reason != "" {
+		fmt.Fprintf(w, "WARNING: %s; the numbers below are old\n", reason)
+	}
+	total := 0
+	for _, n := range s.Levels {
+		total += n
+	}
+	fmt.Fprintf(w, "workloads %d: level 1: %d, level 2: %d, level 3: %d, level 4: %d, exempt: %d\n",
+		total, s.Levels[1], s.Levels[2], s.Levels[3], s.Levels[4], s.Levels[0])
+	if len(s.Errors) > 0 {
+		errs := slices.Clone(s.Errors)
+		slices.SortFunc(errs, func(a, b snapshot.ErrorCount) int { return strings.Compare(a.Cause, b.Cause) })
+		parts := make([]string, len(errs))
+		for i, e := range errs {
+			parts[i] = fmt.Sprintf("%s %d", e.Cause, e.Count)
+		}
+		fmt.Fprintf(w, "errors since start: %s (see the daemon's log)\n", strings.Join(parts, ", "))
+	}
+	if p := s.HostPressure; p != nil {
+		fmt.Fprintf(w, "host I/O pressure (avg10): some %.2f%%, full %.2f%%\n", p.SomeAvg10, p.FullAvg10)
+	}
+
+	fmt.Fprintln(w)
+	if filters != "" {
+		fmt.Fprintf(w, "showing %d of %d workloads (%s)\n", len(ws), total, filters)
+	}
+	var notes []string
+	if len(ws) == 0 {
+		fmt.Fprintln(w, "no workloads")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tID\tLEVEL\tWEIGHT\tIN-LEVEL\tREAD/s\tWRITE/s\tPRESSURE\tMECHANISM")
+		for _, wl := range ws {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+				statusCell(wl.Name), statusCell(shortID(wl.ID)), statusLevel(wl), statusWeight(wl), statusInLevel(wl),
+				humanBytes(rate(wl.ReadBps)), humanBytes(rate(wl.WriteBps)), statusPressure(wl.Pressure), statusMechanisms(wl.Applied, !statusThrottleOnly(wl)))
+			if wl.LabelError != "" {
+				notes = append(notes, fmt.Sprintf("%s: label: %s", wl.Name, wl.LabelError))
+			}
+			for _, a := range wl.Applied {
+				if a.Error != "" {
+					notes = append(notes, fmt.Sprintf("%s: %s on %s: %s", wl.Name, a.Mechanism, a.Device, a.Error))
+				}
+			}
+		}
+		tw.Flush()
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w, "\nnotes:")
+		for _, n := range notes {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+	}
+
+	fmt.Fprintln(w)
+	if len(s.Devices) == 0 {
+		fmt.Fprintln(w, "no devices")
+		return
+	}
+	devs := slices.Clone(s.Devices)
+	slices.SortFunc(devs, func(a, b snapshot.Device) int { return strings.Compare(a.Name, b.Name) })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tDEV\tSCHEDULER\tMECHANISM\tWEIGHTS\tTOP-LEVEL\tREAD/s\tWRITE/s")
+	for _, d := range devs {
+		eff := "no"
+		if d.WeightsEffective {
+			eff = "yes"
+		}
+		top := "idle"
+		if d.TopActiveLevel > 0 {
+			top = strconv.Itoa(d.TopActiveLevel)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			statusCell(d.Name), orDash(d.Dev), orDash(d.Scheduler), orDash(d.Mechanism), eff, top,
+			humanBytes(rate(d.ReadBps)), humanBytes(rate(d.WriteBps)))
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return statusCell(s)
+}
+
+// statusCell keeps a name from breaking the table: tabs and newlines
+// (a cgroup directory can hold them) would start new cells and rows.
+func statusCell(s string) string {
+	if !strings.ContainsAny(s, "\t\n\r") {
+		return s
+	}
+	return strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`).Replace(s)
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return orDash(id)
+}
+
+func statusLevel(w *snapshot.Workload) string {
+	var s string
+	switch {
+	case w.Exempt:
+		s = "exempt"
+	case w.Pinned:
+		s = strconv.Itoa(w.Level) + " pinned"
+	default:
+		s = strconv.Itoa(w.Level)
+	}
+	if w.LabelError != "" {
+		s += " !label"
+	}
+	return s
+}
+
+// statusThrottleOnly: every disk of w takes only limits, no weights.
+func statusThrottleOnly(w *snapshot.Workload) bool {
+	for _, a := range w.Applied {
+		if a.Mechanism != "throttle" {
+			return false
+		}
+	}
+	return len(w.Applied) > 0
+}
+
+// statusWeight is the weight, or for a workload every disk of which takes
+// only limits, the limit in force.
+func statusWeight(w *snapshot.Workload) string {
+	if w.Exempt {
+		return "-"
+	}
+	if !statusThrottleOnly(w) {
+		return strconv.Itoa(w.Weight)
+	}
+	var limits []string
+	for _, a := range w.Applied {
+		l := statusLimit(a)
+		if l == "" {
+			l = "unlimited"
+		}
+		if !slices.Contains(limits, l) {
+			limits = append(limits, l)
+		}
+	}
+	if len(limits) > 1 {
+		return "mixed (--json)"
+	}
+	return limits[0]
+}
+
+// statusLimit is the throttle limit in force on one device, "" when none:
+// 10MiB/s (read and write alike), r10MiB/s, w5MiB/s or r10MiB/s,w5MiB/s.
+func statusLimit(a snapshot.Applied) string {
+	if !a.Throttled || (a.ReadBps == 0 && a.WriteBps == 0) {
+		return ""
+	}
+	switch {
+	case a.ReadBps == a.WriteBps:
+		return humanBytes(a.ReadBps) + "/s"
+	case a.WriteBps == 0:
+		return "r" + humanBytes(a.ReadBps) + "/s"
+	case a.ReadBps == 0:
+		return "w" + humanBytes(a.WriteBps) + "/s"
+	default:
+		return "r" + humanBytes(a.ReadBps) + "/s,w" + humanBytes(a.WriteBps) + "/s"
+	}
+}
+
+func statusInLevel(w *snapshot.Workload) string {
+	if w.Exempt {
+		return "-"
+	}
+	allow := "-"
+	if w.Allowance > 0 {
+		allow = humanBytes(w.Allowance)
+	}
+	return humanBytes(w.BytesInLevel) + "/" + allow
+}
+
+func statusPressure(p *snapshot.Pressure) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(p.SomeAvg10, 'f', 1, 64) + "%"
+}
+
+// statusMechanisms is "dev:mechanism" per disk, with the limit in force
+// on a throttled disk when the WEIGHT column shows a weight; past three
+// disks, the mechanisms with their disk counts.
+func statusMechanisms(applied []snapshot.Applied, weightShown bool) string {
+	if len(applied) == 0 {
+		return "-"
+	}
+	as := slices.Clone(applied)
+	slices.SortFunc(as, func(a, b snapshot.Applied) int { return strings.Compare(a.Device, b.Device) })
+	mark := func(a snapshot.Applied) string {
+		if a.Error != "" {
+			return "!"
+		}
+		return ""
+	}
+	var parts []string
+	if len(as) <= 3 {
+		for _, a := range as {
+			p := statusCell(a.Device) + ":" + statusCell(a.Mechanism)
+			if l := statusLimit(a); l != "" && weightShown {
+				p += "(" + l + ")"
+			}
+			parts = append(parts, p+mark(a))
+		}
+		return strings.Join(parts, " ")
+	}
+	type group struct {
+		mech      string
+		n         int
+		anyFailed bool
+	}
+	var groups []group
+	for _, a := range as {
+		i := slices.IndexFunc(groups, func(g group) bool { return g.mech == a.Mechanism })
+		if i < 0 {
+			groups = append(groups, group{mech: a.Mechanism})
+			i = len(groups) - 1
+		}
+		groups[i].n++
+		groups[i].anyFailed = groups[i].anyFailed || a.Error != ""
+	}
+	slices.SortFunc(groups, func(a, b group) int { return strings.Compare(a.mech, b.mech) })
+	for _, g := range groups {
+		p := fmt.Sprintf("%s(%d)", statusCell(g.mech), g.n)
+		if g.anyFailed {
+			p += "!"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " ")
+}
+
+func rate(bps float64) uint64 {
+	if bps <= 0 || math.IsNaN(bps) {
+		return 0
+	}
+	if bps >= math.MaxUint64 {
+		return math.MaxUint64
+	}
+	return uint64(math.Round(bps))
+}
+
+// humanBytes is n in IEC units, one decimal below 100: 0, 512B, 1.5KiB,
+// 8MiB, 120MiB.
+func humanBytes(n uint64) string {
+	if n == 0 {
+		return "0"
+	}
+	if n < 1024 {
+		return strconv.FormatUint(n, 10) + "B"
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v := float64(n) / 1024
+	u := 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	var s string
+	if v >= 100 {
+		s = strconv.FormatFloat(v, 'f', 0, 64)
+	} else {
+		s = strconv.FormatFloat(v, 'f', 1, 64)
+		s = strings.TrimSuffix(s, ".0")
+	}
+	return s + units[u]
+}
+
+// statusAge is a tick's age, to 0.1 s under a minute.
+func statusAge(d time.Duration) string {
+	if d < 0 {
+		return "0s (clock behind the daemon's)"
+	}
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}

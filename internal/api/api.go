@@ -1,0 +1,207 @@
+// Package api is the daemon's HTTP surface: the current snapshot as JSON
+// (what `ddiskqos status` reads), Prometheus metrics and a health check.
+//
+// Every handler reads the immutable snapshot the daemon loop publishes, so
+// no request waits for or races the loop. The API has no authentication:
+// it listens on loopback unless told otherwise.
+//
+//	GET /v1/workloads[?name=SUBSTR][&level=N]  snapshot as JSON; 503 before the first tick
+//	GET /metrics                               Prometheus exposition
+//	GET /healthz                               200 "ok", or 503 when the loop has stalled
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
+
+// WorkloadsPath is where the snapshot is served.
+const WorkloadsPath = "/v1/workloads"
+
+// staleSlack is added to 3×interval before /healthz calls the loop stale,
+// so a short interval does not flap on one slow tick.
+const staleSlack = time.Second
+
+// NewHandler serves the endpoints above. current returns the newest
+// snapshot, nil before the first tick; gatherer is what /metrics exposes.
+// Unknown paths get 404, other methods than GET (and HEAD) 405.
+func NewHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger) http.Handler {
+	return newHandler(current, gatherer, logger, time.Now)
+}
+
+// newHandler is NewHandler with the clock /healthz measures age against.
+func newHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger, now func() time.Time) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{current: current, logger: logger, now: now}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.index)
+	mux.HandleFunc("GET "+WorkloadsPath, s.workloads)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		// One bad series (say, two workloads with one id) must not blank the
+		// whole scrape; the error is logged.
+		ErrorHandling: promhttp.ContinueOnError,
+		// A scrape of 10,000 workloads is ~100k series: don't let a
+		// misconfigured scraper pile them up.
+		MaxRequestsInFlight: 4,
+		Timeout:             30 * time.Second,
+	}))
+	return mux
+}
+
+type server struct {
+	current func() *snapshot.Snapshot
+	logger  *slog.Logger
+	now     func() time.Time
+}
+
+const indexText = `ddiskqos daemon API (unauthenticated; read-only)
+
+GET /v1/workloads   the current snapshot as JSON; filters: ?name=SUBSTR ?level=0..4
+GET /metrics        Prometheus metrics
+GET /healthz        "ok" while the daemon loop ticks
+`
+
+func (s *server) index(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprint(w, indexText)
+}
+
+// workloads serves the snapshot, its Workloads filtered by the query.
+// Everything else (Levels, Devices, Errors) stays host-wide.
+func (s *server) workloads(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		s.jsonError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	snap := s.current()
+	if snap == nil {
+		w.Header().Set("Retry-After", "1")
+		s.jsonError(w, http.StatusServiceUnavailable, "no snapshot yet: the daemon has not finished its first tick")
+		return
+	}
+	out := *snap // a shallow copy: the published snapshot is never modified
+	out.Workloads = f.apply(snap.Workloads)
+	s.writeJSON(w, http.StatusOK, &out)
+}
+
+// filter is the query of GET /v1/workloads.
+type filter struct {
+	name  string
+	level int // -1: any
+}
+
+// parseFilter validates the query: unknown parameters, repeated ones and
+// bad values are errors naming the parameter, so a typo (?lvl=2) is not
+// silently the unfiltered list.
+func parseFilter(q map[string][]string) (filter, error) {
+	f := filter{level: -1}
+	for key, vals := range q {
+		if len(vals) != 1 {
+			return f, fmt.Errorf("query parameter %q given %d times, want once", key, len(vals))
+		}
+		v := vals[0]
+		switch key {
+		case "name":
+			f.name = v
+		case "level":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 4 {
+				return f, fmt.Errorf("query parameter \"level\": %q is not a level (0 exempt, 1..4)", v)
+			}
+			f.level = n
+		default:
+			return f, fmt.Errorf("unknown query parameter %q (known: name, level)", key)
+		}
+	}
+	return f, nil
+}
+
+func (f filter) apply(ws []snapshot.Workload) []snapshot.Workload {
+	if f.name == "" && f.level < 0 {
+		return ws
+	}
+	out := make([]snapshot.Workload, 0, len(ws)/4)
+	for i := range ws {
+		if f.level >= 0 && ws[i].Level != f.level {
+			continue
+		}
+		if f.name != "" && !strings.Contains(ws[i].Name, f.name) {
+			continue
+		}
+		out = append(out, ws[i])
+	}
+	return out
+}
+
+// healthz is 200 while the loop publishes ticks, 503 with the reason once
+// the last one is older than 3 intervals (+1 s).
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if reason := Stale(s.current(), s.now()); reason != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, reason)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// Stale says why the loop that published snap is not healthy at now, or ""
+// when it is: a nil snapshot (no tick yet), or a last tick older than
+// 3×interval + 1 s.
+func Stale(snap *snapshot.Snapshot, now time.Time) string {
+	if snap == nil {
+		return "not ready: the daemon has not finished its first tick"
+	}
+	limit := 3*snap.Interval + staleSlack
+	age := now.Sub(snap.At)
+	if age > limit {
+		return fmt.Sprintf("stale: the daemon loop's last tick (#%d) was %s ago; with --interval %s it must be under %s",
+			snap.Tick, age.Round(time.Millisecond), snap.Interval, limit)
+	}
+	return ""
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func (s *server) jsonError(w http.ResponseWriter, code int, msg string) {
+	s.writeJSON(w, code, errorBody{Error: msg})
+}
+
+// writeJSON encodes v fully before sending, so an encoding failure is a
+// clean 500 instead of a truncated 200.
+func (s *server) writeJSON(w http.ResponseWriter, code int, v any) {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		s.logger.Error("api: encode json", "err", err)
+		code = http.StatusInternalServerError
+		b.Reset()
+		b.WriteString(`{"error":"internal error encoding the response"}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(b.Len()))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	if _, err := w.Write(b.Bytes()); err != nil {
+		s.logger.Debug("api: write response", "err", err)
+	}
+}

@@ -1,0 +1,206 @@
+package metrics
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
+
+// Collector turns the newest snapshot into series at scrape time. Make one
+// with NewCollector; New registers one for you.
+type Collector struct {
+	current func() *snapshot.Snapshot
+
+	workloads, byLevel, lastTick                   *prometheus.Desc
+	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight   *prometheus.Desc
+	wlPressure, devInfo, devTopLevel, hostPressure *prometheus.Desc
+}
+
+// NewCollector returns a collector reading current() on every Collect.
+// current may return nil (before the first tick): no snapshot series then.
+func NewCollector(current func() *snapshot.Snapshot) *Collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
+	}
+	return &Collector{
+		current:   current,
+		workloads: d("workloads", "Workloads (containers or cgroups) the daemon tracks."),
+		byLevel: d("workloads_by_level",
+			"Workloads per level; level 0 is exempt, 1 the best served, 4 the bulk level.", "level"),
+		lastTick: d("last_tick_timestamp_seconds",
+			"Unix time the last published tick ended."),
+		wlLevel: d("workload_level",
+			"Level of the workload, 1 (best served) .. 4; 0 when exempt.", "id", "name"),
+		wlBytes: d("workload_io_bytes_total",
+			"Bytes the workload read or wrote since the daemon began tracking it.", "id", "name", "op"),
+		wlIOs: d("workload_ios_total",
+			"I/O operations the workload did since the daemon began tracking it.", "id", "name", "op"),
+		wlInLevel: d("workload_bytes_in_level",
+			"Bytes the workload moved since it entered its current level.", "id", "name"),
+		wlWeight: d("workload_weight",
+			"I/O weight (10..1000) the workload's level maps to; 0 when exempt.", "id", "name"),
+		wlPressure: d("workload_io_pressure_stall_seconds_total",
+			"Time the workload's tasks stalled on I/O (cgroup io.pressure); some: at least one, full: all.",
+			"id", "name", "kind"),
+		devInfo: d("device_info",
+			"A block device the daemon actuates on, with its scheduler and the mechanism in use; always 1.",
+			"device", "dev", "scheduler", "mechanism", "weights_effective"),
+		devTopLevel: d("device_top_active_level",
+			"Best level that did I/O on the device in the last tick; 0 when idle.", "device"),
+		hostPressure: d("host_io_pressure_stall_seconds_total",
+			"Time tasks of the host stalled on I/O (/proc/pressure/io); some: at least one, full: all.", "kind"),
+	}
+}
+
+// Describe sends every descriptor the collector may emit.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.workloads, c.byLevel, c.lastTick,
+		c.wlLevel, c.wlBytes, c.wlIOs, c.wlInLevel, c.wlWeight, c.wlPressure,
+		c.devInfo, c.devTopLevel, c.hostPressure,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads the current snapshot once and sends its series.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.current()
+	if s == nil {
+		return
+	}
+	const (
+		gauge   = prometheus.GaugeValue
+		counter = prometheus.CounterValue
+	)
+	ch <- prometheus.MustNewConstMetric(c.workloads, gauge, float64(len(s.Workloads)))
+	for l, n := range s.Levels {
+		ch <- prometheus.MustNewConstMetric(c.byLevel, gauge, float64(n), levelLabels[l])
+	}
+	if !s.At.IsZero() {
+		ch <- prometheus.MustNewConstMetric(c.lastTick, gauge, float64(s.At.UnixNano())/1e9)
+	}
+	// Emit workloads in ID order: the registry sorts each family by label
+	// values (id first), and sorting already-sorted input is linear.
+	order := make([]int32, len(s.Workloads))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		return strings.Compare(s.Workloads[a].ID, s.Workloads[b].ID)
+	})
+	for _, i := range order {
+		c.collectWorkload(ch, &s.Workloads[i])
+	}
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		name := validUTF8(d.Name)
+		eff := "false"
+		if d.WeightsEffective {
+			eff = "true"
+		}
+		ch <- prometheus.MustNewConstMetric(c.devInfo, gauge, 1,
+			name, validUTF8(d.Dev), validUTF8(d.Scheduler), validUTF8(d.Mechanism), eff)
+		ch <- prometheus.MustNewConstMetric(c.devTopLevel, gauge, float64(d.TopActiveLevel), name)
+	}
+	if p := s.HostPressure; p != nil {
+		ch <- prometheus.MustNewConstMetric(c.hostPressure, counter, usToSeconds(p.SomeTotal), "some")
+		ch <- prometheus.MustNewConstMetric(c.hostPressure, counter, usToSeconds(p.FullTotal), "full")
+	}
+}
+
+// Static label pairs shared by every workload's series.
+var (
+	labelID, labelName, labelOp, labelKind = "id", "name", "op", "kind"
+	valRead, valWrite, valSome, valFull    = "read", "write", "some", "full"
+
+	pairRead  = &dto.LabelPair{Name: &labelOp, Value: &valRead}
+	pairWrite = &dto.LabelPair{Name: &labelOp, Value: &valWrite}
+	pairFull  = &dto.LabelPair{Name: &labelKind, Value: &valFull}
+	pairSome  = &dto.LabelPair{Name: &labelKind, Value: &valSome}
+)
+
+// workloadSeries holds every series of one workload in one allocation:
+// the id and name label pairs are built once and shared by its nine
+// series, where MustNewConstMetric would build and sort them nine times.
+// With 10,000 workloads that halves the CPU time of a scrape.
+type workloadSeries struct {
+	id, name   string
+	idPair     dto.LabelPair
+	namePair   dto.LabelPair
+	labels     [14]*dto.LabelPair // [id name] [id name read] [id name write] [id full name] [id some name]
+	samples    [9]sample
+	numSamples int
+}
+
+func (c *Collector) collectWorkload(ch chan<- prometheus.Metric, w *snapshot.Workload) {
+	// Label values must be UTF-8 or the registry rejects the series; a
+	// cgroup directory name need not be.
+	ws := &workloadSeries{id: validUTF8(w.ID), name: validUTF8(w.Name)}
+	ws.idPair = dto.LabelPair{Name: &labelID, Value: &ws.id}
+	ws.namePair = dto.LabelPair{Name: &labelName, Value: &ws.name}
+	l := &ws.labels
+	id, name := &ws.idPair, &ws.namePair
+	*l = [14]*dto.LabelPair{id, name, id, name, pairRead, id, name, pairWrite, id, pairFull, name, id, pairSome, name}
+	plain, read, write, full, some := l[0:2], l[2:5], l[5:8], l[8:11], l[11:14]
+
+	add := func(d *prometheus.Desc, counter bool, v float64, labels []*dto.LabelPair) {
+		smp := &ws.samples[ws.numSamples]
+		ws.numSamples++
+		smp.desc, smp.counter, smp.value, smp.labels = d, counter, v, labels
+		ch <- smp
+	}
+	add(c.wlLevel, false, float64(w.Level), plain)
+	add(c.wlBytes, true, float64(w.ReadBytes), read)
+	add(c.wlBytes, true, float64(w.WriteBytes), write)
+	add(c.wlIOs, true, float64(w.ReadIOs), read)
+	add(c.wlIOs, true, float64(w.WriteIOs), write)
+	add(c.wlInLevel, false, float64(w.BytesInLevel), plain)
+	add(c.wlWeight, false, float64(w.Weight), plain)
+	if p := w.Pressure; p != nil {
+		add(c.wlPressure, true, usToSeconds(p.FullTotal), full)
+		add(c.wlPressure, true, usToSeconds(p.SomeTotal), some)
+	}
+}
+
+// sample is one gauge or counter whose label pairs (sorted by name, as
+// the exposition wants them) are shared with other samples. The registry
+// and the encoders only read them.
+type sample struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair
+	value   float64
+	counter bool
+	// Exactly one is handed out, so Write allocates nothing.
+	asCounter dto.Counter
+	asGauge   dto.Gauge
+}
+
+func (s *sample) Desc() *prometheus.Desc { return s.desc }
+
+func (s *sample) Write(m *dto.Metric) error {
+	m.Label = s.labels
+	if s.counter {
+		s.asCounter.Value = &s.value
+		m.Counter = &s.asCounter
+	} else {
+		s.asGauge.Value = &s.value
+		m.Gauge = &s.asGauge
+	}
+	return nil
+}
+
+func usToSeconds(us uint64) float64 { return float64(us) / 1e6 }
+
+// validUTF8 returns s unchanged (no allocation) when it is valid UTF-8.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
