@@ -338,7 +338,11 @@ func (d *Daemon) handle(ev source.Event) {
 			d.log.Warn("cannot track workload", "workload", w.Name, "cgroup", w.Cgroup, "err", err)
 			return
 		}
-		d.work[w.ID] = &tracked{w: w, cg: cg, charge: d.tick > 0, active: make([]bool, len(d.devBytes))}
+		// A workload that appears once the start-up listing is over is new:
+		// all its I/O counts. One found at start was already running; what
+		// it did before we looked says nothing about what it does now.
+		charge := d.now().Sub(d.started) > startupGrace(d.opts.Interval)
+		d.work[w.ID] = &tracked{w: w, cg: cg, charge: charge, active: make([]bool, len(d.devBytes))}
 		d.stateDirt = true
 		d.log.Info("tracking workload", "workload", w.Name, "id", w.ID, "cgroup", w.Cgroup)
 	case source.Removed:
@@ -417,6 +421,12 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	}
 	t.lastDecision = dec
 	return true
+}
+
+// startupGrace is how long after start discovered workloads count as
+// already running: the source's first listing may take a few ticks.
+func startupGrace(interval time.Duration) time.Duration {
+	return max(2*time.Second, 3*interval)
 }
 
 // DeviceIOFor returns the counters of dev in devs, zero if absent.
