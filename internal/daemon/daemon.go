@@ -64,7 +64,7 @@ type Options struct {
 	// originals adopted from the state file; nil means the cgroup-file
 	// actuator (actuate.New).
 	NewActuator func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error)
-	Interval     time.Duration
+	Interval    time.Duration
 	// StateFile is where originals and levels are kept ("" = nowhere).
 	StateFile string
 	// HostPressure is the host's PSI file (/proc/pressure/io), "" for none.
@@ -161,7 +161,9 @@ func New(opts Options) (*Daemon, error) {
 	ac.Logger = d.log
 	mk := opts.NewActuator
 	if mk == nil {
-		mk = func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error) { return actuate.New(cfg, adopted) }
+		mk = func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error) {
+			return actuate.New(cfg, adopted)
+		}
 	}
 	if d.act, err = mk(ac, st.Originals); err != nil {
 		return nil, err
@@ -529,4 +531,4 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	d.snap.Store(s)
 }
 
-var weightMech = map[string]struct{}{"bfq-weight": {}, "iocost-weight": {}, "cfq-weight": {}}
+var weightMech = map[string]struct{}{"bfq-weight": {}, "iocost-weight": {}, "cfq-weight": {}, "docker-blkio-weight": {}}

@@ -136,6 +136,9 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 			return fmt.Errorf("docker client: %w", err)
 		}
 		defer c.Close()
+		// Negotiate before Events and Info run concurrently: the SDK reads
+		// the negotiated version unlocked in its event goroutine.
+		c.NegotiateAPIVersion(ctx)
 		eng = c
 	}
 	known := map[string]source.Workload{}
