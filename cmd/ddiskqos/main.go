@@ -17,6 +17,11 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 const usage = `ddiskqos — automatic disk-I/O QoS for the containers of one host.
 
 Usage:
+  ddiskqos run [flags]          the daemon: discover containers, move each
+                                through four I/O priority levels as it uses
+                                2, 8, 32, 128 MiB, apply the level as a
+                                weight or cap on its cgroup, restore on exit
+  ddiskqos status [--json]      what the running daemon decided, per workload
   ddiskqos check [--json]       host preflight: cgroup layout, per-device
                                 mechanism, PSI, Docker engine, scale limits
   ddiskqos workload [flags] OP PATH
@@ -24,6 +29,9 @@ Usage:
                                 run (also inside containers)
   ddiskqos help [COMMAND]       this text, or a command's own help
 
+Start with "ddiskqos check" to see whether QoS can work on this host, then
+"ddiskqos run" (Docker host, defaults) or
+"ddiskqos run --source cgroup --cgroup-parent /lxc.payload" (LXC, systemd).
 Run "ddiskqos COMMAND --help" for a command's flags.
 Exit status: 0 ok, 1 failure, 2 usage error.
 `
@@ -35,6 +43,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
+	case "run":
+		return runDaemon(rest, stdout, stderr)
+	case "status":
+		return runStatus(rest, stdout, stderr)
 	case "check":
 		return runCheck(rest, stdout, stderr)
 	case "workload":

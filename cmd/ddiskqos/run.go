@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/config"
+	"github.com/ddiskqos/ddiskqos/internal/daemon"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/metrics"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
+	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
+)
+
+// runDaemon is `ddiskqos run`: the daemon. Exit 0 after a clean shutdown
+// (originals restored), 1 on a runtime failure, 2 on a usage error.
+func runDaemon(args []string, stdout, stderr io.Writer) int {
+	cfg, fs, err := config.FromArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ddiskqos run: %v\n", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serveDaemon(ctx, cfg, fs, log); err != nil {
+		log.Error("ddiskqos stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serveDaemon sets up and runs the daemon until ctx ends.
+func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *slog.Logger) error {
+	roots := host.Roots{Sys: cfg.Paths.Sys, Proc: cfg.Paths.Proc}
+	layout, err := host.Layout(roots)
+	if err != nil {
+		return err
+	}
+	h, err := layout.IOHierarchy()
+	if err != nil {
+		return err
+	}
+	devices, err := actuatedDevices(roots, layout, cfg.Devices, log)
+	if err != nil {
+		return err
+	}
+	src, srcName, err := newSource(ctx, cfg, layout, h, log)
+	if err != nil {
+		return err
+	}
+	opts := daemon.Options{
+		Hierarchy: h, CgroupMode: string(layout.Mode), Source: src, Policy: cfg.Policy(),
+		Actuator: actuate.Config{Devices: devices, Reassert: cfg.Reassert, DryRun: cfg.DryRun,
+			Throttle: actuate.Throttle{Shares: shares(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin)}},
+		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
+		HostPressure: filepath.Join(roots.Proc, "pressure", "io"), Logger: log,
+	}
+	if cfg.Actuator == config.ActuatorDocker {
+		cli, err := dockerClient(cfg)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		opts.NewActuator = func(ac actuate.Config, adopted []actuate.Original) (daemon.Actuator, error) {
+			return actuate.NewDocker(ac, cli, adopted)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	var d *daemon.Daemon
+	m, err := metrics.New(reg, func() *snapshot.Snapshot {
+		if d == nil {
+			return nil
+		}
+		return d.Snapshot()
+	})
+	if err != nil {
+		return err
+	}
+	opts.Observer = m
+	if d, err = daemon.New(opts); err != nil {
+		return err
+	}
+	log.Info("ddiskqos starting", "source", srcName, "cgroup_mode", layout.Mode, "hierarchy", h.Mount,
+		"actuator", cfg.Actuator, "devices", len(devices), "interval", cfg.Interval, "dry_run", cfg.DryRun,
+		"listen", cfg.Listen, "state_file", cfg.StateFile)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	apiDone := make(chan error, 1)
+	if cfg.Listen != "" {
+		go func() { apiDone <- api.Serve(ctx, cfg.Listen, api.NewHandler(d.Snapshot, reg, log), log) }()
+	}
+	go reloadOnHUP(ctx, d, cfg, fs, log)
+
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(ctx) }()
+	select {
+	case err := <-runErr:
+		return err
+	case err := <-apiDone:
+		// The API could not listen: stop the loop, which restores originals.
+		cancel()
+		return errors.Join(err, <-runErr)
+	}
+}
+
+// reloadOnHUP re-reads the configuration on SIGHUP and hands the policy
+// part to the loop; fields that need a restart are reported, not applied.
+func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *flag.FlagSet, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		path := config.ConfigPath(fs)
+		next, err := config.Reload(path, fs)
+		if err != nil {
+			log.Error("reload refused, keeping the running configuration", "file", path, "err", err)
+			continue
+		}
+		live, restart := config.Diff(cur, next)
+		if len(restart) > 0 {
+			log.Warn("reload: these settings need a restart and were not applied", "keys", strings.Join(restart, ","))
+		}
+		if err := d.Reconfigure(next.Policy()); err != nil {
+			log.Error("reload refused", "err", err)
+			continue
+		}
+		log.Info("reloaded configuration", "file", path, "changed", strings.Join(live, ","))
+		cur = next
+	}
+}
+
+// actuatedDevices picks the block devices to shape: every target device
+// with a mechanism, narrowed by the --devices globs when given.
+func actuatedDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *slog.Logger) ([]actuate.Device, error) {
+	all, err := host.Devices(roots, layout)
+	if err != nil {
+		return nil, err
+	}
+	var out []actuate.Device
+	for _, d := range all {
+		if len(globs) > 0 {
+			match := false
+			for _, g := range globs {
+				if ok, _ := filepath.Match(g, d.Name); ok {
+					match = true
+				}
+			}
+			if !match {
+				continue
+			}
+		} else if !d.Target {
+			continue
+		}
+		if d.Mechanism == host.MechNone || d.Mechanism == "" {
+			log.Warn("device skipped: no cgroup mechanism reaches it", "device", d.Name, "reason", d.Reason)
+			continue
+		}
+		dev, err := cgroupfs.ParseDev(d.Dev)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("device", "name", d.Name, "dev", d.Dev, "scheduler", d.Scheduler, "mechanism", d.Mechanism,
+			"weights_effective", d.WeightsEffective)
+		out = append(out, actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no block device to shape (devices %q): run `ddiskqos check` to see each device's mechanism", globs)
+	}
+	return out, nil
+}
+
+func shares(s []float64) [4]float64 {
+	var out [4]float64
+	copy(out[:], s)
+	return out
+}
+
+func dockerClient(cfg config.Config) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if cfg.DockerHost != "" {
+		opts = append(opts, client.WithHost(cfg.DockerHost))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", cfg.DockerHost, err)
+	}
+	// Negotiate now, before the event stream and other calls run
+	// concurrently: the SDK reads the negotiated version unlocked.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cli.NegotiateAPIVersion(ctx)
+	return cli, nil
+}
+
+// newSource builds the workload source; "auto" is docker when the engine
+// answers.
+func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h cgroupfs.Hierarchy, log *slog.Logger) (source.Source, string, error) {
+	kind := cfg.Source
+	if kind == config.SourceAuto {
+		cli, err := dockerClient(cfg)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err = cli.Ping(pctx)
+			cancel()
+			cli.Close()
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("--source auto: the Docker engine does not answer (%v); for LXC, systemd or Kubernetes hosts use --source cgroup --cgroup-parent PATH", err)
+		}
+		kind = config.SourceDocker
+	}
+	switch kind {
+	case config.SourceDocker:
+		cli, err := dockerClient(cfg)
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := dockersrc.New(dockersrc.Options{Engine: cli, Layout: layout, ProcFS: cfg.Paths.Proc, Logger: log})
+		if err != nil {
+			return nil, "", err
+		}
+		return s, s.Name(), nil
+	case config.SourceCgroup:
+		s, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: cfg.CgroupParent, Logger: log})
+		if err != nil {
+			return nil, "", err
+		}
+		return s, s.Name(), nil
+	}
+	return nil, "", fmt.Errorf("source %q: want auto, docker or cgroup", kind)
+}

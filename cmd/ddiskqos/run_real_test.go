@@ -1,0 +1,284 @@
+package main
+
+// The daemon as an operator runs it: the real binary, real cgroups, a real
+// loop device with BFQ, signals. `--source cgroup` on a parent cgroup of
+// the test's own (the Docker-sourced proof lives in internal/daemon).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+// buildBinary compiles this command into a temp dir once per test.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ddiskqos")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type runRig struct {
+	bin, addr, state string
+	h                cgroupfs.Hierarchy
+	parent           string
+	loop             testkit.Loop
+	dev              cgroupfs.Dev
+}
+
+func newRunRig(t *testing.T) *runRig {
+	t.Helper()
+	if testkit.InVM() {
+		t.Skip("host v1 test")
+	}
+	testkit.NeedRoot(t)
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := l.V1Controller("blkio")
+	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
+	r := &runRig{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
+		h: cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}, parent: fmt.Sprintf("/ddiskqos-test-run-%d", os.Getpid())}
+	r.loop = testkit.LoopDevice(t, 512)
+	testkit.SetScheduler(t, r.loop.Name, "bfq")
+	r.dev = cgroupfs.Dev{Major: r.loop.Major, Minor: r.loop.Minor}
+	p, _ := r.h.Path(r.parent)
+	testkit.Cgroup(t, p)
+	return r
+}
+
+func (r *runRig) child(t *testing.T, name string) string {
+	rel := r.parent + "/" + name
+	p, _ := r.h.Path(rel)
+	testkit.Cgroup(t, p)
+	return rel
+}
+
+// start runs `ddiskqos run` in the background; logs go to the test log.
+func (r *runRig) start(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(r.bin, "run", "--source", "cgroup", "--cgroup-parent", r.parent,
+		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
+		"--devices", r.loop.Name, "--log-level", "debug")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
+	return cmd
+}
+
+func (r *runRig) snapshot() (*snapshot.Snapshot, error) {
+	resp, err := http.Get("http://" + r.addr + "/v1/workloads")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %s", resp.Status)
+	}
+	var s snapshot.Snapshot
+	return &s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+func (r *runRig) waitLevel(t *testing.T, name string, level int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last *snapshot.Snapshot
+	for time.Now().Before(deadline) {
+		s, err := r.snapshot()
+		if err == nil {
+			last = s
+			for _, w := range s.Workloads {
+				if w.Name == name && w.Level == level {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never reached level %d; last snapshot %+v", name, level, last)
+}
+
+func (r *runRig) weight(t *testing.T, cg string) (uint64, bool) {
+	t.Helper()
+	w, err := r.h.ReadWeights(cg, cgroupfs.WeightBFQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Device(r.dev)
+}
+
+func (r *runRig) read(t *testing.T, cg string, n, offset int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := workload.Start(ctx, r.bin, nil, []string{"workload", "--wait-stdin", "--json", "--direct",
+		"--bytes", fmt.Sprint(n), "--offset", fmt.Sprint(offset), "read", r.loop.Path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
+		p.Kill()
+		p.Wait()
+		t.Fatal(err)
+	}
+	if err := p.Go(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bytes != n {
+		t.Fatalf("read %d bytes in %s, want %d", res.Bytes, cg, n)
+	}
+	c, err := r.h.Open(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.ReadIO()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s counters after reading %d bytes: %+v", cg, n, st.Total())
+}
+
+func stopWith(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
+	t.Helper()
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if sig == syscall.SIGTERM && err != nil {
+			t.Fatalf("daemon exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("daemon did not exit after %s", sig)
+	}
+}
+
+func TestRealRunLevelsSignalsAndCrash(t *testing.T) {
+	r := newRunRig(t)
+	small, bulk := r.child(t, "small"), r.child(t, "bulk")
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+
+	d := r.start(t)
+	r.waitLevel(t, "small", 1)
+	r.waitLevel(t, "bulk", 1)
+	r.read(t, small, 3<<20, 0)
+	r.waitLevel(t, "small", 2)
+	if v, _ := r.weight(t, small); v != 500 {
+		t.Fatalf("small at level 2 has weight %d, want 500", v)
+	}
+	r.read(t, bulk, 300<<20, 64<<20)
+	r.waitLevel(t, "bulk", 4)
+	if v, _ := r.weight(t, bulk); v != 100 {
+		t.Fatalf("bulk at level 4 has weight %d, want 100", v)
+	}
+	r.waitLevel(t, "bulk", 1) // --boost-after 3s
+	if v, _ := r.weight(t, bulk); v != 1000 {
+		t.Fatalf("boosted bulk has weight %d, want 1000", v)
+	}
+
+	// The operator's view.
+	var out, errOut bytes.Buffer
+	if code := runStatus([]string{"--addr", r.addr}, &out, &errOut); code != 0 {
+		t.Fatalf("status exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"small", "bulk", r.loop.Name} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	// SIGTERM: every file holds its original value again.
+	stopWith(t, d, syscall.SIGTERM)
+	if v, ok := r.weight(t, small); !ok || v != 300 {
+		t.Fatalf("after SIGTERM small weight %d (set %v), want 300", v, ok)
+	}
+	if v, ok := r.weight(t, bulk); ok {
+		t.Fatalf("after SIGTERM bulk still has weight %d", v)
+	}
+
+	// SIGKILL leaves ddiskqos values behind; a restart restores them on exit.
+	d = r.start(t)
+	r.waitLevel(t, "small", 1)
+	r.read(t, small, 12<<20, 0)
+	r.waitLevel(t, "small", 3)
+	stopWith(t, d, syscall.SIGKILL)
+	if v, _ := r.weight(t, small); v != 250 {
+		t.Fatalf("after SIGKILL small weight %d, want the level-3 value 250 left behind", v)
+	}
+	d = r.start(t)
+	r.waitLevel(t, "small", 3) // the level survived the crash
+	stopWith(t, d, syscall.SIGTERM)
+	if v, ok := r.weight(t, small); !ok || v != 300 {
+		t.Fatalf("after crash, restart and SIGTERM small weight %d (set %v), want 300", v, ok)
+	}
+	if v, ok := r.weight(t, bulk); ok {
+		t.Fatalf("after crash, restart and SIGTERM bulk still has weight %d", v)
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--interval", "1ms"},
+		{"--weights", "1000,500"},
+		{"--source", "cgroup"}, // no --cgroup-parent
+		{"--bogus"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := runDaemon(args, &out, &errOut); code != 2 {
+			t.Errorf("run %q: exit %d, want 2; stderr %q", args, code, errOut.String())
+		}
+		if errOut.Len() == 0 {
+			t.Errorf("run %q: no message", args)
+		}
+	}
+}
