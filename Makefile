@@ -1,0 +1,47 @@
+# ddiskqos — build and test. `make test` is the one command that runs every
+# test: the host's real-kernel tests (cgroup v1, loop devices, the Docker
+# engine), the cgroup v2 tests inside the nested test VM, and a short fuzz run.
+# It needs root and installs what it lacks (qemu, busybox, the VM's kernel).
+
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+GO        ?= go
+BIN       := $(CURDIR)/bin
+# Packages holding tests that must run inside the v2 test VM.
+V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
+FUZZTIME  ?= 5s
+
+.PHONY: all build test deps vet test-host test-v2 fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ddiskqos ./cmd/ddiskqos
+
+$(BIN)/vmexec: FORCE
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/vmexec ./cmd/vmexec
+
+deps:
+	bash test/vm/assets.sh
+
+vet:
+	$(GO) vet ./...
+
+# Every test. Missing prerequisites fail instead of skipping.
+test: deps vet test-host test-v2 fuzz
+
+test-host:
+	DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 -timeout 30m ./...
+
+test-v2: $(BIN)/vmexec
+	DDISKQOS_REQUIRE_REAL=1 CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -v \
+		-exec $(BIN)/vmexec -run 'TestRealV2' $(V2_PKGS) 2>&1 | tee $(BIN)/test-v2.log
+	@! grep -E -- '--- SKIP' $(BIN)/test-v2.log || { echo 'test-v2: a v2 test skipped'; exit 1; }
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
+
+clean:
+	rm -rf $(BIN)
+
+FORCE:
