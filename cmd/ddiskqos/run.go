@@ -81,7 +81,8 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	opts := daemon.Options{
 		Hierarchy: h, CgroupMode: string(layout.Mode), Source: src, Policy: cfg.Policy(),
 		Actuator: actuate.Config{Devices: devices, Reassert: cfg.Reassert, DryRun: cfg.DryRun,
-			Throttle: actuate.Throttle{Shares: shares(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin)}},
+			Throttle: actuate.Throttle{Shares: shares(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
+				Hold: max(time.Second, 2*cfg.Interval)}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
 		HostPressure: filepath.Join(roots.Proc, "pressure", "io"), Logger: log,
 	}
@@ -197,7 +198,7 @@ func actuatedDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, l
 		}
 		log.Info("device", "name", d.Name, "dev", d.Dev, "scheduler", d.Scheduler, "mechanism", d.Mechanism,
 			"weights_effective", d.WeightsEffective)
-		out = append(out, actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism})
+		out = append(out, actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism, Scheduler: d.Scheduler})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no block device to shape (devices %q): run `ddiskqos check` to see each device's mechanism", globs)

@@ -25,9 +25,10 @@ import (
 
 // Device is a block device to actuate on, and its mechanism.
 type Device struct {
-	Name string
-	Dev  cgroupfs.Dev
-	Mech host.Mechanism
+	Name      string
+	Dev       cgroupfs.Dev
+	Mech      host.Mechanism
+	Scheduler string // for display
 }
 
 // weightKind maps a weight mechanism to its cgroupfs knob.
@@ -52,6 +53,10 @@ type Throttle struct {
 	Shares [4]float64
 	// Min is the lowest cap ever set, bytes/s.
 	Min uint64
+	// Hold is how long a level counts as active on a device after its last
+	// I/O there, so a better level's pauses between requests do not flap
+	// the caps of the levels below it every tick. 0 means one second.
+	Hold time.Duration
 }
 
 // Config is the actuator's configuration.
@@ -135,6 +140,8 @@ type Actuator struct {
 	peak []float64
 	// top is each device's best active level in the last Apply (0 idle).
 	top []int
+	// seen[i][l-1] is when level l last did I/O on device i.
+	seen [][4]time.Time
 }
 
 // New returns an Actuator. Originals from a previous run (its state file)
@@ -152,7 +159,11 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Actuator{cfg: cfg, log: log, work: map[string]*wstate{}, originals: map[knobKey]Original{},
-		peak: make([]float64, len(cfg.Devices)), top: make([]int, len(cfg.Devices))}
+		peak: make([]float64, len(cfg.Devices)), top: make([]int, len(cfg.Devices)),
+		seen: make([][4]time.Time, len(cfg.Devices))}
+	if a.cfg.Throttle.Hold == 0 {
+		a.cfg.Throttle.Hold = time.Second
+	}
 	for _, o := range adopted {
 		dev, err := cgroupfs.ParseDev(o.DevStr)
 		if err != nil {
@@ -191,7 +202,7 @@ func (a *Actuator) Applied(id string) []Applied {
 // other targets: they are recorded per device (see Applied) and returned
 // joined. A cgroup that has gone is not an error; its workload is dropped.
 func (a *Actuator) Apply(now time.Time, targets []Target) error {
-	a.computeTop(targets)
+	a.computeTop(now, targets)
 	var errs []error
 	for i := range targets {
 		t := &targets[i]
@@ -214,19 +225,25 @@ func (a *Actuator) Apply(now time.Time, targets []Target) error {
 	return errors.Join(errs...)
 }
 
-// computeTop finds, per device, the best (lowest) level among targets that
-// did I/O on it.
-func (a *Actuator) computeTop(targets []Target) {
-	for i := range a.top {
-		a.top[i] = 0
-	}
+// computeTop finds, per device, the best (lowest) level that did I/O on it
+// within the hold time.
+func (a *Actuator) computeTop(now time.Time, targets []Target) {
 	for _, t := range targets {
-		if t.Exempt {
+		if t.Exempt || t.Level < 1 || t.Level > 4 {
 			continue
 		}
 		for i, act := range t.Active {
-			if act && i < len(a.top) && (a.top[i] == 0 || t.Level < a.top[i]) {
-				a.top[i] = t.Level
+			if act && i < len(a.seen) {
+				a.seen[i][t.Level-1] = now
+			}
+		}
+	}
+	for i := range a.top {
+		a.top[i] = 0
+		for l := 1; l <= 4; l++ {
+			if at := a.seen[i][l-1]; !at.IsZero() && now.Sub(at) < a.cfg.Throttle.Hold {
+				a.top[i] = l
+				break
 			}
 		}
 	}

@@ -139,7 +139,7 @@ func TestRealV1ActuatorThrottleIsWorkConserving(t *testing.T) {
 	r := newV1Rig(t, "none")
 	hi, lo := r.child(t, "hi"), r.child(t, "lo")
 	devs := []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechThrottle}}
-	a, err := New(Config{Hierarchy: r.h, Devices: devs, Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 8 << 20}}, nil)
+	a, err := New(Config{Hierarchy: r.h, Devices: devs, Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 8 << 20, Hold: 500 * time.Millisecond}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,8 @@ type Daemon struct {
 	orphansOK bool // orphan restore done
 	tick      uint64
 	lastTick  time.Time
-	devBytes  []uint64 // per actuated device, this tick
+	devBytes  []uint64 // per actuated device, read+write this tick
+	devRead   []uint64 // per actuated device, read this tick
 	errCounts map[string]uint64
 	targets   []actuate.Target
 
@@ -178,6 +179,7 @@ func New(opts Options) (*Daemon, error) {
 			"originals", len(st.Originals), "workloads", len(st.Workloads), "written", st.Written)
 	}
 	d.devBytes = make([]uint64, len(ac.Devices))
+	d.devRead = make([]uint64, len(ac.Devices))
 	return d, nil
 }
 
@@ -263,6 +265,7 @@ func (d *Daemon) step() {
 		dt = d.opts.Interval.Seconds()
 	}
 	clear(d.devBytes)
+	clear(d.devRead)
 	d.targets = d.targets[:0]
 	for id, t := range d.work {
 		if !d.sense(start, dt, id, t) {
@@ -399,6 +402,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 			if dv.Dev == cur.Dev && r+w > 0 {
 				t.active[i] = true
 				d.devBytes[i] += r + w
+				d.devRead[i] += r
 			}
 		}
 	}
@@ -514,9 +518,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
 	})
 	for i, dv := range devs {
-		bps := float64(d.devBytes[i]) / dt
-		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: dv.Dev.String(), Mechanism: string(dv.Mech),
-			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i), ReadBps: bps})
+		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: dv.Dev.String(), Scheduler: dv.Scheduler, Mechanism: string(dv.Mech),
+			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
+			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt})
 	}
 	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
 	for cause, n := range d.errCounts {

@@ -35,7 +35,7 @@ type rig struct {
 	kind   cgroupfs.WeightKind
 }
 
-func newRig(t *testing.T) rig {
+func newRig(t *testing.T, sched string, mech host.Mechanism) rig {
 	t.Helper()
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
@@ -56,7 +56,7 @@ func newRig(t *testing.T) rig {
 		r.path = loop.Path
 	}
 	name := filepath.Base(r.path)
-	testkit.SetScheduler(t, name, "bfq")
+	testkit.SetScheduler(t, name, sched)
 	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func newRig(t *testing.T) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.dev = actuate.Device{Name: name, Dev: dev, Mech: host.MechBFQWeight}
+	r.dev = actuate.Device{Name: name, Dev: dev, Mech: mech}
 	p, _ := r.h.Path(r.parent)
 	testkit.Cgroup(t, p)
 	if r.h.Version == 2 {
@@ -181,7 +181,7 @@ func TestRealV2DaemonLevelsWeightsRestore(t *testing.T) {
 }
 
 func daemonLevelsWeightsRestore(t *testing.T) {
-	r := newRig(t)
+	r := newRig(t, "bfq", host.MechBFQWeight)
 	small, bulk := r.child(t, "small"), r.child(t, "bulk")
 	native := cgroupfs.NativeWeight(r.kind, 300)
 	if err := r.h.SetNativeDeviceWeight(small, r.kind, r.dev.Dev, native); err != nil {
@@ -245,7 +245,7 @@ func TestRealDaemonCrashRestart(t *testing.T) {
 	if testkit.InVM() {
 		t.Skip("v1 host test")
 	}
-	r := newRig(t)
+	r := newRig(t, "bfq", host.MechBFQWeight)
 	a, b := r.child(t, "a"), r.child(t, "b")
 	native := cgroupfs.NativeWeight(r.kind, 300)
 	if err := r.h.SetNativeDeviceWeight(a, r.kind, r.dev.Dev, native); err != nil {
@@ -302,4 +302,89 @@ func TestRealDaemonCrashRestart(t *testing.T) {
 	if v, ok := r.weight(t, b); ok {
 		t.Fatalf("after restart+shutdown b still has weight %d", v)
 	}
+}
+
+// TestRealDaemonThrottleWorkConserving: on a device whose scheduler honours
+// no weights, a level-4 bulk reader is capped only while a level-1 reader
+// is active, and uncapped as soon as it stops.
+func TestRealDaemonThrottleWorkConserving(t *testing.T) {
+	if testkit.InVM() {
+		t.Skip("v1 host test")
+	}
+	r := newRig(t, "none", host.MechThrottle)
+	small, bulk := r.child(t, "small"), r.child(t, "bulk")
+	opts := r.options(t, filepath.Join(t.TempDir(), "state.json"))
+	opts.Policy.BoostAfter = time.Hour
+	opts.Actuator.Throttle = actuate.Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 8 << 20, Hold: 500 * time.Millisecond}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, d, "both tracked", func(s *snapshot.Snapshot) bool { return len(s.Workloads) == 2 })
+
+	limits := func() cgroupfs.Limits {
+		l, err := r.h.ReadLimits(bulk, r.dev.Dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	waitLimits := func(what string, ok func(cgroupfs.Limits) bool) cgroupfs.Limits {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			if l := limits(); ok(l) {
+				return l
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("bulk never %s; limits %+v, snapshot %+v", what, limits(), d.Snapshot())
+		return cgroupfs.Limits{}
+	}
+	start := func(cg string, args ...string) *workload.Proc {
+		p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+			append([]string{"--wait-stdin", "--json", "--direct"}, append(args, "read", r.path)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Kill(); p.Wait() })
+		if err := r.h.AddProcess(cg, p.Pid()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Go(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	bulkProc := start(bulk, "--loop", "--offset", "64MiB", "--duration", "60s")
+	waitFor(t, d, "bulk at level 4", levelIs("bulk", 4))
+	time.Sleep(time.Second)
+	if l := limits(); !l.IsZero() {
+		t.Fatalf("bulk alone is capped: %+v (work conservation)", l)
+	}
+	// A small reader at 512 KiB/s stays at level 1 for several seconds.
+	smallProc := start(small, "--bs", "64KiB", "--rate", "512KiB", "--duration", "3s", "--span", "32MiB")
+	capped := waitLimits("capped while level 1 is active", func(l cgroupfs.Limits) bool { return l.RBps > 0 })
+	s := d.Snapshot()
+	if w, _ := workloadNamed(s, "small"); w.Level != 1 {
+		t.Fatalf("small left level 1 (%d): the test's reader did too much", w.Level)
+	}
+	t.Logf("bulk capped at %.0f MiB/s while small reads (device at %.0f MiB/s this tick)", float64(capped.RBps)/(1<<20), s.Devices[0].ReadBps/(1<<20))
+	if _, err := smallProc.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	waitLimits("uncapped after the small reader stopped", func(l cgroupfs.Limits) bool { return l.IsZero() })
+	t.Logf("bulk uncapped %s after the small reader stopped", time.Since(stoppedAt).Round(time.Millisecond))
+	bulkProc.Stop()
+	res, err := bulkProc.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bulk read %.0f MiB/s overall", res.BytesPerSec/(1<<20))
 }
