@@ -70,7 +70,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	if err != nil {
 		return err
 	}
-	devices, err := actuatedDevices(roots, layout, cfg.Devices, log)
+	devices, sense, err := actuatedDevices(roots, layout, cfg.Devices, log)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		return err
 	}
 	opts := daemon.Options{
-		Hierarchy: h, CgroupMode: string(layout.Mode), Source: src, Policy: cfg.Policy(),
+		Hierarchy: h, CgroupMode: string(layout.Mode), SenseDevices: sense, Source: src, Policy: cfg.Policy(),
 		Actuator: actuate.Config{Devices: devices, Reassert: cfg.Reassert, DryRun: cfg.DryRun,
 			Throttle: actuate.Throttle{Shares: shares(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
 				Hold: max(time.Second, 2*cfg.Interval)}},
@@ -167,14 +167,21 @@ func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *f
 }
 
 // actuatedDevices picks the block devices to shape: every target device
-// with a mechanism, narrowed by the --devices globs when given.
-func actuatedDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *slog.Logger) ([]actuate.Device, error) {
+// with a mechanism, narrowed by the --devices globs when given. It also
+// returns every target device, whose I/O is counted whether shaped or not.
+func actuatedDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *slog.Logger) ([]actuate.Device, []cgroupfs.Dev, error) {
 	all, err := host.Devices(roots, layout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []actuate.Device
+	var sense []cgroupfs.Dev
 	for _, d := range all {
+		if d.Target {
+			if dev, err := cgroupfs.ParseDev(d.Dev); err == nil {
+				sense = append(sense, dev)
+			}
+		}
 		if len(globs) > 0 {
 			match := false
 			for _, g := range globs {
@@ -194,16 +201,16 @@ func actuatedDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, l
 		}
 		dev, err := cgroupfs.ParseDev(d.Dev)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		log.Info("device", "name", d.Name, "dev", d.Dev, "scheduler", d.Scheduler, "mechanism", d.Mechanism,
 			"weights_effective", d.WeightsEffective)
 		out = append(out, actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism, Scheduler: d.Scheduler})
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no block device to shape (devices %q): run `ddiskqos check` to see each device's mechanism", globs)
+		return nil, nil, fmt.Errorf("no block device to shape (devices %q): run `ddiskqos check` to see each device's mechanism", globs)
 	}
-	return out, nil
+	return out, sense, nil
 }
 
 func shares(s []float64) [4]float64 {

@@ -286,3 +286,36 @@ func (h Hierarchy) SetLimits(rel string, dev Dev, l Limits) error {
 	}
 	return nil
 }
+
+// EnableV1Accounting makes the v1 blkio counters count on dev. Since Linux
+// 6.9 blk-throttle sets itself up on a disk only when a limit is first
+// configured for it, and until then blkio.throttle.io_service_bytes of every
+// cgroup reads zero for that disk — the only v1 byte counters that work on
+// kernels without BFQ debug statistics. Writing the no-op rule "MAJ:MIN 0"
+// (0 = no limit) into the root cgroup's read_bps_device sets it up without
+// limiting anything. A root rule already in place is left alone. The setup
+// lasts as long as the disk and cannot be undone; it costs a lookup per I/O.
+// On v2 (io.stat always counts) it does nothing.
+func (h Hierarchy) EnableV1Accounting(dev Dev) error {
+	if h.Version != 1 {
+		return nil
+	}
+	path, err := h.knobPath("/", v1LimitFiles[0])
+	if err != nil {
+		return err
+	}
+	data, err := readKnob(path)
+	if err != nil {
+		return err
+	}
+	vals, err := ParseDeviceValues(data, v1LimitFiles[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, dv := range vals {
+		if dv.Dev == dev {
+			return nil
+		}
+	}
+	return writeKnob(path, dev.String()+" 0")
+}

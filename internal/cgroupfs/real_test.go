@@ -67,6 +67,9 @@ func v1Env(t *testing.T) realEnv {
 	loop := testkit.LoopDevice(t, 512)
 	e := realEnv{h: Hierarchy{Version: 1, Mount: m.Mountpoint}, base: testCgroupName(t),
 		devName: loop.Name, devPath: loop.Path, dev: Dev{loop.Major, loop.Minor}, size: 512 << 20}
+	if err := e.h.EnableV1Accounting(e.dev); err != nil {
+		t.Fatal(err)
+	}
 	p, _ := e.h.Path(e.base)
 	testkit.Cgroup(t, p)
 	return e
@@ -405,4 +408,46 @@ func BenchmarkRealV1ReadIO(b *testing.B) {
 			c.Close()
 		}
 	})
+}
+
+// TestRealV1AccountingNeedsEnabling shows why the daemon enables v1
+// accounting per disk: on a brand-new disk (this kernel: blk-throttle set
+// up lazily) the v1 byte counters stay at zero until a throttle rule has
+// been written for it, even a no-op one.
+func TestRealV1AccountingNeedsEnabling(t *testing.T) {
+	if testkit.InVM() {
+		t.Skip("v1 host test")
+	}
+	testkit.NeedRoot(t)
+	l, err := DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := l.V1Controller("blkio")
+	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
+	loop := testkit.LoopDevice(t, 64)
+	e := realEnv{h: Hierarchy{Version: 1, Mount: m.Mountpoint}, base: testCgroupName(t),
+		devName: loop.Name, devPath: loop.Path, dev: Dev{loop.Major, loop.Minor}, size: 64 << 20}
+	p, _ := e.h.Path(e.base)
+	testkit.Cgroup(t, p)
+	cg := e.child(t, "r")
+	rs := []reader{{cg, 0, e.size}}
+
+	before := runReaders(t, e, 500*time.Millisecond, rs)[0]
+	t.Logf("fresh disk, no throttle rule: read %d bytes, counters grew by %d", before.res.Bytes, before.counted)
+	if before.counted != 0 && before.counted < uint64(before.res.Bytes) {
+		t.Errorf("counters grew by %d for %d bytes read: neither off nor counting", before.counted, before.res.Bytes)
+	}
+	if err := e.h.EnableV1Accounting(e.dev); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.h.EnableV1Accounting(e.dev); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	after := runReaders(t, e, 500*time.Millisecond, rs)[0]
+	assertCounted(t, "after enabling", after)
+	// The no-op rule limits nothing.
+	if l, err := e.h.ReadLimits("/", e.dev); err != nil || !l.IsZero() {
+		t.Fatalf("root limits on %s after enabling: %+v, %v", e.dev, l, err)
+	}
 }

@@ -31,6 +31,13 @@ type Observer interface {
 	LevelChange(from, to int, reason string)
 }
 
+// SenseObserver may also be implemented by an Observer: after each tick's
+// sensing, how many workloads' counters were read and how many were left
+// for a later tick because they have been quiet (see Options.QuietMax).
+type SenseObserver interface {
+	ObserveSense(read, skipped int)
+}
+
 type nopObserver struct{}
 
 func (nopObserver) ObserveTick(time.Duration)    {}
@@ -53,11 +60,15 @@ type Actuator interface {
 
 // Options configure a Daemon.
 type Options struct {
-	Hierarchy  cgroupfs.Hierarchy
-	CgroupMode string
-	Source     source.Source
-	Policy     policy.Config
-	Actuator   actuate.Config // Hierarchy is taken from above
+	Hierarchy    cgroupfs.Hierarchy
+	CgroupMode   string
+	SenseDevices []cgroupfs.Dev
+	Source       source.Source
+	Policy       policy.Config
+	Actuator     actuate.Config // Hierarchy is taken from above
+	// SenseDevices are disks whose I/O is counted besides the actuated
+	// ones; on cgroup v1 accounting is enabled on all of them at start
+	// (cgroupfs.Hierarchy.EnableV1Accounting).
 	// ActuatorName is reported in the snapshot ("cgroup" or "docker").
 	ActuatorName string
 	// NewActuator builds the actuator from the configuration and the
@@ -159,6 +170,11 @@ func New(opts Options) (*Daemon, error) {
 	}
 	ac := opts.Actuator
 	ac.Hierarchy = opts.Hierarchy
+	for _, dev := range append(slices.Clone(opts.SenseDevices), devsOf(ac.Devices)...) {
+		if err := opts.Hierarchy.EnableV1Accounting(dev); err != nil {
+			return nil, fmt.Errorf("enable v1 I/O accounting on %s: %w", dev, err)
+		}
+	}
 	ac.Logger = d.log
 	mk := opts.NewActuator
 	if mk == nil {
@@ -267,13 +283,18 @@ func (d *Daemon) step() {
 	clear(d.devBytes)
 	clear(d.devRead)
 	d.targets = d.targets[:0]
+	read := 0
 	for id, t := range d.work {
+		read++
 		if !d.sense(start, dt, id, t) {
 			continue
 		}
 		dec := t.lastDecision
 		d.targets = append(d.targets, actuate.Target{ID: id, Cgroup: t.w.Cgroup, Level: int(dec.Level),
 			Weight: cgroupfs.Weight(dec.Weight), Exempt: dec.Exempt, Active: t.active})
+	}
+	if so, ok := d.obs.(SenseObserver); ok {
+		so.ObserveSense(read, len(d.work)-read)
 	}
 	for i := range d.devBytes {
 		d.act.ObservePeak(i, float64(d.devBytes[i])/dt)
@@ -427,6 +448,14 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	}
 	t.lastDecision = dec
 	return true
+}
+
+func devsOf(ds []actuate.Device) []cgroupfs.Dev {
+	out := make([]cgroupfs.Dev, len(ds))
+	for i, d := range ds {
+		out[i] = d.Dev
+	}
+	return out
 }
 
 // startupGrace is how long after start discovered workloads count as
