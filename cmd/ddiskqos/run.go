@@ -265,6 +265,14 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 		}
 		return s, s.Name(), nil
 	case config.SourceCgroup:
+		dir, err := h.Path(cfg.CgroupParent)
+		if err != nil {
+			return nil, "", fmt.Errorf("--cgroup-parent %s: %w", cfg.CgroupParent, err)
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, "", fmt.Errorf("--cgroup-parent %s: %s is not a cgroup directory of the %s hierarchy at %s",
+				cfg.CgroupParent, dir, map[int]string{1: "v1 blkio", 2: "cgroup v2"}[h.Version], h.Mount)
+		}
 		s, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: cfg.CgroupParent, Logger: log})
 		if err != nil {
 			return nil, "", err

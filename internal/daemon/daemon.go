@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -497,16 +499,21 @@ func (d *Daemon) saveState(force bool) error {
 	if !changed && !d.stateDirt && !force {
 		return nil
 	}
+	// Levels are kept also on a clean shutdown, so a restarted daemon does
+	// not hand every bulk workload level 1 again.
 	f := state.File{Written: d.now().UTC(), HierarchyVersion: d.opts.Hierarchy.Version,
 		HierarchyMount: d.opts.Hierarchy.Mount, Originals: origs}
-	if !force || len(origs) > 0 {
-		for _, v := range d.pol.AppendViews(nil) {
-			if t, ok := d.work[v.ID]; ok {
-				f.Workloads = append(f.Workloads, state.Workload{Cgroup: t.w.Cgroup, View: v})
-			}
+	for _, v := range d.pol.AppendViews(nil) {
+		if t, ok := d.work[v.ID]; ok {
+			f.Workloads = append(f.Workloads, state.Workload{Cgroup: t.w.Cgroup, View: v})
 		}
 	}
 	d.stateDirt = false
+	if len(f.Originals) == 0 && len(f.Workloads) == 0 {
+		if _, err := os.Stat(d.opts.StateFile); errors.Is(err, fs.ErrNotExist) {
+			return nil // nothing to keep: leave no file behind
+		}
+	}
 	return state.Save(d.opts.StateFile, f)
 }
 
