@@ -245,9 +245,13 @@ func TestRealRunLevelsSignalsAndCrash(t *testing.T) {
 		t.Fatalf("after SIGTERM bulk still has weight %d", v)
 	}
 
-	// SIGKILL leaves ddiskqos values behind; a restart restores them on exit.
+	// A clean restart keeps the levels (the originals were restored).
 	d = r.start(t)
-	r.waitLevel(t, "small", 1)
+	r.waitLevel(t, "small", 2)
+	if v, _ := r.weight(t, small); v != 500 {
+		t.Fatalf("after a clean restart small weight %d, want its level-2 500", v)
+	}
+	// SIGKILL leaves ddiskqos values behind; a restart restores them on exit.
 	r.read(t, small, 12<<20, 0)
 	r.waitLevel(t, "small", 3)
 	stopWith(t, d, syscall.SIGKILL)
