@@ -129,6 +129,20 @@ func nextField(b []byte) (field, rest []byte) {
 	return b[:i], b[i:]
 }
 
+// nextKV splits off the first field of b as key=value. more is false when
+// b holds no further field; hasEq is false for a field without '='.
+func nextKV(b []byte) (key, val, rest []byte, hasEq, more bool) {
+	kv, rest := nextField(b)
+	if len(kv) == 0 {
+		return nil, nil, nil, false, false
+	}
+	eq := bytes.IndexByte(kv, '=')
+	if eq < 0 {
+		return kv, nil, rest, false, true
+	}
+	return kv[:eq], kv[eq+1:], rest, true, true
+}
+
 // ParseIOStat parses cgroup v2 io.stat, appending to dst[:0]:
 //
 //	8:16 rbytes=1459200 wbytes=314773504 rios=192 wios=353 dbytes=0 dios=0
@@ -153,17 +167,15 @@ func ParseIOStat(data []byte, dst []DeviceIO) ([]DeviceIO, error) {
 		}
 		var d DeviceIO
 		d.Dev = dev
-		for len(kvs) > 0 {
-			var kv []byte
-			kv, kvs = nextField(kvs)
-			if len(kv) == 0 {
+		for {
+			key, val, rest, hasEq, more := nextKV(kvs)
+			if !more {
 				break
 			}
-			eq := bytes.IndexByte(kv, '=')
-			if eq < 0 {
+			kvs = rest
+			if !hasEq {
 				continue // not a key=value pair: skip, the kernel may add such
 			}
-			key, val := kv[:eq], kv[eq+1:]
 			var p *uint64
 			switch string(key) { // no allocation: the compiler special-cases this
 			case "rbytes":
@@ -307,17 +319,15 @@ func ParsePressure(data []byte) (Pressure, error) {
 		default:
 			continue
 		}
-		for len(kvs) > 0 {
-			var kv []byte
-			kv, kvs = nextField(kvs)
-			if len(kv) == 0 {
+		for {
+			key, val, rest, hasEq, more := nextKV(kvs)
+			if !more {
 				break
 			}
-			eq := bytes.IndexByte(kv, '=')
-			if eq < 0 {
+			kvs = rest
+			if !hasEq {
 				return p, &ParseError{File: "pressure", Line: lineNo, Text: string(line), Msg: "want key=value"}
 			}
-			key, val := kv[:eq], kv[eq+1:]
 			var err error
 			switch string(key) {
 			case "avg10":
@@ -444,17 +454,15 @@ func ParseIOMax(data []byte) (map[Dev]Limits, error) {
 			return nil, &ParseError{File: "io.max", Line: lineNo, Text: string(line), Msg: "first field is not MAJ:MIN"}
 		}
 		var l Limits
-		for len(kvs) > 0 {
-			var kv []byte
-			kv, kvs = nextField(kvs)
-			if len(kv) == 0 {
+		for {
+			key, val, rest, hasEq, more := nextKV(kvs)
+			if !more {
 				break
 			}
-			eq := bytes.IndexByte(kv, '=')
-			if eq < 0 {
+			kvs = rest
+			if !hasEq {
 				return nil, &ParseError{File: "io.max", Line: lineNo, Text: string(line), Msg: "want key=value"}
 			}
-			key, val := kv[:eq], kv[eq+1:]
 			var p *uint64
 			switch string(key) {
 			case "rbps":
