@@ -26,9 +26,8 @@ import (
 )
 
 // These tests prove the controller against this machine's real Docker
-// engine. Surviving an engine restart is not tested here: the engine is
-// shared with other work and must not be restarted; the docker source's
-// fake-engine test (internal/source/docker) covers reconnection and resync.
+// engine. The shared engine is never restarted: surviving an engine restart
+// is proven against a private dockerd in docker_restart_real_test.go.
 
 // labelRun marks the containers of one test run; only they are managed.
 const labelRun = "ddiskqos.test.run"

@@ -1,0 +1,645 @@
+package dockertest
+
+// A private Docker engine for tests that must stop or restart the engine:
+// the machine's shared engine (/var/run/docker.sock) is used by other tests
+// and benchmarks at the same time and must never be restarted.
+//
+// StartEngine runs the machine's own dockerd binary with every piece of
+// state it keeps moved into a temporary directory:
+//
+//	<root>/docker.sock    --host, the API socket
+//	<root>/d              --data-root: images, containers, its containerd's root
+//	<root>/x              --exec-root: runc and containerd state, netns mounts
+//	<root>/docker.pid     --pidfile
+//	<root>/daemon.json    --config-file, so /etc/docker/daemon.json is not read;
+//	                      it moves the trust key out of /etc/docker too
+//	<root>/dockerd.log    dockerd's and its containerd's output, shown on failure
+//
+// with no networking side effects (--bridge none, no iptables, no
+// forwarding, no userland proxy), containers under a cgroup parent of its
+// own, and --live-restore, so containers keep running while the engine is
+// down. dockerd 20.10 spawns a containerd of its own (config, socket and
+// pid file under the exec root) unless /run/containerd/containerd.sock
+// exists; StartEngine checks that it did. Its shims keep their sockets in
+// /run/containerd/s, named by a hash of the containerd address, so they do
+// not meet the shared engine's.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+)
+
+// DockerdPath is the engine binary StartEngine runs: the machine's own.
+const DockerdPath = "/usr/sbin/dockerd"
+
+// systemContainerdSock is where dockerd looks for a system containerd; when
+// it exists dockerd uses that one instead of spawning its own.
+const systemContainerdSock = "/run/containerd/containerd.sock"
+
+// shimSocketDir is where containerd 1.6's shims put their sockets.
+const shimSocketDir = "/run/containerd/s"
+
+// Engine is a private dockerd started by StartEngine.
+type Engine struct {
+	root         string
+	dataRoot     string
+	execRoot     string
+	sock         string
+	pidFile      string
+	logPath      string
+	configPath   string
+	cgroupParent string
+
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	done       chan struct{} // closed when cmd has exited
+	waitErr    error         // cmd.Wait's result, valid once done is closed
+	containerd []int         // pids of the containerds it spawned
+	starts     int
+	image      string
+}
+
+// StartEngine starts a private dockerd and stops it — and removes its
+// containers, mounts, cgroups and directories — when the test ends, also
+// when it fails. A missing prerequisite (root, the dockerd binary, the
+// containerd and runc it runs) skips the test, or fails it under
+// DDISKQOS_REQUIRE_REAL=1.
+func StartEngine(t testing.TB) *Engine {
+	t.Helper()
+	testkit.NeedRoot(t)
+	_, err := os.Stat(DockerdPath)
+	testkit.Need(t, err == nil, "dockerd binary: %v", err)
+	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
+		_, err := exec.LookPath(tool)
+		testkit.Need(t, err == nil, "%s (run by a private dockerd) not in PATH: %v", tool, err)
+	}
+	_, err = os.Lstat(systemContainerdSock)
+	testkit.Need(t, errors.Is(err, os.ErrNotExist),
+		"%s exists: dockerd would use that containerd instead of a private one", systemContainerdSock)
+
+	// Unix socket paths are limited to 108 bytes, and containerd's sit
+	// three levels below the root: keep the root short.
+	base := os.TempDir()
+	if len(base) > 40 {
+		base = "/tmp"
+	}
+	root, err := os.MkdirTemp(base, "ddiskqos-engine-")
+	if err != nil {
+		t.Fatalf("engine root: %v", err)
+	}
+	e := &Engine{
+		root:         root,
+		dataRoot:     filepath.Join(root, "d"),
+		execRoot:     filepath.Join(root, "x"),
+		sock:         filepath.Join(root, "docker.sock"),
+		pidFile:      filepath.Join(root, "docker.pid"),
+		logPath:      filepath.Join(root, "dockerd.log"),
+		configPath:   filepath.Join(root, "daemon.json"),
+		cgroupParent: fmt.Sprintf("/ddiskqos-engine-%d-%d", os.Getpid(), uniq.Add(1)),
+	}
+	t.Cleanup(func() { e.cleanup(t) })
+	conf := fmt.Sprintf("{\"deprecated-key-path\": %q}\n", filepath.Join(root, "key.json"))
+	if err := os.WriteFile(e.configPath, []byte(conf), 0o600); err != nil {
+		t.Fatalf("engine config: %v", err)
+	}
+	e.start(t)
+	return e
+}
+
+// Host is the engine's address for DOCKER_HOST or client.WithHost.
+func (e *Engine) Host() string { return "unix://" + e.sock }
+
+// Root is the directory holding all of the engine's state.
+func (e *Engine) Root() string { return e.root }
+
+// CgroupParent is the cgroup (in every hierarchy) the engine puts its
+// containers under, e.g. "/ddiskqos-engine-123-1".
+func (e *Engine) CgroupParent() string { return e.cgroupParent }
+
+// Pid is the running dockerd's pid, 0 when it is stopped.
+func (e *Engine) Pid() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cmd == nil {
+		return 0
+	}
+	return e.cmd.Process.Pid
+}
+
+// ContainerdPid is the pid of the containerd the running dockerd spawned,
+// 0 when it is stopped.
+func (e *Engine) ContainerdPid() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cmd == nil || len(e.containerd) == 0 {
+		return 0
+	}
+	return e.containerd[len(e.containerd)-1]
+}
+
+// Client returns a client of the engine that negotiates the API version
+// (now, while the engine runs), closed when the test ends. It keeps
+// working across Restart: every request dials the socket afresh.
+func (e *Engine) Client(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.WithHost(e.Host()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("client of %s: %v", e.Host(), err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("private engine at %s does not answer: %v%s", e.Host(), err, e.logTail(40))
+	}
+	c.NegotiateAPIVersion(ctx) // before the client is shared, see Client
+	return c
+}
+
+// Image imports the ddiskqos binary of this source tree into the engine
+// (once per engine: the image lives in its data root, across restarts) and
+// returns its tag.
+func (e *Engine) Image(t testing.TB) string {
+	t.Helper()
+	bin := Binary(t)
+	e.mu.Lock()
+	tag := e.image
+	e.mu.Unlock()
+	if tag != "" {
+		return tag
+	}
+	tag = "ddiskqos-test:engine"
+	c := e.Client(t)
+	start := time.Now()
+	if err := importImage(c, tag, bin); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("imported image %s into the private engine in %s", tag, time.Since(start).Round(time.Millisecond))
+	e.mu.Lock()
+	e.image = tag
+	e.mu.Unlock()
+	return tag
+}
+
+// Stop ends dockerd with SIGTERM and waits for it and its containerd to
+// exit. With --live-restore the containers keep running. It returns how
+// long dockerd took to exit.
+func (e *Engine) Stop(t testing.TB) time.Duration {
+	t.Helper()
+	took, err := e.stop(60 * time.Second)
+	if err != nil {
+		t.Fatalf("stop private engine: %v%s", err, e.logTail(40))
+	}
+	return took
+}
+
+// Restart stops dockerd and starts it again with the same roots, and
+// returns how long it was stopping and how long starting took (until it
+// answered a ping).
+func (e *Engine) Restart(t testing.TB) (stopping, starting time.Duration) {
+	t.Helper()
+	stopping = e.Stop(t)
+	start := time.Now()
+	e.start(t)
+	return stopping, time.Since(start)
+}
+
+func (e *Engine) args() []string {
+	return []string{
+		"--config-file", e.configPath,
+		"--host", e.Host(),
+		"--data-root", e.dataRoot,
+		"--exec-root", e.execRoot,
+		"--pidfile", e.pidFile,
+		"--bridge", "none",
+		"--iptables=false",
+		"--ip6tables=false",
+		"--ip-masq=false",
+		"--ip-forward=false",
+		"--userland-proxy=false",
+		"--cgroup-parent", e.cgroupParent,
+		"--exec-opt", "native.cgroupdriver=cgroupfs",
+		"--storage-driver", "overlay2",
+		"--live-restore",
+	}
+}
+
+// start runs dockerd and waits until it answers a ping and has spawned its
+// own containerd.
+func (e *Engine) start(t testing.TB) {
+	t.Helper()
+	e.mu.Lock()
+	if e.cmd != nil {
+		e.mu.Unlock()
+		t.Fatal("private engine already running")
+	}
+	e.starts++
+	n := e.starts
+	e.mu.Unlock()
+	logf, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatalf("engine log: %v", err)
+	}
+	fmt.Fprintf(logf, "=== ddiskqos test: start %d of dockerd at %s: %s %s\n",
+		n, time.Now().Format(time.RFC3339Nano), DockerdPath, strings.Join(e.args(), " "))
+	cmd := exec.Command(DockerdPath, e.args()...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group: a ^C to the test reaches the test, whose
+	// cleanup stops the engine in order. Pdeathsig: should the test
+	// process die without cleaning up, dockerd is told to stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	done := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked exits, not the
+		// process: hold this thread until dockerd has exited.
+		runtime.LockOSThread()
+		defer logf.Close()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(done)
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		e.mu.Lock()
+		e.waitErr = err
+		e.mu.Unlock()
+		close(done)
+	}()
+	if err := <-started; err != nil {
+		t.Fatalf("start %s: %v", DockerdPath, err)
+	}
+	e.mu.Lock()
+	e.cmd, e.done = cmd, done
+	e.mu.Unlock()
+
+	c, err := client.NewClientWithOpts(client.WithHost(e.Host()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("client of %s: %v", e.Host(), err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-done:
+			e.mu.Lock()
+			err := e.waitErr
+			e.cmd = nil
+			e.mu.Unlock()
+			t.Fatalf("private dockerd exited while starting: %v%s", err, e.logTail(60))
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Ping(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("private dockerd does not answer at %s after 60s: %v%s", e.Host(), err, e.logTail(60))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid, err := e.ownContainerd(cmd.Process.Pid)
+	if err != nil {
+		t.Fatalf("private dockerd: %v%s", err, e.logTail(40))
+	}
+	e.mu.Lock()
+	e.containerd = append(e.containerd, pid)
+	e.mu.Unlock()
+}
+
+// ownContainerd returns the pid of the containerd dockerd spawned, and
+// fails unless it is a child of dockerd running on the exec root's config.
+func (e *Engine) ownContainerd(dockerd int) (int, error) {
+	pidPath := filepath.Join(e.execRoot, "containerd", "containerd.pid")
+	text, err := os.ReadFile(pidPath)
+	if err != nil {
+		return 0, fmt.Errorf("no containerd of its own: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", pidPath, err)
+	}
+	args, err := cmdline(pid)
+	if err != nil {
+		return 0, fmt.Errorf("containerd %d: %w", pid, err)
+	}
+	conf := filepath.Join(e.execRoot, "containerd", "containerd.toml")
+	if !slices.Contains(args, conf) {
+		return 0, fmt.Errorf("containerd %d runs %q, not on %s", pid, args, conf)
+	}
+	if pp := parentPid(pid); pp != dockerd {
+		return 0, fmt.Errorf("containerd %d is a child of %d, not of dockerd %d", pid, pp, dockerd)
+	}
+	return pid, nil
+}
+
+func (e *Engine) stop(within time.Duration) (time.Duration, error) {
+	e.mu.Lock()
+	cmd, done := e.cmd, e.done
+	procs := slices.Clone(e.containerd)
+	e.mu.Unlock()
+	if cmd == nil {
+		return 0, errors.New("not running")
+	}
+	start := time.Now()
+	var errs []error
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		errs = append(errs, fmt.Errorf("SIGTERM dockerd %d: %w", cmd.Process.Pid, err))
+	}
+	select {
+	case <-done:
+	case <-time.After(within):
+		errs = append(errs, fmt.Errorf("dockerd %d did not exit within %s of SIGTERM: killed", cmd.Process.Pid, within))
+		cmd.Process.Kill()
+		<-done
+	}
+	took := time.Since(start)
+	e.mu.Lock()
+	e.cmd, e.done = nil, nil
+	e.containerd = nil
+	e.mu.Unlock()
+	// dockerd stops the containerd it spawned; make sure.
+	for _, pid := range procs {
+		if !waitGone(pid, 15*time.Second) {
+			errs = append(errs, fmt.Errorf("containerd %d still running 15s after dockerd exited: killed", pid))
+			killIf(pid, e.execRoot)
+		}
+	}
+	return took, errors.Join(errs...)
+}
+
+// cleanup removes every trace of the engine: containers (through the API
+// while the engine runs, by killing their cgroups and shims otherwise),
+// dockerd and its containerd, mounts under the roots, the cgroups under its
+// parent in every hierarchy, and the directory.
+func (e *Engine) cleanup(t testing.TB) {
+	t.Helper()
+	if t.Failed() {
+		t.Logf("private dockerd log %s:%s", e.logPath, e.logTail(150))
+	}
+	if e.Pid() != 0 {
+		e.removeContainers(t)
+		if _, err := e.stop(60 * time.Second); err != nil {
+			t.Errorf("stop private engine: %v", err)
+		}
+	}
+	mounts, err := readMounts("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("private engine cleanup: %v", err)
+	}
+	// Containers left running (the engine was down, or their removal
+	// failed): kill their processes by cgroup, then their shims.
+	for _, m := range cgroupMounts(mounts) {
+		dir := filepath.Join(m, e.cgroupParent)
+		if _, err := os.Stat(dir); err == nil {
+			testkit.RemoveCgroup(t, dir)
+		}
+	}
+	e.killShims(t)
+	e.unmountAll(t)
+	if err := os.RemoveAll(e.root); err != nil {
+		t.Errorf("remove private engine root: %v", err)
+	}
+}
+
+func (e *Engine) removeContainers(t testing.TB) {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.WithHost(e.Host()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Errorf("client of %s: %v", e.Host(), err)
+		return
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := c.ContainerList(ctx, container.ListOptions{All: true})
+	if err != nil {
+		t.Errorf("list containers of the private engine: %v", err)
+		return
+	}
+	for _, ct := range list {
+		if err := c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove container %.12s of the private engine: %v", ct.ID, err)
+		}
+	}
+}
+
+// killShims kills the containerd shims of this engine's containerd (left
+// when containers outlived the engine) and removes their sockets.
+func (e *Engine) killShims(t testing.TB) {
+	t.Helper()
+	addr := filepath.Join(e.execRoot, "containerd", "containerd.sock")
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		args, err := cmdline(pid)
+		if err != nil || len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+			continue
+		}
+		flags := shimFlags(args)
+		if flags["-address"] != addr {
+			continue
+		}
+		t.Logf("private engine cleanup: killing leftover shim %d %q", pid, args)
+		syscall.Kill(pid, syscall.SIGKILL)
+		waitGone(pid, 5*time.Second)
+		os.Remove(shimSocket(addr, flags["-namespace"], flags["-id"]))
+	}
+}
+
+// shimSocket is where the shim of container id keeps its socket, as
+// containerd 1.6's shim.SocketAddress names it: s/sha256(address/ns/id).
+func shimSocket(address, namespace, id string) string {
+	sum := sha256.Sum256([]byte(filepath.Join(address, namespace, id)))
+	return filepath.Join(shimSocketDir, fmt.Sprintf("%x", sum))
+}
+
+func shimFlags(args []string) map[string]string {
+	m := map[string]string{}
+	for i := 1; i+1 < len(args); i++ {
+		if strings.HasPrefix(args[i], "-") {
+			m[args[i]] = args[i+1]
+		}
+	}
+	return m
+}
+
+// unmountAll detaches every mount at or below the engine's root, deepest
+// first (overlay and the data root's private bind mount under the data
+// root, nsfs under the exec root).
+func (e *Engine) unmountAll(t testing.TB) {
+	t.Helper()
+	for pass := 0; pass < 5; pass++ {
+		mounts, err := readMounts("/proc/self/mountinfo")
+		if err != nil {
+			t.Errorf("private engine cleanup: %v", err)
+			return
+		}
+		var ours []string
+		for _, m := range mounts {
+			if m.point == e.root || strings.HasPrefix(m.point, e.root+"/") {
+				ours = append(ours, m.point)
+			}
+		}
+		if len(ours) == 0 {
+			return
+		}
+		slices.SortFunc(ours, func(a, b string) int { return len(b) - len(a) })
+		for _, p := range ours {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+				t.Errorf("unmount %s: %v", p, err)
+			}
+		}
+	}
+	t.Errorf("private engine cleanup: mounts left under %s after 5 passes", e.root)
+}
+
+// logTail returns the last n lines of the engine's log, for messages.
+func (e *Engine) logTail(n int) string {
+	data, err := os.ReadFile(e.logPath)
+	if err != nil {
+		return fmt.Sprintf("\n(no dockerd log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprintf("\n--- last %d lines of %s ---\n%s", len(lines), e.logPath, strings.Join(lines, "\n"))
+}
+
+type mount struct{ point, fstype string }
+
+// readMounts parses /proc/<pid>/mountinfo:
+//
+//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//	(1)(2)(3)   (4)   (5)      (6)      (7)   (8) (9)   (10)         (11)
+func readMounts(path string) ([]mount, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []mount
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 1 {
+			continue
+		}
+		out = append(out, mount{point: unescapeMount(f[4]), fstype: g[0]})
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes the kernel's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cgroupMounts returns the mount points of every cgroup hierarchy, v1 and v2.
+func cgroupMounts(ms []mount) []string {
+	var out []string
+	for _, m := range ms {
+		if (m.fstype == "cgroup" || m.fstype == "cgroup2") && !slices.Contains(out, m.point) {
+			out = append(out, m.point)
+		}
+	}
+	return out
+}
+
+func cmdline(pid int) ([]string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(string(data), "\x00"), "\x00"), nil
+}
+
+// parentPid returns the ppid of pid from /proc/<pid>/stat, 0 if unknown.
+func parentPid(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	pp, _ := strconv.Atoi(f[1])
+	return pp
+}
+
+// waitGone waits until pid has exited (or is a zombie), up to within.
+func waitGone(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		if i := bytes.LastIndexByte(data, ')'); i >= 0 && i+2 < len(data) && data[i+2] == 'Z' {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killIf kills pid if its command line mentions dir (so a recycled pid is
+// left alone).
+func killIf(pid int, dir string) {
+	args, err := cmdline(pid)
+	if err != nil || !strings.Contains(strings.Join(args, " "), dir) {
+		return
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitGone(pid, 5*time.Second)
+}
