@@ -81,6 +81,7 @@ type Source struct {
 	resolver resolver
 	min, max time.Duration
 	log      *slog.Logger
+	lostAt   time.Time // when the event stream was lost; zero while connected (Run's goroutine only)
 }
 
 var _ source.Source = (*Source)(nil)
@@ -165,6 +166,9 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 		// Equal jitter: half fixed, half random, so restarted daemons on many
 		// hosts do not knock on their engines in step.
 		wait := delay/2 + rand.N(delay/2+1)
+		if s.lostAt.IsZero() {
+			s.lostAt = time.Now()
+		}
 		s.log.Info("docker event stream lost, reconnecting", "err", err, "in", wait)
 		t := time.NewTimer(wait)
 		select {
@@ -202,6 +206,11 @@ func (s *Source) session(ctx context.Context, eng Engine, known map[string]sourc
 	driver := info.CgroupDriver
 	if err := s.resync(sctx, eng, driver, known, out); err != nil {
 		return false, err
+	}
+	if !s.lostAt.IsZero() {
+		s.log.Info("docker event stream reconnected and resynced", "down", time.Since(s.lostAt).Round(time.Millisecond),
+			"containers", len(known))
+		s.lostAt = time.Time{}
 	}
 	for {
 		select {
