@@ -1,9 +1,9 @@
 package cgroupfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,13 +25,30 @@ type Cgroup struct {
 	// v2: io.stat. v1: bytes and serviced rwstat files.
 	stat     *os.File
 	statName string
+	statFD   int
+	// The detail file: v1 the serviced counts, v2 io.pressure. Kept open
+	// unless CloseDetail dropped it; then opened for each read of it.
 	ios      *os.File
 	iosName  string
-	pressure *os.File // v2 io.pressure; nil when PSI is off
+	pressure *os.File // v2 io.pressure; nil when PSI is off or dropped
+	hasPSI   bool     // v2: io.pressure exists
 
 	buf  []byte
 	devs []DeviceIO
+	// last is the primary file's content at the previous read: when it
+	// has not changed, neither have the counters, and ReadIO returns the
+	// previous ones without parsing (v1: without reading the serviced
+	// file either, see detailEvery).
+	last      []byte
+	sinceIOs  int // v1 reads since the serviced file was last read
+	validDevs bool
 }
+
+// detailEvery bounds how many reads the v1 serviced counts may be reused
+// while the byte counters stand still (an I/O without bytes, a flush, moves
+// only the serviced counts): they are re-read at least every detailEvery
+// reads.
+const detailEvery = 16
 
 // v1 counter files, in order of preference. The throttle files count on every
 // kernel that has blk-throttle; the bfq.* ones read "Total 0" on kernels built
@@ -56,7 +73,9 @@ func (h Hierarchy) Open(rel string) (*Cgroup, error) {
 		}
 		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
 	}
-	c := &Cgroup{h: h, rel: filepath.Clean("/" + rel), dir: dir, buf: make([]byte, 4096)}
+	// A small buffer, grown on demand: an idle cgroup's counter file is a
+	// few dozen bytes, and 10,000 kept 4 KiB buffers would be 40 MiB.
+	c := &Cgroup{h: h, rel: filepath.Clean("/" + rel), dir: dir, buf: make([]byte, initialBuf)}
 	switch h.Version {
 	case 2:
 		if c.stat, err = c.openOptional("io.stat"); err != nil {
@@ -70,6 +89,7 @@ func (h Hierarchy) Open(rel string) (*Cgroup, error) {
 			c.Close()
 			return nil, err
 		}
+		c.hasPSI = c.pressure != nil
 	case 1:
 		for _, pair := range v1StatFiles {
 			if c.stat, err = c.openOptional(pair[0]); err != nil {
@@ -92,8 +112,64 @@ func (h Hierarchy) Open(rel string) (*Cgroup, error) {
 	default:
 		return nil, fmt.Errorf("open cgroup %s: unknown cgroup version %d", dir, h.Version)
 	}
+	// Read through the raw descriptor: one pread(2) per file and read, no
+	// runtime poller bookkeeping. The *os.File keeps ownership (Close).
+	c.statFD = int(c.stat.Fd())
 	return c, nil
 }
+
+// KeptFiles is how many descriptors the cgroup holds open.
+func (c *Cgroup) KeptFiles() int {
+	n := 0
+	for _, f := range []*os.File{c.stat, c.ios, c.pressure} {
+		if f != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// CloseDetail closes the descriptor of the detail file (v1 the serviced
+// counts, v2 io.pressure), leaving one kept descriptor, the byte counters.
+// The detail file is then opened for each read that needs it. The daemon
+// does this when the open-file budget is short and for quiet workloads.
+func (c *Cgroup) CloseDetail() error {
+	var err error
+	if c.h.Version == 1 && c.ios != nil {
+		err = c.ios.Close()
+		c.ios = nil
+	}
+	if c.pressure != nil {
+		err = c.pressure.Close()
+		c.pressure = nil
+	}
+	return err
+}
+
+// KeepDetail opens the detail file again and keeps it (undoes
+// CloseDetail). A cgroup without one is no error.
+func (c *Cgroup) KeepDetail() error {
+	var err error
+	switch {
+	case c.h.Version == 1 && c.ios == nil && c.iosName != "":
+		c.ios, err = c.openOptional(c.iosName)
+	case c.h.Version == 2 && c.pressure == nil && c.hasPSI:
+		c.pressure, err = c.openOptional("io.pressure")
+	}
+	return err
+}
+
+// DetailKept reports whether the detail file's descriptor is kept.
+func (c *Cgroup) DetailKept() bool {
+	if c.h.Version == 1 {
+		return c.ios != nil || c.iosName == ""
+	}
+	return c.pressure != nil || !c.hasPSI
+}
+
+// HasPressure reports whether the cgroup has an io.pressure file (v2 with
+// PSI on); ReadPressure fails with ErrNotAvailable when it does not.
+func (c *Cgroup) HasPressure() bool { return c.hasPSI }
 
 // openOptional opens a file of the cgroup; (nil, nil) when it does not exist.
 func (c *Cgroup) openOptional(name string) (*os.File, error) {
@@ -135,27 +211,64 @@ func (c *Cgroup) Close() error {
 }
 
 // pread reads the whole of f from offset 0 into c.buf, growing it as needed.
+// cgroupfs files are produced whole at each read from offset 0, so a read
+// shorter than the buffer is all of it: one pread(2) per file.
 func (c *Cgroup) pread(f *os.File) ([]byte, error) {
 	if f == nil {
 		return nil, fmt.Errorf("read cgroup %s: closed", c.dir)
 	}
-	n := 0
+	fd := c.statFD
+	if f != c.stat {
+		fd = int(f.Fd())
+	}
+	return c.preadFD(fd, f.Name())
+}
+
+func (c *Cgroup) preadFD(fd int, name string) ([]byte, error) {
 	for {
-		m, err := f.ReadAt(c.buf[n:], int64(n))
-		n += m
-		if err == io.EOF || (err == nil && m == 0) {
-			return c.buf[:n], nil
+		n, err := syscall.Pread(fd, c.buf, 0)
+		if err == syscall.EINTR {
+			continue
 		}
 		if err != nil {
 			if isGone(err) {
-				return nil, fmt.Errorf("read %s: %w", f.Name(), ErrCgroupGone)
+				return nil, fmt.Errorf("read %s: %w", name, ErrCgroupGone)
 			}
-			return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
-		if n == len(c.buf) {
-			c.buf = append(c.buf, make([]byte, len(c.buf))...)
+		if n < len(c.buf) {
+			return c.buf[:n], nil
 		}
+		// Full: grow and read the whole file again from 0, so the result
+		// is one consistent generation of it.
+		c.buf = make([]byte, 2*len(c.buf))
 	}
+}
+
+// initialBuf is the read buffer a Cgroup starts with.
+const initialBuf = 256
+
+// readDetail reads the detail file name through f when kept, else opens,
+// reads and closes it. ok is false when the file does not exist.
+func (c *Cgroup) readDetail(f *os.File, name string) (data []byte, ok bool, err error) {
+	if f != nil {
+		data, err = c.pread(f)
+		return data, err == nil, err
+	}
+	p := filepath.Join(c.dir, name)
+	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if isGone(err) {
+			if _, serr := os.Stat(c.dir); serr != nil && errors.Is(serr, fs.ErrNotExist) {
+				return nil, false, fmt.Errorf("open %s: %w", p, ErrCgroupGone)
+			}
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer syscall.Close(fd)
+	data, err = c.preadFD(fd, p)
+	return data, err == nil, err
 }
 
 // isGone reports whether err from a kept cgroup file means the cgroup was
@@ -166,33 +279,55 @@ func isGone(err error) bool {
 
 // ReadIO returns the cgroup's I/O counters per device. The returned slice is
 // reused by the next call; copy what must outlive it.
+//
+// When the byte counters' file reads exactly as at the previous call, the
+// previous counters are returned without parsing; on v1 the serviced
+// counts are then re-read only every detailEvery calls.
 func (c *Cgroup) ReadIO() (IOStat, error) {
-	data, err := c.pread(c.stat)
+	if c.stat == nil {
+		return IOStat{}, fmt.Errorf("read cgroup %s: closed", c.dir)
+	}
+	data, err := c.preadFD(c.statFD, c.stat.Name())
 	if err != nil {
 		return IOStat{}, err
 	}
+	same := c.validDevs && bytes.Equal(data, c.last)
+	if !same {
+		c.last = append(c.last[:0], data...)
+	}
+	c.validDevs = false // until this read has parsed everything
 	switch c.h.Version {
 	case 2:
-		c.devs, err = ParseIOStat(data, c.devs[:0])
-		if err != nil {
-			return IOStat{}, fmt.Errorf("%s: %w", c.stat.Name(), err)
+		if !same {
+			c.devs, err = ParseIOStat(data, c.devs[:0])
+			if err != nil {
+				return IOStat{}, fmt.Errorf("%s: %w", c.stat.Name(), err)
+			}
 		}
 	default:
+		if same && c.sinceIOs < detailEvery-1 {
+			c.sinceIOs++
+			break
+		}
 		c.devs, err = ParseBlkioRWStat(data, c.statName, false, c.devs[:0])
 		if err != nil {
 			return IOStat{}, fmt.Errorf("%s: %w", c.stat.Name(), err)
 		}
-		if c.ios != nil {
-			data, err = c.pread(c.ios)
+		if c.iosName != "" {
+			data, ok, err := c.readDetail(c.ios, c.iosName)
 			if err != nil {
 				return IOStat{}, err
 			}
-			c.devs, err = ParseBlkioRWStat(data, c.iosName, true, c.devs)
-			if err != nil {
-				return IOStat{}, fmt.Errorf("%s: %w", c.ios.Name(), err)
+			if ok {
+				c.devs, err = ParseBlkioRWStat(data, c.iosName, true, c.devs)
+				if err != nil {
+					return IOStat{}, fmt.Errorf("%s: %w", filepath.Join(c.dir, c.iosName), err)
+				}
 			}
 		}
+		c.sinceIOs = 0
 	}
+	c.validDevs = true
 	return IOStat{Devices: c.devs}, nil
 }
 
@@ -200,16 +335,20 @@ func (c *Cgroup) ReadIO() (IOStat, error) {
 // returns ErrNotAvailable on v1, where cgroups have no PSI files, and when
 // PSI is disabled.
 func (c *Cgroup) ReadPressure() (Pressure, error) {
-	if c.pressure == nil {
+	if !c.hasPSI {
 		return Pressure{}, fmt.Errorf("io.pressure of %s: %w", c.dir, ErrNotAvailable)
 	}
-	data, err := c.pread(c.pressure)
+	data, ok, err := c.readDetail(c.pressure, "io.pressure")
 	if err != nil {
 		return Pressure{}, err
 	}
+	if !ok {
+		return Pressure{}, fmt.Errorf("io.pressure of %s: %w", c.dir, ErrNotAvailable)
+	}
+	// c.buf is shared with ReadIO: the primary's copy is in c.last.
 	p, err := ParsePressure(data)
 	if err != nil {
-		return Pressure{}, fmt.Errorf("%s: %w", c.pressure.Name(), err)
+		return Pressure{}, fmt.Errorf("%s: %w", filepath.Join(c.dir, "io.pressure"), err)
 	}
 	return p, nil
 }
