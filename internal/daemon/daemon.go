@@ -89,7 +89,18 @@ type Options struct {
 	Observer    Observer
 	// Now is the clock; time.Now when nil (tests step their own).
 	Now func() time.Time
+	// QuietMax is the longest a workload whose counters have not moved
+	// goes without its counters being read (adaptive polling, see
+	// pollPeriod); 0 means DefaultQuietTicks intervals, and anything below
+	// two intervals reads every workload every tick.
+	QuietMax time.Duration
+	// NoFile is RLIMIT_NOFILE's soft limit, the open-file budget; 0 means
+	// raise the soft limit to the hard one at Run and use that.
+	NoFile uint64
 }
+
+// DefaultQuietTicks is the default of Options.QuietMax in intervals.
+const DefaultQuietTicks = 4
 
 // tracked is one workload as the loop knows it.
 type tracked struct {
@@ -104,6 +115,15 @@ type tracked struct {
 	active                     []bool // per actuated device, last tick
 	lastDecision               policy.Decision
 	pressure                   *snapshot.Pressure
+
+	// Adaptive polling: the counters are read on ticks where
+	// (tick+slot)%period == 0. period doubles (up to maxPeriod) after each
+	// read that found them unchanged and is 1 again after a change.
+	period   uint32
+	slot     uint32
+	lastRead time.Time // when the counters were last read
+	reads    uint32    // reads since the pressure was last read
+	gone     bool      // released during this tick's sensing
 }
 
 // Daemon is the control loop.
@@ -117,6 +137,14 @@ type Daemon struct {
 	events chan source.Event
 
 	work      map[string]*tracked
+	order     []*tracked // d.work sorted by name, then id (the snapshot's order)
+	orderOK   bool       // order matches work
+	nextSlot  uint32
+	maxPeriod uint32
+	noFile    uint64                     // the open-file budget (soft RLIMIT_NOFILE)
+	fds       int                        // descriptors the tracked cgroups keep
+	details   int                        // of which detail files (see cgroupfs.Cgroup.CloseDetail)
+	refused   map[string]source.Workload // not tracked for want of descriptors
 	started   time.Time
 	orphansOK bool // orphan restore done
 	tick      uint64
@@ -143,7 +171,8 @@ func New(opts Options) (*Daemon, error) {
 		return nil, errors.New("no workload source")
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
-		events: make(chan source.Event, 4096), work: map[string]*tracked{}, errCounts: map[string]uint64{}}
+		events: make(chan source.Event, 4096), work: map[string]*tracked{}, errCounts: map[string]uint64{},
+		refused: map[string]source.Workload{}}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -198,7 +227,21 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.devBytes = make([]uint64, len(ac.Devices))
 	d.devRead = make([]uint64, len(ac.Devices))
+	d.maxPeriod = maxPeriod(opts.QuietMax, opts.Interval)
 	return d, nil
+}
+
+// maxPeriod is the longest polling period, in ticks, a power of two: the
+// largest one not above quietMax/interval.
+func maxPeriod(quietMax, interval time.Duration) uint32 {
+	if quietMax == 0 {
+		quietMax = DefaultQuietTicks * interval
+	}
+	p := uint32(1)
+	for time.Duration(2*p)*interval <= quietMax && p < 1<<10 {
+		p *= 2
+	}
+	return p
 }
 
 // Snapshot returns the state after the last tick, nil before the first.
@@ -220,6 +263,16 @@ func (d *Daemon) Reconfigure(c policy.Config) error {
 // returns. An error is returned only when the loop cannot go on.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.started = d.now()
+	d.noFile = d.opts.NoFile
+	if d.noFile == 0 {
+		lim, err := RaiseNoFile(0)
+		if err != nil {
+			d.log.Warn("open-file limit", "err", err)
+		}
+		d.noFile = lim.Soft
+		d.log.Info("open-file limit", "soft", lim.Soft, "hard", lim.Hard, "raised_soft", lim.RaisedSoft,
+			"room_for_workloads", lim.Room())
+	}
 	srcCtx, stopSrc := context.WithCancel(ctx)
 	srcDone := make(chan error, 1)
 	go func() { srcDone <- d.opts.Source.Run(srcCtx, d.events) }()
@@ -251,7 +304,7 @@ func (d *Daemon) shutdown() error {
 		errs = append(errs, err)
 	}
 	for _, t := range d.work {
-		t.cg.Close()
+		d.closeCgroup(t)
 	}
 	if err := d.saveState(true); err != nil {
 		errs = append(errs, err)
@@ -272,6 +325,9 @@ func (d *Daemon) step() {
 		if err := d.pol.Reconfigure(*p); err != nil {
 			d.log.Error("reload refused", "err", err)
 		} else {
+			for _, t := range d.work {
+				t.period = 1
+			}
 			d.log.Info("policy reconfigured", "allowances", p.Allowances, "weights", p.Weights, "boost_after", p.BoostAfter)
 		}
 	} else {
@@ -285,16 +341,31 @@ func (d *Daemon) step() {
 	clear(d.devBytes)
 	clear(d.devRead)
 	d.targets = d.targets[:0]
+	d.retryRefused()
+	d.sortOrder()
 	read := 0
-	for id, t := range d.work {
-		read++
-		if !d.sense(start, dt, id, t) {
+	for _, t := range d.order {
+		if t.gone {
 			continue
+		}
+		id := t.w.ID
+		if d.due(t) {
+			read++
+			if !d.sense(start, dt, id, t) {
+				continue
+			}
+		} else {
+			// Not read this tick: its bytes wait in the kernel's counters
+			// for the next read. The policy still sees the time pass
+			// (boost, labels), and the actuator still gets its target.
+			clear(t.active)
+			d.decide(start, id, t, 0)
 		}
 		dec := t.lastDecision
 		d.targets = append(d.targets, actuate.Target{ID: id, Cgroup: t.w.Cgroup, Level: int(dec.Level),
 			Weight: cgroupfs.Weight(dec.Weight), Exempt: dec.Exempt, Active: t.active})
 	}
+	d.sortOrder()
 	if so, ok := d.obs.(SenseObserver); ok {
 		so.ObserveSense(read, len(d.work)-read)
 	}
@@ -351,9 +422,15 @@ func (d *Daemon) handle(ev source.Event) {
 		if t, ok := d.work[w.ID]; ok {
 			if t.w.Cgroup == w.Cgroup {
 				t.w = w // labels may have changed; the policy sees them next tick
+				t.period = 1
+				d.orderOK = false
 				return
 			}
 			d.release(w.ID, "cgroup changed")
+		}
+		delete(d.refused, w.ID)
+		if !d.admit(w) {
+			return
 		}
 		h := d.opts.Hierarchy
 		cg, err := h.Open(w.Cgroup)
@@ -370,10 +447,25 @@ func (d *Daemon) handle(ev source.Event) {
 		// all its I/O counts. One found at start was already running; what
 		// it did before we looked says nothing about what it does now.
 		charge := d.now().Sub(d.started) > startupGrace(d.opts.Interval)
-		d.work[w.ID] = &tracked{w: w, cg: cg, charge: charge, active: make([]bool, len(d.devBytes))}
+		t := &tracked{w: w, cg: cg, charge: charge, active: make([]bool, len(d.devBytes)), period: 1,
+			slot: d.nextSlot}
+		d.nextSlot++
+		d.work[w.ID] = t
+		d.fds += cg.KeptFiles()
+		if !cg.DetailKept() {
+			// nothing to count
+		} else if d.details >= d.maxDetails() {
+			d.fds -= cg.KeptFiles()
+			cg.CloseDetail()
+			d.fds += cg.KeptFiles()
+		} else if cg.KeptFiles() > 1 {
+			d.details++
+		}
+		d.orderOK = false
 		d.stateDirt = true
 		d.log.Info("tracking workload", "workload", w.Name, "id", w.ID, "cgroup", w.Cgroup)
 	case source.Removed:
+		delete(d.refused, w.ID)
 		d.release(w.ID, "removed")
 	}
 }
@@ -388,9 +480,11 @@ func (d *Daemon) release(id, why string) {
 		d.countErr("actuate")
 		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
 	}
-	t.cg.Close()
+	d.closeCgroup(t)
 	d.pol.Forget(id)
 	delete(d.work, id)
+	t.gone = true
+	d.orderOK = false
 	d.stateDirt = true
 	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", why)
 }
@@ -408,6 +502,17 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		d.log.Warn("read counters", "workload", t.w.Name, "err", err)
 		return false
 	}
+	// The counters cover the time since the last read, several ticks for
+	// a workload that was polled less often: rates are over that time,
+	// and the device's bandwidth this tick gets that time's share of the
+	// bytes (a peak must not be made of several ticks' bytes).
+	span := dt
+	if !t.lastRead.IsZero() {
+		if s := now.Sub(t.lastRead).Seconds(); s > span {
+			span = s
+		}
+	}
+	t.lastRead = now
 	var delta, dr, dw uint64
 	devs := d.act.Devices()
 	clear(t.active)
@@ -424,20 +529,51 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		for i, dv := range devs {
 			if dv.Dev == cur.Dev && r+w > 0 {
 				t.active[i] = true
-				d.devBytes[i] += r + w
-				d.devRead[i] += r
+				d.devBytes[i] += uint64(float64(r+w) * dt / span)
+				d.devRead[i] += uint64(float64(r) * dt / span)
 			}
 		}
 	}
 	t.last = append(t.last[:0], st.Devices...)
+	first := !t.seen
 	t.seen = true
 	delta = dr + dw
 	t.rBytes += dr
 	t.wBytes += dw
-	t.rBps, t.wBps = float64(dr)/dt, float64(dw)/dt
-	if p, err := t.cg.ReadPressure(); err == nil {
-		t.pressure = toPressure(p)
+	t.rBps, t.wBps = float64(dr)/span, float64(dw)/span
+	t.reads++
+	if t.cg.HasPressure() && (delta > 0 || t.pressure == nil || t.reads >= pressureEvery) {
+		t.reads = 0
+		if p, err := t.cg.ReadPressure(); err == nil {
+			t.pressure = toPressure(p)
+		}
 	}
+	// Back off while nothing moves; back to every tick on a change.
+	if delta > 0 || first {
+		t.period = 1
+		d.keepDetail(t)
+	} else if t.period < d.maxPeriod {
+		t.period *= 2
+		d.dropDetail(t)
+	}
+	if t.cg.DetailKept() && d.details > d.maxDetails() {
+		d.dropDetail(t)
+	}
+	d.decide(now, id, t, delta)
+	return true
+}
+
+// pressureEvery: io.pressure of a workload whose counters stand still is
+// read at every pressureEvery-th read of them.
+const pressureEvery = 16
+
+// due reports whether t's counters are read this tick.
+func (d *Daemon) due(t *tracked) bool {
+	return t.period <= 1 || (uint32(d.tick)+t.slot)%t.period == 0
+}
+
+// decide runs the policy on delta bytes and logs what changed.
+func (d *Daemon) decide(now time.Time, id string, t *tracked, delta uint64) {
 	dec := d.pol.Observe(now, id, delta, t.w.Labels)
 	for _, tr := range dec.Transitions() {
 		d.obs.LevelChange(int(tr.From), int(tr.To), tr.Reason.String())
@@ -449,7 +585,21 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		d.log.Warn("label not applied", "workload", t.w.Name, "err", dec.LabelErr)
 	}
 	t.lastDecision = dec
-	return true
+}
+
+// sortOrder brings d.order up to date with d.work.
+func (d *Daemon) sortOrder() {
+	if d.orderOK {
+		return
+	}
+	d.order = d.order[:0]
+	for _, t := range d.work {
+		d.order = append(d.order, t)
+	}
+	slices.SortFunc(d.order, func(a, b *tracked) int {
+		return cmp.Or(cmp.Compare(a.w.Name, b.w.Name), cmp.Compare(a.w.ID, b.w.ID))
+	})
+	d.orderOK = true
 }
 
 func devsOf(ds []actuate.Device) []cgroupfs.Dev {
@@ -523,7 +673,11 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		Source: d.opts.Source.Name(), Actuator: d.opts.ActuatorName, DryRun: d.opts.Actuator.DryRun,
 		CgroupMode: d.opts.CgroupMode, Workloads: make([]snapshot.Workload, 0, len(d.work))}
 	devs := d.act.Devices()
-	for id, t := range d.work {
+	// One array for every workload's Applied entries; each workload's
+	// share is capped so no append can reach a neighbour's.
+	apps := make([]snapshot.Applied, 0, len(d.order)*len(devs))
+	for _, t := range d.order {
+		id := t.w.ID
 		v, ok := d.pol.Get(id)
 		if !ok {
 			continue
@@ -536,23 +690,25 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		if t.lastDecision.LabelErr != nil {
 			sw.LabelError = t.lastDecision.LabelErr.Error()
 		}
+		from := len(apps)
 		for _, ap := range d.act.Applied(id) {
 			a := snapshot.Applied{Device: ap.Device.Name, Dev: ap.Device.Dev.String(), Mechanism: string(ap.Device.Mech),
 				ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero()}
-			if _, isWeight := weightMech[string(ap.Device.Mech)]; isWeight {
+			if isWeightMech(string(ap.Device.Mech)) {
 				a.Weight = int(ap.Weight)
 			}
 			if ap.Err != nil {
 				a.Error = ap.Err.Error()
 			}
-			sw.Applied = append(sw.Applied, a)
+			apps = append(apps, a)
+		}
+		if len(apps) > from {
+			sw.Applied = apps[from:len(apps):len(apps)]
 		}
 		s.Levels[sw.Level]++
 		s.Workloads = append(s.Workloads, sw)
 	}
-	slices.SortFunc(s.Workloads, func(a, b snapshot.Workload) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
-	})
+	// d.order is sorted by name, then id: so are the workloads.
 	for i, dv := range devs {
 		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: dv.Dev.String(), Scheduler: dv.Scheduler, Mechanism: string(dv.Mech),
 			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
@@ -571,4 +727,10 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	d.snap.Store(s)
 }
 
-var weightMech = map[string]struct{}{"bfq-weight": {}, "iocost-weight": {}, "cfq-weight": {}, "docker-blkio-weight": {}}
+func isWeightMech(m string) bool {
+	switch m {
+	case "bfq-weight", "iocost-weight", "cfq-weight", "docker-blkio-weight":
+		return true
+	}
+	return false
+}
