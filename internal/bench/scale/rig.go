@@ -1,0 +1,243 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+// parentPrefix names the bench's parent cgroups; a leftover of a killed run
+// is recognised (and removed) by it and the pid that follows.
+const parentPrefix = "ddiskqos-bench-scale-"
+
+// rig is what the bench creates: a parent cgroup with N children, a loop
+// device over a file of its own, and the load processes. teardown removes
+// all of it, whatever was reached.
+type rig struct {
+	h       cgroupfs.Hierarchy
+	parent  string // relative to the hierarchy, e.g. /ddiskqos-bench-scale-4711
+	dir     string // parent's directory
+	scratch string // directory of the loop's backing file
+	loop    string // /dev/loopN, "" when not attached
+	loads   []*workload.Proc
+	cancel  context.CancelFunc // kills the loads
+}
+
+// newRig makes the parent cgroup (v2: with the io controller enabled for
+// its children).
+func newRig(h cgroupfs.Hierarchy) (*rig, error) {
+	r := &rig{h: h, parent: "/" + parentPrefix + strconv.Itoa(os.Getpid())}
+	var err error
+	if r.dir, err = h.Path(r.parent); err != nil {
+		return nil, err
+	}
+	removeStale(h.Mount)
+	if err := os.Mkdir(r.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create parent cgroup: %w", err)
+	}
+	if h.Version == 2 {
+		ctl := filepath.Join(r.dir, "cgroup.subtree_control")
+		if err := os.WriteFile(ctl, []byte("+io"), 0); err != nil {
+			os.Remove(r.dir)
+			return nil, fmt.Errorf("enable io for the children: write +io to %s: %w (is io in %s/cgroup.subtree_control?)", ctl, err, h.Mount)
+		}
+	}
+	return r, nil
+}
+
+// removeStale removes the cgroups a bench killed with SIGKILL left behind
+// (their pid is gone). Best effort.
+func removeStale(mount string) {
+	ents, _ := os.ReadDir(mount)
+	for _, e := range ents {
+		pid, ok := strings.CutPrefix(e.Name(), parentPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) == nil {
+			continue // still running
+		}
+		removeTree(filepath.Join(mount, e.Name()))
+	}
+}
+
+// child returns the relative path of child i of the parent.
+func (r *rig) child(name string) string { return r.parent + "/" + name }
+
+// mkChildren makes the named child cgroups.
+func (r *rig) mkChildren(names []string) error {
+	for _, n := range names {
+		if err := os.Mkdir(filepath.Join(r.dir, n), 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// rmChildren removes the named (empty) child cgroups.
+func (r *rig) rmChildren(names []string) error {
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(r.dir, n)); err != nil {
+			return fmt.Errorf("remove cgroup %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// attachLoop creates a file of sizeMiB under dir and attaches a loop
+// device over it with direct I/O (the readers compete for the real disk,
+// not the page cache).
+func (r *rig) attachLoop(dir string, sizeMiB int) error {
+	if _, err := exec.LookPath("losetup"); err != nil {
+		return fmt.Errorf("losetup (util-linux) not found: %w", err)
+	}
+	var err error
+	if r.scratch, err = os.MkdirTemp(dir, "ddiskqos-bench-scale-"); err != nil {
+		return fmt.Errorf("loop backing directory: %w", err)
+	}
+	file := filepath.Join(r.scratch, "disk.img")
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("loop backing file: %w", err)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range chunk {
+		chunk[i] = byte(i*7 + 1) // real blocks, not holes
+	}
+	for range sizeMiB {
+		if _, err := f.Write(chunk); err != nil {
+			f.Close()
+			return fmt.Errorf("fill %s: %w", file, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", file, err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", file).CombinedOutput()
+	if err != nil {
+		// tmpfs (the test VM's /tmp) has no O_DIRECT: a buffered loop
+		// device still gives the readers' cgroups real counters.
+		out2, err2 := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
+		if err2 != nil {
+			return fmt.Errorf("losetup --find --show [--direct-io=on] %s: %v: %s; %v: %s", file, err, out, err2, out2)
+		}
+		out = out2
+	}
+	r.loop = strings.TrimSpace(string(out))
+	return nil
+}
+
+// startLoads starts one reader per named cgroup: O_DIRECT reads of the
+// loop device, 64 KiB at a time, capped at rate bytes/s, looping, until
+// teardown. They are child processes, so getrusage(RUSAGE_SELF) of the
+// bench (the daemon) does not count them.
+func (r *rig) startLoads(ctx context.Context, exe string, prefix, env []string, names []string, rate int64, sizeMiB int) error {
+	ctx, r.cancel = context.WithCancel(ctx)
+	span := int64(sizeMiB) << 20 / int64(max(1, len(names)))
+	span = max(1<<20, span&^(1<<20-1))
+	for i, n := range names {
+		off := (int64(i) * span) % (int64(sizeMiB) << 20)
+		if off+span > int64(sizeMiB)<<20 {
+			off = 0
+		}
+		args := append(append([]string(nil), prefix...), "--wait-stdin", "--json", "--direct", "--loop",
+			"--bs", "64k", "--rate", strconv.FormatInt(rate, 10),
+			"--offset", strconv.FormatInt(off, 10), "--span", strconv.FormatInt(span, 10), "read", r.loop)
+		p, err := workload.Start(ctx, exe, env, args)
+		if err != nil {
+			return err
+		}
+		r.loads = append(r.loads, p)
+		if err := r.h.AddProcess(r.child(n), p.Pid()); err != nil {
+			return err
+		}
+		if err := p.Go(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// teardown stops the loads, removes every cgroup, detaches the loop device
+// and removes its file. It reports everything it could not undo.
+func (r *rig) teardown() error {
+	var errs []error
+	for _, p := range r.loads {
+		p.Stop()
+	}
+	for _, p := range r.loads {
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			p.Kill()
+			<-done
+		}
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.dir != "" {
+		if err := removeTree(r.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.loop != "" {
+		if out, err := exec.Command("losetup", "--detach", r.loop).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("losetup --detach %s: %v: %s", r.loop, err, out))
+		}
+	}
+	if r.scratch != "" {
+		if err := os.RemoveAll(r.scratch); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeTree kills what runs in dir's cgroups and removes them, deepest
+// first (cgroup directories are removed with rmdir, never unlinked).
+func removeTree(dir string) error {
+	var dirs []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var errs []error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			pids, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			for _, f := range strings.Fields(string(pids)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			err := os.Remove(d)
+			if err == nil || errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return errors.Join(errs...)
+}

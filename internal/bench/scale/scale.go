@@ -1,0 +1,600 @@
+// Package scale is the scale benchmark of the daemon (`ddiskqos bench
+// scale`): it creates N real cgroups under a parent of its own (v1 blkio or
+// v2, whichever the host's I/O hierarchy is), optionally has a fraction of
+// them read from a loop device it attaches, runs the daemon in this process
+// with the cgroup source on that parent, and measures what the daemon costs:
+// CPU (getrusage of this process — the readers are child processes and do
+// not count), wall time and allocations per tick, RSS, the first full scan,
+// the scan after churn, and /metrics. Everything it creates is removed at
+// the end, also when it fails or is interrupted (cancel the context).
+package scale
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/config"
+	"github.com/ddiskqos/ddiskqos/internal/daemon"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/metrics"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Workloads  int           // N child cgroups
+	Duration   time.Duration // the measured steady-state window
+	Warmup     time.Duration // after the first full scan, before the window
+	Interval   time.Duration // the daemon's tick
+	IOFraction float64       // share of the workloads that read from the loop device
+	Churn      float64       // share removed and as many created, after the window
+	// ReadRate caps each reader, bytes/s.
+	ReadRate int64
+	// LoopMiB is the size of the loop device's backing file.
+	LoopMiB int
+	// ScratchDir holds the loop's backing file (not tmpfs: the loop
+	// device reads it with direct I/O).
+	ScratchDir string
+	// LoadExe and LoadArgs start a load generator: LoadExe LoadArgs...
+	// followed by the `ddiskqos workload` flags. Normally the ddiskqos
+	// binary and ["workload"].
+	LoadExe  string
+	LoadArgs []string
+	// Roots are the kernel filesystems (/sys, /proc).
+	Roots host.Roots
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// CPUProfile, when set, receives a pprof CPU profile of the steady
+	// window.
+	CPUProfile io.Writer
+}
+
+// Dist summarises one per-tick quantity, milliseconds.
+type Dist struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	Max  float64 `json:"max"`
+}
+
+// Phase is a one-off event: how long until the daemon's snapshot showed
+// it, how many ticks that took, and the CPU of the process meanwhile.
+type Phase struct {
+	WallMS float64 `json:"wall_ms"`
+	CPUMS  float64 `json:"cpu_ms"`
+	Ticks  int     `json:"ticks"`
+	// TickMaxMS is the longest tick (the daemon's own measure) in it.
+	TickMaxMS float64 `json:"tick_max_ms"`
+}
+
+// Churn is the scan after some workloads went and others came.
+type Churn struct {
+	Removed int `json:"removed"`
+	Added   int `json:"added"`
+	Phase
+}
+
+// Result is what one run measured.
+type Result struct {
+	Host struct {
+		Kernel string `json:"kernel"`
+		CPU    string `json:"cpu"`
+		CPUs   int    `json:"cpus"`
+		MemMiB uint64 `json:"mem_mib"`
+		Go     string `json:"go"`
+	} `json:"host"`
+	Cgroup    string `json:"cgroup"` // v1 | v2
+	Hierarchy string `json:"hierarchy"`
+	Device    string `json:"device"` // the loop device actuated on
+	Mechanism string `json:"mechanism"`
+
+	Workloads   int     `json:"workloads"`
+	IOWorkloads int     `json:"io_workloads"`
+	Interval    string  `json:"interval"`
+	Duration    string  `json:"duration"`
+	Ticks       int     `json:"ticks"`
+	SetupS      float64 `json:"setup_s"` // making the cgroups (not the daemon)
+
+	// Per tick in the steady window.
+	CPUPerTickMS   Dist    `json:"cpu_per_tick_ms"` // user+sys between consecutive tick ends
+	UserPerTickMS  float64 `json:"user_per_tick_ms"`
+	SysPerTickMS   float64 `json:"sys_per_tick_ms"`
+	WallPerTickMS  Dist    `json:"wall_per_tick_ms"` // the daemon's tick duration
+	ReadsPerTick   float64 `json:"reads_per_tick"`   // workloads whose counters were read
+	AllocsPerTick  float64 `json:"allocs_per_tick"`
+	AllocKBPerTick float64 `json:"alloc_kib_per_tick"`
+	CPUPercent     float64 `json:"cpu_percent_of_one_core"`
+
+	RSSMiB     float64 `json:"rss_mib"`
+	RSSPeakMiB float64 `json:"rss_peak_mib"`
+	HeapMiB    float64 `json:"heap_mib"`
+	OpenFDs    int     `json:"open_fds"`
+	NoFile     struct {
+		Soft, Hard uint64
+	} `json:"rlimit_nofile"`
+
+	FirstScan Phase `json:"first_scan"`
+	Churn     Churn `json:"churn"`
+
+	MetricsPlain  Scrape `json:"metrics_plain"`
+	MetricsGzip   Scrape `json:"metrics_gzip"`
+	WorkloadsJSON Scrape `json:"v1_workloads"`
+	Series        int    `json:"metrics_lines"`
+
+	Errors []snapshot.ErrorCount `json:"errors,omitempty"`
+
+	// Bar: the issue's targets, and whether this run met them.
+	Bar struct {
+		CPUPerTickMS float64 `json:"cpu_per_tick_ms"`
+		RSSMiB       float64 `json:"rss_mib"`
+		MetricsMS    float64 `json:"metrics_ms"`
+		CPUOK        bool    `json:"cpu_ok"`
+		RSSOK        bool    `json:"rss_ok"`
+		MetricsOK    bool    `json:"metrics_ok"`
+	} `json:"bar"`
+}
+
+func (c *Config) defaults() error {
+	if c.Workloads <= 0 {
+		return fmt.Errorf("workloads %d: want at least 1", c.Workloads)
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.Duration <= 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Duration < 2*c.Interval {
+		return fmt.Errorf("duration %s: want at least two intervals (%s)", c.Duration, 2*c.Interval)
+	}
+	if c.IOFraction < 0 || c.IOFraction > 1 || c.Churn < 0 || c.Churn > 1 {
+		return fmt.Errorf("io-fraction %g, churn %g: want 0..1", c.IOFraction, c.Churn)
+	}
+	if c.ReadRate <= 0 {
+		c.ReadRate = 1 << 20
+	}
+	if c.LoopMiB <= 0 {
+		c.LoopMiB = 256
+	}
+	if c.ScratchDir == "" {
+		c.ScratchDir = "/var/tmp"
+	}
+	if c.Roots.Sys == "" {
+		c.Roots = host.Roots{Sys: "/sys", Proc: "/proc"}
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return nil
+}
+
+// Run runs the benchmark. Whatever it created is removed before it returns.
+func Run(ctx context.Context, c Config) (res Result, err error) {
+	if err := c.defaults(); err != nil {
+		return res, err
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(c.Log, "bench scale: "+format+"\n", args...) }
+	fillHost(&res)
+	res.Workloads, res.Interval, res.Duration = c.Workloads, c.Interval.String(), c.Duration.String()
+
+	// The descriptor budget: the daemon keeps its per-workload descriptors
+	// open. Raise the soft limit to the hard one, and as root the hard one
+	// too when it is short (an operator would set LimitNOFILE=).
+	need := daemon.FDBudget(c.Workloads + int(math.Ceil(float64(c.Workloads)*c.Churn)))
+	lim, err := daemon.RaiseNoFile(need)
+	if err != nil {
+		return res, err
+	}
+	res.NoFile.Soft, res.NoFile.Hard = lim.Soft, lim.Hard
+	if lim.Soft < need {
+		return res, &daemon.FDLimitError{Workloads: c.Workloads, Need: need, Soft: lim.Soft, Hard: lim.Hard}
+	}
+
+	layout, err := host.Layout(c.Roots)
+	if err != nil {
+		return res, err
+	}
+	h, err := layout.IOHierarchy()
+	if err != nil {
+		return res, err
+	}
+	res.Cgroup, res.Hierarchy = fmt.Sprintf("v%d", h.Version), h.Mount
+	r, err := newRig(h)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		say("tearing down (%d cgroups, %d readers, %s)", c.Workloads, len(r.loads), cmp.Or(r.loop, "no loop device"))
+		if terr := r.teardown(); terr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", terr))
+		}
+	}()
+
+	if err := r.attachLoop(c.ScratchDir, c.LoopMiB); err != nil {
+		return res, err
+	}
+	dev, err := loopDevice(c.Roots, layout, r.loop)
+	if err != nil {
+		return res, err
+	}
+	res.Device, res.Mechanism = dev.Name, string(dev.Mech)
+
+	names := make([]string, c.Workloads)
+	for i := range names {
+		names[i] = fmt.Sprintf("w%05d", i)
+	}
+	t0 := time.Now()
+	if err := r.mkChildren(names); err != nil {
+		return res, err
+	}
+	res.SetupS = time.Since(t0).Seconds()
+	say("%d cgroups under %s (%s) in %.1fs", c.Workloads, r.dir, res.Cgroup, res.SetupS)
+
+	nIO := int(math.Round(float64(c.Workloads) * c.IOFraction))
+	res.IOWorkloads = nIO
+	if nIO > 0 {
+		exe, args := c.LoadExe, c.LoadArgs
+		if exe == "" {
+			if exe, err = os.Executable(); err != nil {
+				return res, err
+			}
+			args = []string{"workload"}
+		}
+		// Spread the readers over the names: every k-th workload.
+		var ioNames []string
+		for i := range nIO {
+			ioNames = append(ioNames, names[i*c.Workloads/nIO])
+		}
+		if err := r.startLoads(ctx, exe, args, nil, ioNames, c.ReadRate, c.LoopMiB); err != nil {
+			return res, err
+		}
+		say("%d readers at %d B/s each on %s", nIO, c.ReadRate, r.loop)
+	}
+
+	// The daemon, wired as `ddiskqos run --source cgroup` wires it.
+	def := config.Default()
+	src, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: r.parent})
+	if err != nil {
+		return res, err
+	}
+	reg := prometheus.NewRegistry()
+	var d *daemon.Daemon
+	m, err := metrics.New(reg, func() *snapshot.Snapshot {
+		if d == nil {
+			return nil
+		}
+		return d.Snapshot()
+	})
+	if err != nil {
+		return res, err
+	}
+	obs := newObserver(m)
+	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	d, err = daemon.New(daemon.Options{
+		Hierarchy: h, CgroupMode: string(layout.Mode), Source: src, Policy: def.Policy(),
+		Actuator: actuate.Config{Devices: []actuate.Device{dev}, Reassert: def.Reassert,
+			Throttle: actuate.Throttle{Shares: [4]float64(def.ThrottleShares), Min: uint64(def.ThrottleMin),
+				Hold: max(time.Second, 2*c.Interval)}},
+		ActuatorName: string(def.Actuator), Interval: c.Interval,
+		HostPressure: c.Roots.Proc + "/pressure/io", Logger: log, Observer: obs,
+	})
+	if err != nil {
+		return res, err
+	}
+	handler := api.NewHandler(d.Snapshot, reg, log)
+	dctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	runtime.GC()
+	c0, t0 := cpuNow(), time.Now()
+	go func() { done <- d.Run(dctx) }()
+	defer func() {
+		stop()
+		if derr := <-done; derr != nil {
+			err = errors.Join(err, fmt.Errorf("daemon: %w", derr))
+		}
+	}()
+	failed := func() error {
+		select {
+		case derr := <-done:
+			done <- derr
+			return fmt.Errorf("daemon stopped: %v", derr)
+		default:
+			return ctx.Err()
+		}
+	}
+
+	// First full scan: until the snapshot holds every workload.
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	if res.FirstScan, err = waitFor(ctx, d, obs, c0, t0, 0, want, 10*time.Minute, failed); err != nil {
+		return res, fmt.Errorf("first scan: %w", err)
+	}
+	say("first full scan: %.0f ms wall, %.0f ms CPU, %d ticks", res.FirstScan.WallMS, res.FirstScan.CPUMS, res.FirstScan.Ticks)
+
+	if err := sleep(ctx, c.Warmup); err != nil {
+		return res, failed()
+	}
+	obs.waitTick(2 * c.Interval)
+	n0 := len(obs.ticks())
+	a0 := allocsNow()
+	if c.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(c.CPUProfile); err != nil {
+			return res, err
+		}
+	}
+	if err := sleep(ctx, c.Duration); err != nil {
+		pprof.StopCPUProfile()
+		return res, failed()
+	}
+	pprof.StopCPUProfile()
+	obs.waitTick(2 * c.Interval)
+	a1 := allocsNow()
+	ts := obs.ticks()
+	window := ts[n0-1:]
+	if len(window) < 2 {
+		return res, fmt.Errorf("only %d ticks in %s: the daemon is not ticking", len(window), c.Duration)
+	}
+	summarise(&res, window, a1.objects-a0.objects, a1.bytes-a0.bytes, c.Interval)
+	st := procStatus("VmRSS", "VmHWM")
+	res.RSSMiB, res.RSSPeakMiB = float64(st["VmRSS"])/1024, float64(st["VmHWM"])/1024
+	res.HeapMiB = float64(heapLive()) / (1 << 20)
+	res.OpenFDs = openFDs()
+	say("steady: %d ticks, CPU %.2f ms/tick (max %.2f), wall %.2f ms/tick, %.0f reads/tick, %.0f allocs/tick, RSS %.1f MiB",
+		res.Ticks, res.CPUPerTickMS.Mean, res.CPUPerTickMS.Max, res.WallPerTickMS.Mean, res.ReadsPerTick, res.AllocsPerTick, res.RSSMiB)
+
+	// /metrics and /v1/workloads, right after a tick, best of three.
+	best := func(target string, gz bool) Scrape {
+		var out Scrape
+		for i := range 3 {
+			s := scrape(handler, obs, c.Interval, target, gz)
+			if i == 0 || s.CPUMS < out.CPUMS {
+				out = s
+			}
+		}
+		return out
+	}
+	res.MetricsPlain = best("/metrics", false)
+	res.MetricsGzip = best("/metrics", true)
+	res.WorkloadsJSON = best("/v1/workloads", false)
+	res.Series = countLines(handler)
+	say("/metrics: %.0f ms CPU plain (%d B), %.0f ms CPU gzip (%d B); /v1/workloads %.0f ms",
+		res.MetricsPlain.CPUMS, res.MetricsPlain.Bytes, res.MetricsGzip.CPUMS, res.MetricsGzip.Bytes, res.WorkloadsJSON.CPUMS)
+
+	// Churn: remove a share of the idle workloads, create as many new.
+	if nc := int(math.Round(float64(c.Workloads) * c.Churn)); nc > 0 {
+		isIO := map[string]bool{}
+		for i := range nIO {
+			isIO[names[i*c.Workloads/nIO]] = true
+		}
+		var gone []string
+		for i := len(names) - 1; i >= 0 && len(gone) < nc; i-- {
+			if !isIO[names[i]] {
+				gone = append(gone, names[i])
+			}
+		}
+		added := make([]string, len(gone))
+		for i := range added {
+			added[i] = fmt.Sprintf("c%05d", i)
+		}
+		obs.waitTick(2 * c.Interval)
+		n1 := len(obs.ticks())
+		c1, t1 := cpuNow(), time.Now()
+		if err := r.rmChildren(gone); err != nil {
+			return res, err
+		}
+		if err := r.mkChildren(added); err != nil {
+			return res, err
+		}
+		for _, n := range gone {
+			want[n] = false
+		}
+		for _, n := range added {
+			want[n] = true
+		}
+		ph, err := waitFor(ctx, d, obs, c1, t1, n1, want, 5*time.Minute, failed)
+		if err != nil {
+			return res, fmt.Errorf("scan after churn: %w", err)
+		}
+		res.Churn = Churn{Removed: len(gone), Added: len(added), Phase: ph}
+		say("churn -%d +%d: seen after %.0f ms wall, %d ticks, %.0f ms CPU, longest tick %.1f ms",
+			len(gone), len(added), ph.WallMS, ph.Ticks, ph.CPUMS, ph.TickMaxMS)
+	}
+	if s := d.Snapshot(); s != nil {
+		res.Errors = s.Errors
+	}
+	res.Bar.CPUPerTickMS = 3 * float64(c.Workloads) / 1000
+	res.Bar.RSSMiB, res.Bar.MetricsMS = 64, 200
+	res.Bar.CPUOK = res.CPUPerTickMS.Mean <= res.Bar.CPUPerTickMS
+	res.Bar.RSSOK = res.RSSPeakMiB <= res.Bar.RSSMiB
+	res.Bar.MetricsOK = res.MetricsPlain.WallMS < res.Bar.MetricsMS && res.MetricsGzip.WallMS < res.Bar.MetricsMS
+	return res, nil
+}
+
+// waitFor polls the snapshot until its workloads are exactly the names
+// with want[name] true, and returns the time, CPU and ticks it took from
+// (c0, t0), ticks counted after the first n0 recorded.
+func waitFor(ctx context.Context, d *daemon.Daemon, obs *observer, c0 cpu, t0 time.Time, n0 int,
+	want map[string]bool, limit time.Duration, failed func() error) (Phase, error) {
+	n := 0
+	for _, w := range want {
+		if w {
+			n++
+		}
+	}
+	deadline := t0.Add(limit)
+	var lastTick uint64
+	for {
+		if s := d.Snapshot(); s != nil && s.Tick != lastTick {
+			lastTick = s.Tick
+			if len(s.Workloads) == n && all(s.Workloads, want) {
+				wall, c := time.Since(t0), cpuNow().sub(c0)
+				p := Phase{WallMS: ms(wall), CPUMS: ms(c.total())}
+				for _, t := range obs.ticks()[n0:] {
+					p.Ticks++
+					p.TickMaxMS = max(p.TickMaxMS, ms(t.wall))
+				}
+				return p, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return Phase{}, fmt.Errorf("not seen after %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return Phase{}, failed()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func all(ws []snapshot.Workload, want map[string]bool) bool {
+	for i := range ws {
+		if !want[ws[i].Name] {
+			return false
+		}
+	}
+	return true
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// summarise fills the per-tick figures from the window's ticks: window[0]
+// is the tick that ended just before the window started.
+func summarise(res *Result, window []tickRecord, objs, bytes uint64, interval time.Duration) {
+	var cpus, walls []float64
+	var sum cpu
+	reads := 0
+	for i := 1; i < len(window); i++ {
+		d := window[i].cpu.sub(window[i-1].cpu)
+		sum.user += d.user
+		sum.sys += d.sys
+		cpus = append(cpus, ms(d.total()))
+		walls = append(walls, ms(window[i].wall))
+		reads += window[i].read
+	}
+	n := float64(len(cpus))
+	res.Ticks = len(cpus)
+	res.CPUPerTickMS, res.WallPerTickMS = dist(cpus), dist(walls)
+	res.UserPerTickMS, res.SysPerTickMS = ms(sum.user)/n, ms(sum.sys)/n
+	res.ReadsPerTick = float64(reads) / n
+	res.AllocsPerTick, res.AllocKBPerTick = float64(objs)/n, float64(bytes)/1024/n
+	span := window[len(window)-1].end.Sub(window[0].end)
+	res.CPUPercent = 100 * sum.total().Seconds() / span.Seconds()
+}
+
+func dist(v []float64) Dist {
+	if len(v) == 0 {
+		return Dist{}
+	}
+	s := slices.Sorted(slices.Values(v))
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	r := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	return Dist{Mean: r(sum / float64(len(s))), P50: r(q(0.5)), P95: r(q(0.95)), Max: r(s[len(s)-1])}
+}
+
+// countLines counts the sample lines of one plain /metrics answer.
+func countLines(h http.Handler) int {
+	w := &lineCounter{h: http.Header{}, start: true}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return w.samples
+}
+
+// lineCounter is a ResponseWriter that counts the lines not starting
+// with '#'.
+type lineCounter struct {
+	h       http.Header
+	start   bool
+	samples int
+}
+
+func (w *lineCounter) Header() http.Header { return w.h }
+func (w *lineCounter) WriteHeader(int)     {}
+func (w *lineCounter) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if w.start && b != '#' {
+			w.samples++
+		}
+		w.start = b == '\n'
+	}
+	return len(p), nil
+}
+
+// loopDevice describes the loop device for the actuator with the
+// mechanism `ddiskqos check` finds for it.
+func loopDevice(roots host.Roots, layout cgroupfs.Layout, path string) (actuate.Device, error) {
+	name := strings.TrimPrefix(path, "/dev/")
+	all, err := host.Devices(roots, layout)
+	if err != nil {
+		return actuate.Device{}, err
+	}
+	for _, d := range all {
+		if d.Name != name {
+			continue
+		}
+		if d.Mechanism == host.MechNone || d.Mechanism == "" {
+			return actuate.Device{}, fmt.Errorf("device %s: no cgroup mechanism reaches it (%s)", name, d.Reason)
+		}
+		dev, err := cgroupfs.ParseDev(d.Dev)
+		if err != nil {
+			return actuate.Device{}, err
+		}
+		return actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism, Scheduler: d.Scheduler}, nil
+	}
+	return actuate.Device{}, fmt.Errorf("device %s not found in %s/block", name, roots.Sys)
+}
+
+// fillHost records the machine.
+func fillHost(res *Result) {
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		res.Host.Kernel = strings.TrimSpace(string(b))
+	}
+	res.Host.CPUs = runtime.NumCPU()
+	res.Host.Go = runtime.Version()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				res.Host.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb uint64
+		fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
+		res.Host.MemMiB = kb / 1024
+	}
+}
