@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/ddiskqos/ddiskqos/internal/bench/paper"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+)
+
+func TestBenchPaperUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--quick", "--full"}, "exclude each other"},
+		{[]string{"--trials", "-1"}, "--trials -1"},
+		{[]string{"--size", "lots"}, `--size "lots"`},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--nope"}, "--nope"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			if code := runBenchPaper(tc.args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit %d, want 2; stderr: %s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q does not mention %q", stderr.String(), tc.want)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runBenchPaper([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "--quick") {
+		t.Errorf("--help: exit %d, stdout %q", code, stdout.String())
+	}
+}
+
+// TestRealBenchPaperQuick runs `ddiskqos bench paper --quick` end to end
+// against the real engine and a real loop device, and checks that every
+// piece ran and produced numbers — never how fast anything was.
+func TestRealBenchPaperQuick(t *testing.T) {
+	if testkit.InVM() {
+		t.Skip("the Docker engine tests run on the host")
+	}
+	testkit.NeedRoot(t)
+	_, err := exec.LookPath("mkfs.ext4")
+	testkit.Need(t, err == nil, "mkfs.ext4 not found: install e2fsprogs")
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	testkit.Need(t, err == nil, "docker client: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err = c.Ping(ctx)
+	cancel()
+	c.Close()
+	testkit.Need(t, err == nil, "docker engine not reachable: %v", err)
+
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := runBenchPaper([]string{"--quick", "--out", out, "--json"}, &stdout, &stderr)
+	t.Logf("bench paper --quick took %s; progress:\n%s", time.Since(start).Round(time.Second), stderr.String())
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var rep struct {
+		paper.Result
+		Summary paper.Summary `json:"summary"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("JSON report: %v", err)
+	}
+	type key struct{ cfg, scenario, reader string }
+	got := map[key]int{}
+	for _, s := range rep.Samples {
+		if s.Seconds <= 0 || s.Bytes <= 0 {
+			t.Errorf("sample without numbers: %+v", s)
+		}
+		if s.Scenario == "interactive" && (s.Latency == nil || s.Latency.P50 <= 0 || s.Latency.P999 < s.Latency.P50) {
+			t.Errorf("interactive sample without latency percentiles: %+v", s)
+		}
+		got[key{s.Config, s.Scenario, s.Reader}]++
+	}
+	for _, cfg := range append([]string{paper.CfgIdle}, paper.Compared...) {
+		for _, size := range rep.Plan.Sizes {
+			if k := (key{cfg, "table3", sizeName(size)}); got[k] == 0 {
+				t.Errorf("no Table 3 read for %+v", k)
+			}
+		}
+		for _, r := range rep.Plan.Table5 {
+			if k := (key{cfg, "table5", r.Label()}); got[k] == 0 {
+				t.Errorf("no Table 5 read for %+v", k)
+			}
+		}
+		if k := (key{cfg, "interactive", "4k-rand"}); got[k] == 0 {
+			t.Errorf("no interactive run for %s", cfg)
+		}
+	}
+	phases := map[string]paper.Phase{}
+	for _, p := range rep.Phases {
+		phases[p.Config] = p
+	}
+	if p := phases[paper.CfgSolo]; p.BulkQuietBps <= 0 {
+		t.Errorf("solo phase without bulk throughput: %+v", p)
+	}
+	for _, cfg := range paper.Compared {
+		p, ok := phases[cfg]
+		if !ok {
+			t.Errorf("no phase %s", cfg)
+			continue
+		}
+		if p.BulkContentionBps <= 0 || p.BulkQuietBps <= 0 {
+			t.Errorf("%s: bulk throughput missing: %+v", cfg, p)
+		}
+		daemon := cfg == paper.CfgDdiskqos || cfg == paper.CfgPaper
+		if daemon && (p.Daemon == nil || p.Daemon.Ticks == 0 || p.Daemon.Mechanism == "") {
+			t.Errorf("%s: the daemon did not run: %+v", cfg, p.Daemon)
+		}
+		if daemon && p.Daemon != nil && len(p.Daemon.Errors) > 0 {
+			t.Errorf("%s: daemon errors %v", cfg, p.Daemon.Errors)
+		}
+	}
+	if len(rep.Summary.Bar) != 4 {
+		t.Errorf("bar checks = %+v, want 4", rep.Summary.Bar)
+	}
+	for _, f := range []string{"paper.md", "paper.svg", "paper.json"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v (%d bytes)", f, err, len(b))
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "paper.md"))
+	for _, want := range []string{"## Table 3", "## Table 5", "## Interactive", "## Bulk container", "## The bar"} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("paper.md lacks %q", want)
+		}
+	}
+	// Nothing left behind: no container of the run, no loop device of it.
+	assertNoLeftovers(t)
+}
+
+func sizeName(n int64) string { return strings.TrimSuffix(paper.Reader{Size: n}.Label(), "@0s") }
+
+func assertNoLeftovers(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("losetup", "-a").CombinedOutput()
+	if err == nil && strings.Contains(string(out), "ddiskqos-bench-paper-") {
+		t.Errorf("loop device of the bench left attached:\n%s", out)
+	}
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	out, _ = exec.Command("docker", "ps", "-a", "--filter", "label="+paper.LabelRun, "--format", "{{.Names}}").CombinedOutput()
+	if s := strings.TrimSpace(string(out)); s != "" {
+		t.Errorf("containers of the bench left: %s", s)
+	}
+}

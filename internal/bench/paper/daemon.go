@@ -1,0 +1,246 @@
+package paper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/config"
+	"github.com/ddiskqos/ddiskqos/internal/daemon"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/source/docker"
+)
+
+// LabelRun marks the containers of one bench run; the in-process daemon
+// manages only those. The engine is shared: nobody else's container may be
+// tracked or touched.
+const LabelRun = "ddiskqos.bench.run"
+
+// ownContainers passes on only the events of containers labelled run.
+type ownContainers struct {
+	inner source.Source
+	run   string
+}
+
+func (o ownContainers) Name() string { return o.inner.Name() }
+
+func (o ownContainers) Run(ctx context.Context, out chan<- source.Event) error {
+	in := make(chan source.Event, 64)
+	done := make(chan error, 1)
+	go func() { done <- o.inner.Run(ctx, in) }()
+	ours := map[string]bool{}
+	for {
+		select {
+		case err := <-done:
+			return err
+		case ev := <-in:
+			if ev.Workload.Labels[LabelRun] == o.run {
+				ours[ev.Workload.ID] = true
+			}
+			if !ours[ev.Workload.ID] {
+				continue
+			}
+			if ev.Kind == source.Removed {
+				delete(ours, ev.Workload.ID)
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return <-done
+			}
+		}
+	}
+}
+
+// tickStats is the daemon's Observer: its own cost per tick.
+type tickStats struct {
+	mu      sync.Mutex
+	ticks   int
+	sum     time.Duration
+	max     time.Duration
+	errs    map[string]int
+	changes int
+}
+
+func (s *tickStats) ObserveTick(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ticks++
+	s.sum += d
+	s.max = max(s.max, d)
+}
+
+func (s *tickStats) Error(cause string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.errs == nil {
+		s.errs = map[string]int{}
+	}
+	s.errs[cause]++
+}
+
+func (s *tickStats) LevelChange(from, to int, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changes++
+}
+
+// DaemonStats is what the in-process daemon cost and did in one phase.
+type DaemonStats struct {
+	Mechanism    string         `json:"mechanism"`
+	Scheduler    string         `json:"scheduler"`
+	Interval     time.Duration  `json:"interval_ns"`
+	Ticks        int            `json:"ticks"`
+	TickMean     time.Duration  `json:"tick_mean_ns"`
+	TickMax      time.Duration  `json:"tick_max_ns"`
+	LevelChanges int            `json:"level_changes"`
+	Errors       map[string]int `json:"errors,omitempty"`
+}
+
+// runningDaemon is a daemon started for one phase.
+type runningDaemon struct {
+	d      *daemon.Daemon
+	cancel context.CancelFunc
+	done   chan error
+	stats  *tickStats
+	info   DaemonStats
+}
+
+// startDaemon runs ddiskqos in-process the way `ddiskqos run --devices
+// <loop>` wires it, with pc as its policy, the docker source narrowed to
+// this run's containers, and the mechanism the host layer picks for the
+// device's current scheduler.
+func startDaemon(ctx context.Context, cli *client.Client, roots host.Roots, devName, run string, pc policy.Config, log *slog.Logger) (*runningDaemon, error) {
+	cfg := config.Default()
+	layout, err := host.Layout(roots)
+	if err != nil {
+		return nil, err
+	}
+	h, err := layout.IOHierarchy()
+	if err != nil {
+		return nil, err
+	}
+	all, err := host.Devices(roots, layout)
+	if err != nil {
+		return nil, err
+	}
+	var dev *actuate.Device
+	var sched string
+	for _, d := range all {
+		if d.Name != devName {
+			continue
+		}
+		if d.Mechanism == host.MechNone || d.Mechanism == "" {
+			return nil, fmt.Errorf("device %s: no mechanism reaches it (%s)", d.Name, d.Reason)
+		}
+		dv, err := cgroupfs.ParseDev(d.Dev)
+		if err != nil {
+			return nil, err
+		}
+		dev = &actuate.Device{Name: d.Name, Dev: dv, Mech: d.Mechanism, Scheduler: d.Scheduler}
+		sched = d.Scheduler
+	}
+	if dev == nil {
+		return nil, fmt.Errorf("device %s not found under %s", devName, roots.Sys)
+	}
+	src, err := docker.New(docker.Options{Engine: cli, Layout: layout, ProcFS: roots.Proc, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	st := &tickStats{}
+	opts := daemon.Options{
+		Hierarchy: h, CgroupMode: string(layout.Mode), Source: ownContainers{inner: src, run: run}, Policy: pc,
+		Actuator: actuate.Config{Devices: []actuate.Device{*dev}, Reassert: cfg.Reassert,
+			Throttle: actuate.Throttle{Shares: [4]float64(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
+				Hold: max(time.Second, 2*cfg.Interval)}},
+		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval,
+		HostPressure: filepath.Join(roots.Proc, "pressure", "io"), Logger: log, Observer: st,
+	}
+	d, err := daemon.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	rd := &runningDaemon{d: d, cancel: cancel, done: make(chan error, 1), stats: st,
+		info: DaemonStats{Mechanism: string(dev.Mech), Scheduler: sched, Interval: cfg.Interval}}
+	go func() { rd.done <- d.Run(dctx) }()
+	// Run takes its first tick at once; wait for the snapshot.
+	for d.Snapshot() == nil {
+		select {
+		case err := <-rd.done:
+			cancel()
+			return nil, fmt.Errorf("daemon stopped at start: %w", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return rd, nil
+}
+
+// stop ends the daemon (it restores every value it changed) and returns
+// its statistics.
+func (rd *runningDaemon) stop() (DaemonStats, error) {
+	rd.cancel()
+	var err error
+	select {
+	case err = <-rd.done:
+	case <-time.After(30 * time.Second):
+		err = errors.New("daemon did not stop within 30s")
+	}
+	s := rd.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := rd.info
+	out.Ticks, out.TickMax, out.LevelChanges = s.ticks, s.max, s.changes
+	if s.ticks > 0 {
+		out.TickMean = s.sum / time.Duration(s.ticks)
+	}
+	if len(s.errs) > 0 {
+		out.Errors = map[string]int{}
+		for k, v := range s.errs {
+			out.Errors[k] = v
+		}
+	}
+	return out, err
+}
+
+// view is what the daemon had decided for container id: level and what
+// it applied on the device, "" when it does not track it.
+func (rd *runningDaemon) view(id string) string {
+	if rd == nil {
+		return ""
+	}
+	s := rd.d.Snapshot()
+	if s == nil {
+		return "no snapshot"
+	}
+	for _, w := range s.Workloads {
+		if w.ID != id {
+			continue
+		}
+		v := fmt.Sprintf("level %d", w.Level)
+		for _, a := range w.Applied {
+			switch {
+			case a.Error != "":
+				v += " error " + a.Error
+			case a.Weight > 0:
+				v += fmt.Sprintf(" weight %d", a.Weight)
+			case a.Throttled:
+				v += fmt.Sprintf(" capped %d B/s", a.ReadBps)
+			default:
+				v += " uncapped"
+			}
+		}
+		return v
+	}
+	return "not tracked yet"
+}
