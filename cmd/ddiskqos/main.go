@@ -24,6 +24,8 @@ Usage:
   ddiskqos status [--json]      what the running daemon decided, per workload
   ddiskqos check [--json]       host preflight: cgroup layout, per-device
                                 mechanism, PSI, Docker engine, scale limits
+  ddiskqos bench paper|scale    the paper's experiments in real containers;
+                                the daemon's cost at 1,000-10,000 cgroups
   ddiskqos workload [flags] OP PATH
                                 the load generator the tests and benchmarks
                                 run (also inside containers)
@@ -51,6 +53,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runCheck(rest, stdout, stderr)
 	case "workload":
 		return workload.Main(rest, stdin, stdout, stderr)
+	case "bench":
+		return runBench(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		if len(rest) > 0 {
 			return run([]string{rest[0], "--help"}, stdin, stdout, stderr)
