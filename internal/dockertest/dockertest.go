@@ -18,15 +18,12 @@
 package dockertest
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,11 +36,12 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/ddiskqos/ddiskqos/internal/bench/containers"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // Entrypoint is where the binary lives in the image.
-const Entrypoint = "/ddiskqos"
+const Entrypoint = containers.Entrypoint
 
 // LabelTest is set on every container RunContainer starts, to the name of
 // the test that started it, so a leftover can be traced to its test.
@@ -172,68 +170,26 @@ func (e *missingTool) Error() string {
 	return "go toolchain not found (to build the test image): " + e.err.Error()
 }
 
-// buildBinary runs CGO_ENABLED=0 go build ./cmd/ddiskqos in the module root
-// and returns the binary.
+// buildBinary builds the static binary of this source tree the way the
+// paper benchmark does (internal/bench/containers).
 func buildBinary() ([]byte, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		return nil, &missingTool{err}
 	}
-	out, err := exec.Command(goBin, "env", "GOMOD").Output()
-	if err != nil {
-		return nil, fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return nil, fmt.Errorf("go env GOMOD = %q: not inside the ddiskqos module", gomod)
-	}
-	dir, err := os.MkdirTemp("", "ddiskqos-image-")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := containers.ModuleRoot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	exe := filepath.Join(dir, "ddiskqos")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", exe, "./cmd/ddiskqos")
-	cmd.Dir = filepath.Dir(gomod)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("CGO_ENABLED=0 go build ./cmd/ddiskqos in %s: %w\n%s", cmd.Dir, err, out)
-	}
-	return os.ReadFile(exe)
+	return containers.BuildStatic(ctx, root)
 }
 
 // importImage imports a one-file image holding bin as its entrypoint.
 func importImage(c *client.Client, tag string, bin []byte) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	hdr := &tar.Header{Name: strings.TrimPrefix(Entrypoint, "/"), Mode: 0o755, Size: int64(len(bin)),
-		Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	if _, err := tw.Write(bin); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rc, err := c.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, tag,
-		image.ImportOptions{Changes: []string{fmt.Sprintf(`ENTRYPOINT [%q]`, Entrypoint)}})
-	if err != nil {
-		return fmt.Errorf("import image %s: %w", tag, err)
-	}
-	msg, _ := io.ReadAll(rc)
-	rc.Close()
-	ii, err := c.ImageInspect(ctx, tag)
-	if err != nil {
-		return fmt.Errorf("image %s not there after import (%s): %w", tag, bytes.TrimSpace(msg), err)
-	}
-	if ii.Config == nil || len(ii.Config.Entrypoint) != 1 || ii.Config.Entrypoint[0] != Entrypoint {
-		return fmt.Errorf("image %s: entrypoint %v after import, want [%s]", tag, ii.Config, Entrypoint)
-	}
-	return nil
+	return containers.ImportImage(ctx, c, tag, bin)
 }
 
 // Device maps a host device node into a container.
