@@ -70,7 +70,15 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	if err != nil {
 		return err
 	}
-	devices, sense, err := actuatedDevices(roots, layout, cfg.Devices, log)
+	all, err := host.Devices(roots, layout)
+	if err != nil {
+		return err
+	}
+	devices, sense, err := actuatedDevices(all, cfg.Devices, log)
+	if err != nil {
+		return err
+	}
+	stacked, err := stackedDevices(host.Lowers(roots, all))
 	if err != nil {
 		return err
 	}
@@ -79,7 +87,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		return err
 	}
 	opts := daemon.Options{
-		Hierarchy: h, CgroupMode: string(layout.Mode), SenseDevices: sense, Source: src, Policy: cfg.Policy(),
+		Hierarchy: h, CgroupMode: string(layout.Mode), SenseDevices: sense, Stacked: stacked, Source: src, Policy: cfg.Policy(),
 		Actuator: actuate.Config{Devices: devices, Reassert: cfg.Reassert, DryRun: cfg.DryRun,
 			Throttle: actuate.Throttle{Shares: shares(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
 				Hold: max(time.Second, 2*cfg.Interval)}},
@@ -169,11 +177,7 @@ func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *f
 // actuatedDevices picks the block devices to shape: every target device
 // with a mechanism, narrowed by the --devices globs when given. It also
 // returns every target device, whose I/O is counted whether shaped or not.
-func actuatedDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *slog.Logger) ([]actuate.Device, []cgroupfs.Dev, error) {
-	all, err := host.Devices(roots, layout)
-	if err != nil {
-		return nil, nil, err
-	}
+func actuatedDevices(all []host.Device, globs []string, log *slog.Logger) ([]actuate.Device, []cgroupfs.Dev, error) {
 	var out []actuate.Device
 	var sense []cgroupfs.Dev
 	for _, d := range all {
@@ -211,6 +215,25 @@ func actuatedDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, l
 		return nil, nil, fmt.Errorf("no block device to shape (devices %q): run `ddiskqos check` to see each device's mechanism", globs)
 	}
 	return out, sense, nil
+}
+
+// stackedDevices parses host.Lowers' map for the daemon.
+func stackedDevices(m map[string][]string) (map[cgroupfs.Dev][]cgroupfs.Dev, error) {
+	out := make(map[cgroupfs.Dev][]cgroupfs.Dev, len(m))
+	for up, lows := range m {
+		u, err := cgroupfs.ParseDev(up)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lows {
+			d, err := cgroupfs.ParseDev(l)
+			if err != nil {
+				return nil, err
+			}
+			out[u] = append(out[u], d)
+		}
+	}
+	return out, nil
 }
 
 func shares(s []float64) [4]float64 {

@@ -84,11 +84,11 @@ func (r *runRig) child(t *testing.T, name string) string {
 }
 
 // start runs `ddiskqos run` in the background; logs go to the test log.
-func (r *runRig) start(t *testing.T) *exec.Cmd {
+func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(r.bin, "run", "--source", "cgroup", "--cgroup-parent", r.parent,
+	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
 		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
-		"--devices", r.loop.Name, "--log-level", "debug")
+		"--devices", r.loop.Name, "--log-level", "debug"}, extra...)...)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
@@ -180,7 +180,7 @@ func (r *runRig) read(t *testing.T, cg string, n, offset int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s counters after reading %d bytes: %+v", cg, n, st.Total())
+	t.Logf("%s raw counters, all devices, after reading %d bytes: %+v", cg, n, st.Total())
 }
 
 func stopWith(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
@@ -214,6 +214,17 @@ func TestRealRunLevelsSignalsAndCrash(t *testing.T) {
 	r.waitLevel(t, "small", 2)
 	if v, _ := r.weight(t, small); v != 500 {
 		t.Fatalf("small at level 2 has weight %d, want 500", v)
+	}
+	// The loop device's I/O is charged again on the disk under its backing
+	// file; the daemon counts it once.
+	s, err := r.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range s.Workloads {
+		if w.Name == "small" && (w.ReadBytes != 3<<20 || w.BytesInLevel != 1<<20) {
+			t.Fatalf("small counted read_bytes %d, bytes_in_level %d; want 3 MiB and 1 MiB", w.ReadBytes, w.BytesInLevel)
+		}
 	}
 	r.read(t, bulk, 300<<20, 64<<20)
 	r.waitLevel(t, "bulk", 4)
@@ -266,6 +277,59 @@ func TestRealRunLevelsSignalsAndCrash(t *testing.T) {
 	}
 	if v, ok := r.weight(t, bulk); ok {
 		t.Fatalf("after crash, restart and SIGTERM bulk still has weight %d", v)
+	}
+}
+
+// TestRealRunReloadOnHUP: SIGHUP applies new weights from the config file
+// at once; a broken file is refused and the running configuration kept.
+func TestRealRunReloadOnHUP(t *testing.T) {
+	r := newRunRig(t)
+	small := r.child(t, "small")
+	conf := filepath.Join(t.TempDir(), "ddiskqos.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("weights: [1000, 500, 250, 100]\n")
+	d := r.start(t, "--config", conf)
+	r.waitLevel(t, "small", 1)
+	r.read(t, small, 3<<20, 0)
+	r.waitLevel(t, "small", 2)
+	waitWeight := func(want uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if v, _ := r.weight(t, small); v == want {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		v, _ := r.weight(t, small)
+		t.Fatalf("small weight %d, want %d", v, want)
+	}
+	waitWeight(500)
+
+	write("weights: [1000, 400, 200, 100]\n")
+	if err := d.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitWeight(400)
+
+	write("weights: [1000, 400, 200, 100]\nbogus_key: 1\n")
+	if err := d.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := r.snapshot(); err != nil {
+		t.Fatalf("daemon gone after a broken reload: %v", err)
+	}
+	if v, _ := r.weight(t, small); v != 400 {
+		t.Fatalf("a refused reload changed the weight to %d", v)
+	}
+	stopWith(t, d, syscall.SIGTERM)
+	if v, ok := r.weight(t, small); ok {
+		t.Fatalf("after SIGTERM small still has weight %d", v)
 	}
 }
 

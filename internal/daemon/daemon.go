@@ -62,15 +62,18 @@ type Actuator interface {
 
 // Options configure a Daemon.
 type Options struct {
-	Hierarchy    cgroupfs.Hierarchy
-	CgroupMode   string
-	SenseDevices []cgroupfs.Dev
-	Source       source.Source
-	Policy       policy.Config
-	Actuator     actuate.Config // Hierarchy is taken from above
+	Hierarchy  cgroupfs.Hierarchy
+	CgroupMode string
 	// SenseDevices are disks whose I/O is counted besides the actuated
 	// ones; on cgroup v1 accounting is enabled on all of them at start
 	// (cgroupfs.Hierarchy.EnableV1Accounting).
+	SenseDevices []cgroupfs.Dev
+	// Stacked maps a stacked device (loop over a file, dm, md) to the disks
+	// below it, whose counters repeat its I/O (see stackedOverlap).
+	Stacked  map[cgroupfs.Dev][]cgroupfs.Dev
+	Source   source.Source
+	Policy   policy.Config
+	Actuator actuate.Config // Hierarchy is taken from above
 	// ActuatorName is reported in the snapshot ("cgroup" or "docker").
 	ActuatorName string
 	// NewActuator builds the actuator from the configuration and the
@@ -149,8 +152,9 @@ type Daemon struct {
 	orphansOK bool // orphan restore done
 	tick      uint64
 	lastTick  time.Time
-	devBytes  []uint64 // per actuated device, read+write this tick
-	devRead   []uint64 // per actuated device, read this tick
+	devBytes  []uint64   // per actuated device, read+write this tick
+	devRead   []uint64   // per actuated device, read this tick
+	deltas    []devDelta // scratch of sense: one workload's device deltas
 	errCounts map[string]uint64
 	targets   []actuate.Target
 
@@ -516,6 +520,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	var delta, dr, dw uint64
 	devs := d.act.Devices()
 	clear(t.active)
+	d.deltas = d.deltas[:0]
 	for _, cur := range st.Devices {
 		prev := DeviceIOFor(t.last, cur.Dev)
 		if !t.seen && !t.charge {
@@ -526,6 +531,9 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		t.wIOs += sub(cur.WIOs, prev.WIOs)
 		dr += r
 		dw += w
+		if len(d.opts.Stacked) > 0 && r+w > 0 {
+			d.deltas = append(d.deltas, devDelta{cur.Dev, r, w})
+		}
 		for i, dv := range devs {
 			if dv.Dev == cur.Dev && r+w > 0 {
 				t.active[i] = true
@@ -534,6 +542,9 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 			}
 		}
 	}
+	// Bytes of a stacked device that its lower disks show again count once.
+	or, ow := stackedOverlap(d.opts.Stacked, d.deltas)
+	dr, dw = dr-or, dw-ow
 	t.last = append(t.last[:0], st.Devices...)
 	first := !t.seen
 	t.seen = true
