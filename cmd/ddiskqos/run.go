@@ -28,6 +28,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
 	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
+	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
 // runDaemon is `ddiskqos run`: the daemon. Exit 0 after a clean shutdown
@@ -70,15 +71,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	if err != nil {
 		return err
 	}
-	all, err := host.Devices(roots, layout)
-	if err != nil {
-		return err
-	}
-	devices, sense, err := actuatedDevices(all, cfg.Devices, log)
-	if err != nil {
-		return err
-	}
-	stacked, err := stackedDevices(host.Lowers(roots, all))
+	devices, err := wiring.HostDevices(roots, layout, cfg.Devices, log)
 	if err != nil {
 		return err
 	}
@@ -87,13 +80,14 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		return err
 	}
 	opts := daemon.Options{
-		Hierarchy: h, CgroupMode: string(layout.Mode), SenseDevices: sense, Stacked: stacked, Source: src, Policy: cfg.Policy(),
-		Actuator: actuate.Config{Devices: devices, Reassert: cfg.Reassert, DryRun: cfg.DryRun,
+		Hierarchy: h, CgroupMode: string(layout.Mode), Source: src, Policy: cfg.Policy(),
+		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
 			Throttle: actuate.Throttle{Shares: shares(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
 				Hold: max(time.Second, 2*cfg.Interval)}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
 		HostPressure: filepath.Join(roots.Proc, "pressure", "io"), Logger: log,
 	}
+	devices.Apply(&opts)
 	if cfg.Actuator == config.ActuatorDocker {
 		cli, err := dockerClient(cfg)
 		if err != nil {
@@ -120,7 +114,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		return err
 	}
 	log.Info("ddiskqos starting", "source", srcName, "cgroup_mode", layout.Mode, "hierarchy", h.Mount,
-		"actuator", cfg.Actuator, "devices", len(devices), "interval", cfg.Interval, "dry_run", cfg.DryRun,
+		"actuator", cfg.Actuator, "devices", len(devices.Actuated), "interval", cfg.Interval, "dry_run", cfg.DryRun,
 		"listen", cfg.Listen, "state_file", cfg.StateFile)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -172,68 +166,6 @@ func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *f
 		log.Info("reloaded configuration", "file", path, "changed", strings.Join(live, ","))
 		cur = next
 	}
-}
-
-// actuatedDevices picks the block devices to shape: every target device
-// with a mechanism, narrowed by the --devices globs when given. It also
-// returns every target device, whose I/O is counted whether shaped or not.
-func actuatedDevices(all []host.Device, globs []string, log *slog.Logger) ([]actuate.Device, []cgroupfs.Dev, error) {
-	var out []actuate.Device
-	var sense []cgroupfs.Dev
-	for _, d := range all {
-		if d.Target {
-			if dev, err := cgroupfs.ParseDev(d.Dev); err == nil {
-				sense = append(sense, dev)
-			}
-		}
-		if len(globs) > 0 {
-			match := false
-			for _, g := range globs {
-				if ok, _ := filepath.Match(g, d.Name); ok {
-					match = true
-				}
-			}
-			if !match {
-				continue
-			}
-		} else if !d.Target {
-			continue
-		}
-		if d.Mechanism == host.MechNone || d.Mechanism == "" {
-			log.Warn("device skipped: no cgroup mechanism reaches it", "device", d.Name, "reason", d.Reason)
-			continue
-		}
-		dev, err := cgroupfs.ParseDev(d.Dev)
-		if err != nil {
-			return nil, nil, err
-		}
-		log.Info("device", "name", d.Name, "dev", d.Dev, "scheduler", d.Scheduler, "mechanism", d.Mechanism,
-			"weights_effective", d.WeightsEffective)
-		out = append(out, actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism, Scheduler: d.Scheduler})
-	}
-	if len(out) == 0 {
-		return nil, nil, fmt.Errorf("no block device to shape (devices %q): run `ddiskqos check` to see each device's mechanism", globs)
-	}
-	return out, sense, nil
-}
-
-// stackedDevices parses host.Lowers' map for the daemon.
-func stackedDevices(m map[string][]string) (map[cgroupfs.Dev][]cgroupfs.Dev, error) {
-	out := make(map[cgroupfs.Dev][]cgroupfs.Dev, len(m))
-	for up, lows := range m {
-		u, err := cgroupfs.ParseDev(up)
-		if err != nil {
-			return nil, err
-		}
-		for _, l := range lows {
-			d, err := cgroupfs.ParseDev(l)
-			if err != nil {
-				return nil, err
-			}
-			out[u] = append(out[u], d)
-		}
-	}
-	return out, nil
 }
 
 func shares(s []float64) [4]float64 {

@@ -12,13 +12,13 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
-	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/source/docker"
+	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
 // LabelRun marks the containers of one bench run; the in-process daemon
@@ -130,29 +130,12 @@ func startDaemon(ctx context.Context, cli *client.Client, roots host.Roots, devN
 	if err != nil {
 		return nil, err
 	}
-	all, err := host.Devices(roots, layout)
+	devs, err := wiring.HostDevices(roots, layout, []string{devName}, log)
 	if err != nil {
 		return nil, err
 	}
-	var dev *actuate.Device
-	var sched string
-	for _, d := range all {
-		if d.Name != devName {
-			continue
-		}
-		if d.Mechanism == host.MechNone || d.Mechanism == "" {
-			return nil, fmt.Errorf("device %s: no mechanism reaches it (%s)", d.Name, d.Reason)
-		}
-		dv, err := cgroupfs.ParseDev(d.Dev)
-		if err != nil {
-			return nil, err
-		}
-		dev = &actuate.Device{Name: d.Name, Dev: dv, Mech: d.Mechanism, Scheduler: d.Scheduler}
-		sched = d.Scheduler
-	}
-	if dev == nil {
-		return nil, fmt.Errorf("device %s not found under %s", devName, roots.Sys)
-	}
+	dev := devs.Actuated[0]
+	sched := dev.Scheduler
 	src, err := docker.New(docker.Options{Engine: cli, Layout: layout, ProcFS: roots.Proc, Logger: log})
 	if err != nil {
 		return nil, err
@@ -160,12 +143,13 @@ func startDaemon(ctx context.Context, cli *client.Client, roots host.Roots, devN
 	st := &tickStats{}
 	opts := daemon.Options{
 		Hierarchy: h, CgroupMode: string(layout.Mode), Source: ownContainers{inner: src, run: run}, Policy: pc,
-		Actuator: actuate.Config{Devices: []actuate.Device{*dev}, Reassert: cfg.Reassert,
+		Actuator: actuate.Config{Reassert: cfg.Reassert,
 			Throttle: actuate.Throttle{Shares: [4]float64(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
 				Hold: max(time.Second, 2*cfg.Interval)}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval,
 		HostPressure: filepath.Join(roots.Proc, "pressure", "io"), Logger: log, Observer: st,
 	}
+	devs.Apply(&opts)
 	d, err := daemon.New(opts)
 	if err != nil {
 		return nil, err
