@@ -43,6 +43,7 @@ Flags:
   --json             print the result as JSON
   --out FILE         also write the JSON result to FILE
   --cpuprofile FILE  write a pprof CPU profile of the steady window
+  --memprofile FILE  write a pprof heap profile at the end of the window
   -h, --help         show this help
 
 Exit status: 0 done, 1 failure, 2 usage error.
@@ -58,6 +59,7 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 		out      string
 		readRate int64
 		profile  string
+		memprof  string
 	)
 	fs.IntVar(&c.Workloads, "workloads", 0, "")
 	fs.DurationVar(&c.Duration, "duration", 60*time.Second, "")
@@ -70,6 +72,7 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.StringVar(&out, "out", "", "")
 	fs.StringVar(&profile, "cpuprofile", "", "")
+	fs.StringVar(&memprof, "memprofile", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, benchScaleHelp)
@@ -119,6 +122,15 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 		}
 		defer f.Close()
 		c.CPUProfile = f
+	}
+	if memprof != "" {
+		f, err := os.Create(memprof)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		c.HeapProfile = f
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

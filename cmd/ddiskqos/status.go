@@ -258,11 +258,8 @@ func statusFilterText(level, name string) string {
 
 // statusOrder returns the workloads in the order asked for; ties fall back
 // to name, then ID, so the order never depends on the daemon's.
-func statusOrder(ws []snapshot.Workload, by string) []*snapshot.Workload {
-	out := make([]*snapshot.Workload, len(ws))
-	for i := range ws {
-		out[i] = &ws[i]
-	}
+func statusOrder(ws []*snapshot.Workload, by string) []*snapshot.Workload {
+	out := slices.Clone(ws)
 	byName := func(a, b *snapshot.Workload) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
 	}

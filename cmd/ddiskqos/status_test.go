@@ -45,7 +45,7 @@ func statusFixture() *snapshot.Snapshot {
 	return &snapshot.Snapshot{
 		At: statusT0, Tick: 1234, Interval: time.Second, TickDuration: 3210 * time.Microsecond,
 		Source: "docker", Actuator: "cgroup", CgroupMode: "v2",
-		Workloads: []snapshot.Workload{
+		Workloads: []*snapshot.Workload{
 			{
 				ID: "0a1b2c3d4e5f67890a1b2c3d4e5f67890a1b2c3d4e5f67890a1b2c3d4e5f6789", Name: "backup",
 				Level: 4, BytesInLevel: 3 << 30, Weight: 10,

@@ -81,6 +81,25 @@ type Target struct {
 	// Active[i] is whether the workload did I/O on Devices[i] in the last
 	// tick; nil means none. Only the throttle mechanism looks at it.
 	Active []bool
+	// Handle, when set, is where *Actuator keeps a reference to the
+	// workload's state between ticks, so a caller handing in the same
+	// Handle every tick spares it the lookup by ID (see Handle.Applied).
+	// Optional; other actuators ignore it.
+	Handle *Handle
+}
+
+// Handle refers to one workload's state in an *Actuator: the zero Handle
+// to none. Only the Actuator sets it, through Target.Handle.
+type Handle struct{ w *wstate }
+
+// Applied is Actuator.Applied of the workload h refers to, without the
+// lookup by ID; ok is false when h refers to no workload in force (never
+// applied, released, gone): ask Applied(id) then.
+func (h *Handle) Applied() (_ []Applied, ok bool) {
+	if h == nil || h.w == nil || h.w.dropped {
+		return nil, false
+	}
+	return h.w.applied, true
 }
 
 // Applied is what is in force for one workload on one device.
@@ -125,6 +144,7 @@ type wstate struct {
 	written []bool    // whether applied[i] is known to be in force
 	at      time.Time // when the values were last written in full
 	knobs   []knobKey // originals recorded for this workload
+	dropped bool      // released or forgotten: Handles to it are stale
 }
 
 // Actuator applies levels. It is owned by the daemon loop: not safe for
@@ -267,7 +287,15 @@ func (a *Actuator) capFor(i, level int) cgroupfs.Limits {
 }
 
 func (a *Actuator) applyOne(now time.Time, t *Target) error {
-	w, ok := a.work[t.ID]
+	var (
+		w  *wstate
+		ok bool
+	)
+	if t.Handle != nil && t.Handle.w != nil && !t.Handle.w.dropped {
+		w, ok = t.Handle.w, true
+	} else {
+		w, ok = a.work[t.ID]
+	}
 	if !ok || w.cgroup != t.Cgroup {
 		if ok {
 			if err := a.Release(t.ID); err != nil && !errors.Is(err, cgroupfs.ErrCgroupGone) {
@@ -279,6 +307,9 @@ func (a *Actuator) applyOne(now time.Time, t *Target) error {
 			w.applied[i].Device = d
 		}
 		a.work[t.ID] = w
+	}
+	if t.Handle != nil {
+		t.Handle.w = w
 	}
 	if a.cfg.Reassert > 0 && now.Sub(w.at) >= a.cfg.Reassert {
 		clear(w.written) // trust nothing written before: write all again
@@ -416,6 +447,7 @@ func (a *Actuator) Release(id string) error {
 		delete(a.originals, k)
 		a.dirty = true
 	}
+	w.dropped = true
 	delete(a.work, id)
 	return errors.Join(errs...)
 }
@@ -427,6 +459,7 @@ func (a *Actuator) forget(id string) {
 			delete(a.originals, k)
 		}
 		a.dirty = true
+		w.dropped = true
 		delete(a.work, id)
 	}
 }
@@ -445,6 +478,9 @@ func (a *Actuator) RestoreAll() error {
 		delete(a.originals, k)
 	}
 	a.dirty = true
+	for _, w := range a.work {
+		w.dropped = true // Handles to it are stale
+	}
 	clear(a.work)
 	return errors.Join(errs...)
 }

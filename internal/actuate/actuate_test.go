@@ -242,3 +242,37 @@ func TestGoneCgroupIsNotAnError(t *testing.T) {
 		t.Fatal("bad adopted original accepted")
 	}
 }
+
+// TestHandle: a Target's Handle is filled by Apply and then answers
+// Applied without the ID; a released workload's Handle is stale.
+func TestHandle(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := cgroupfs.Hierarchy{Version: 1, Mount: root}
+	a, err := New(Config{Hierarchy: h, DryRun: true, Devices: []Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechBFQWeight}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hd Handle
+	if _, ok := hd.Applied(); ok {
+		t.Fatal("zero handle answers")
+	}
+	for _, w := range []cgroupfs.Weight{1000, 100} {
+		if err := a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 1, Weight: w, Handle: &hd}}); err != nil {
+			t.Fatal(err)
+		}
+		ap, ok := hd.Applied()
+		if !ok || len(ap) != 1 || ap[0].Weight != w || &ap[0] != &a.Applied("c")[0] {
+			t.Fatalf("handle: %+v %v, want weight %d as Applied(id) %+v", ap, ok, w, a.Applied("c"))
+		}
+	}
+	if err := a.Release("c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hd.Applied(); ok {
+		t.Fatal("handle of a released workload still answers")
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ddiskqos/ddiskqos/internal/metrics"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
@@ -34,7 +35,9 @@ const WorkloadsPath = "/v1/workloads"
 const staleSlack = time.Second
 
 // NewHandler serves the endpoints above. current returns the newest
-// snapshot, nil before the first tick; gatherer is what /metrics exposes.
+// snapshot, nil before the first tick; /metrics exposes gatherer (a
+// registry metrics.New registered on) plus the per-workload series of
+// current() (see metrics.Handler).
 // Unknown paths get 404, other methods than GET (and HEAD) 405.
 func NewHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger) http.Handler {
 	return newHandler(current, gatherer, logger, time.Now)
@@ -50,7 +53,7 @@ func newHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer,
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("GET "+WorkloadsPath, s.workloads)
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", metrics.Handler(gatherer, current, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		// One bad series (say, two workloads with one id) must not blank the
 		// whole scrape; the error is logged.
@@ -132,11 +135,11 @@ func parseFilter(q map[string][]string) (filter, error) {
 	return f, nil
 }
 
-func (f filter) apply(ws []snapshot.Workload) []snapshot.Workload {
+func (f filter) apply(ws []*snapshot.Workload) []*snapshot.Workload {
 	if f.name == "" && f.level < 0 {
 		return ws
 	}
-	out := make([]snapshot.Workload, 0, len(ws)/4)
+	out := make([]*snapshot.Workload, 0, len(ws)/4)
 	for i := range ws {
 		if f.level >= 0 && ws[i].Level != f.level {
 			continue

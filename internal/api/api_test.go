@@ -26,7 +26,7 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 func fixture() *snapshot.Snapshot {
 	return &snapshot.Snapshot{
 		At: t0, Tick: 7, Interval: time.Second, Source: "docker", Actuator: "cgroup", CgroupMode: "v2",
-		Workloads: []snapshot.Workload{
+		Workloads: []*snapshot.Workload{
 			{ID: "aaa111", Name: "api-1", Level: 1, Weight: 1000},
 			{ID: "bbb222", Name: "api-2", Level: 2, Weight: 500},
 			{ID: "ccc333", Name: "backup", Level: 4, Weight: 10},

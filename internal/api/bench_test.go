@@ -15,12 +15,12 @@ import (
 
 func bigSnapshot(n int) *snapshot.Snapshot {
 	s := fixture()
-	s.Workloads = make([]snapshot.Workload, n)
+	s.Workloads = make([]*snapshot.Workload, n)
 	s.Levels = [5]int{}
 	for i := range s.Workloads {
 		lvl := 1 + i%4
 		s.Levels[lvl]++
-		s.Workloads[i] = snapshot.Workload{
+		s.Workloads[i] = &snapshot.Workload{
 			ID: fmt.Sprintf("%064x", i), Name: fmt.Sprintf("tenant-%05d-web", i), Cgroup: fmt.Sprintf("/docker/%064x", i),
 			Level: lvl, BytesInLevel: uint64(i) << 10, Allowance: 8 << 20, Weight: 1000 >> (lvl - 1),
 			ReadBytes: uint64(i) << 20, WriteBytes: uint64(i) << 19, ReadIOs: uint64(i) * 7, WriteIOs: uint64(i) * 3,

@@ -168,7 +168,7 @@ func start(t *testing.T, d *Daemon) (stop func() error) {
 func byID(s *snapshot.Snapshot, id string) (snapshot.Workload, bool) {
 	for _, w := range s.Workloads {
 		if w.ID == id {
-			return w, true
+			return *w, true
 		}
 	}
 	return snapshot.Workload{}, false

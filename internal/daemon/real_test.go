@@ -151,7 +151,7 @@ func waitFor(t *testing.T, d *Daemon, what string, cond func(*snapshot.Snapshot)
 func workloadNamed(s *snapshot.Snapshot, name string) (snapshot.Workload, bool) {
 	for _, w := range s.Workloads {
 		if w.Name == name {
-			return w, true
+			return *w, true
 		}
 	}
 	return snapshot.Workload{}, false

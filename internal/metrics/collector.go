@@ -15,6 +15,7 @@ import (
 // with NewCollector; New registers one for you.
 type Collector struct {
 	current func() *snapshot.Snapshot
+	part    part
 
 	workloads, byLevel, lastTick                   *prometheus.Desc
 	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight   *prometheus.Desc
@@ -24,29 +25,47 @@ type Collector struct {
 // NewCollector returns a collector reading current() on every Collect.
 // current may return nil (before the first tick): no snapshot series then.
 func NewCollector(current func() *snapshot.Snapshot) *Collector {
+	return newCollector(current, allSeries)
+}
+
+// part is which of the snapshot's series a Collector sends.
+type part uint8
+
+const (
+	allSeries     part = iota
+	onlyHost           // no ddiskqos_workload_* family (New: the handler writes those)
+	onlyWorkloads      // only the ddiskqos_workload_* families
+)
+
+// Help texts of the per-workload families, shared by the Collector and
+// the text writer (workloadtext.go).
+const (
+	helpWlLevel    = "Level of the workload, 1 (best served) .. 4; 0 when exempt."
+	helpWlBytes    = "Bytes the workload read or wrote since the daemon began tracking it."
+	helpWlIOs      = "I/O operations the workload did since the daemon began tracking it."
+	helpWlInLevel  = "Bytes the workload moved since it entered its current level."
+	helpWlWeight   = "I/O weight (10..1000) the workload's level maps to; 0 when exempt."
+	helpWlPressure = "Time the workload's tasks stalled on I/O (cgroup io.pressure); some: at least one, full: all."
+)
+
+func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
 	}
 	return &Collector{
 		current:   current,
+		part:      p,
 		workloads: d("workloads", "Workloads (containers or cgroups) the daemon tracks."),
 		byLevel: d("workloads_by_level",
 			"Workloads per level; level 0 is exempt, 1 the best served, 4 the bulk level.", "level"),
 		lastTick: d("last_tick_timestamp_seconds",
 			"Unix time the last published tick ended."),
-		wlLevel: d("workload_level",
-			"Level of the workload, 1 (best served) .. 4; 0 when exempt.", "id", "name"),
-		wlBytes: d("workload_io_bytes_total",
-			"Bytes the workload read or wrote since the daemon began tracking it.", "id", "name", "op"),
-		wlIOs: d("workload_ios_total",
-			"I/O operations the workload did since the daemon began tracking it.", "id", "name", "op"),
-		wlInLevel: d("workload_bytes_in_level",
-			"Bytes the workload moved since it entered its current level.", "id", "name"),
-		wlWeight: d("workload_weight",
-			"I/O weight (10..1000) the workload's level maps to; 0 when exempt.", "id", "name"),
-		wlPressure: d("workload_io_pressure_stall_seconds_total",
-			"Time the workload's tasks stalled on I/O (cgroup io.pressure); some: at least one, full: all.",
-			"id", "name", "kind"),
+		wlLevel:    d("workload_level", helpWlLevel, "id", "name"),
+		wlBytes:    d("workload_io_bytes_total", helpWlBytes, "id", "name", "op"),
+		wlIOs:      d("workload_ios_total", helpWlIOs, "id", "name", "op"),
+		wlInLevel:  d("workload_bytes_in_level", helpWlInLevel, "id", "name"),
+		wlWeight:   d("workload_weight", helpWlWeight, "id", "name"),
+		wlPressure: d("workload_io_pressure_stall_seconds_total", helpWlPressure, "id", "name", "kind"),
 		devInfo: d("device_info",
 			"A block device the daemon actuates on, with its scheduler and the mechanism in use; always 1.",
 			"device", "dev", "scheduler", "mechanism", "weights_effective"),
@@ -59,12 +78,15 @@ func NewCollector(current func() *snapshot.Snapshot) *Collector {
 
 // Describe sends every descriptor the collector may emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		c.workloads, c.byLevel, c.lastTick,
-		c.wlLevel, c.wlBytes, c.wlIOs, c.wlInLevel, c.wlWeight, c.wlPressure,
-		c.devInfo, c.devTopLevel, c.hostPressure,
-	} {
-		ch <- d
+	if c.part != onlyWorkloads {
+		for _, d := range []*prometheus.Desc{c.workloads, c.byLevel, c.lastTick, c.devInfo, c.devTopLevel, c.hostPressure} {
+			ch <- d
+		}
+	}
+	if c.part != onlyHost {
+		for _, d := range []*prometheus.Desc{c.wlLevel, c.wlBytes, c.wlIOs, c.wlInLevel, c.wlWeight, c.wlPressure} {
+			ch <- d
+		}
 	}
 }
 
@@ -72,6 +94,17 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.current()
 	if s == nil {
+		return
+	}
+	if c.part != onlyHost {
+		// Emit workloads in ID order: the registry sorts each family by
+		// label values (id first), and sorting already-sorted input is
+		// linear.
+		for _, i := range idOrder(s) {
+			c.collectWorkload(ch, s.Workloads[i])
+		}
+	}
+	if c.part == onlyWorkloads {
 		return
 	}
 	const (
@@ -84,18 +117,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if !s.At.IsZero() {
 		ch <- prometheus.MustNewConstMetric(c.lastTick, gauge, float64(s.At.UnixNano())/1e9)
-	}
-	// Emit workloads in ID order: the registry sorts each family by label
-	// values (id first), and sorting already-sorted input is linear.
-	order := make([]int32, len(s.Workloads))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		return strings.Compare(s.Workloads[a].ID, s.Workloads[b].ID)
-	})
-	for _, i := range order {
-		c.collectWorkload(ch, &s.Workloads[i])
 	}
 	for i := range s.Devices {
 		d := &s.Devices[i]
@@ -193,6 +214,23 @@ func (s *sample) Write(m *dto.Metric) error {
 		m.Gauge = &s.asGauge
 	}
 	return nil
+}
+
+// idOrder is the indexes of s.Workloads sorted by ID, then Name: the
+// order of the exposition's per-workload series (labels id, name).
+func idOrder(s *snapshot.Snapshot) []int32 {
+	order := make([]int32, len(s.Workloads))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		wa, wb := s.Workloads[a], s.Workloads[b]
+		if c := strings.Compare(wa.ID, wb.ID); c != 0 {
+			return c
+		}
+		return strings.Compare(wa.Name, wb.Name)
+	})
+	return order
 }
 
 func usToSeconds(us uint64) float64 { return float64(us) / 1e6 }

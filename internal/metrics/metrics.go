@@ -47,8 +47,11 @@ type Metrics struct {
 }
 
 // New registers on reg the process and Go collectors, the loop's own
-// metrics and a collector that reads current() at each scrape. current may
-// return nil before the first tick; the snapshot series are then absent.
+// metrics and a collector that reads current() at each scrape for the
+// host-wide snapshot series (workloads per level, devices, host PSI).
+// The per-workload series (ddiskqos_workload_*) are not on reg: serve
+// reg with Handler, which adds them. current may return nil before the
+// first tick; the snapshot series are then absent.
 func New(reg prometheus.Registerer, current func() *snapshot.Snapshot) (*Metrics, error) {
 	if current == nil {
 		return nil, fmt.Errorf("metrics: current snapshot func is nil")
@@ -81,7 +84,9 @@ func New(reg prometheus.Registerer, current func() *snapshot.Snapshot) (*Metrics
 		m.tick,
 		m.errors,
 		m.levelChanges,
-		NewCollector(current),
+		// The per-workload families are not registered: Handler writes
+		// them straight from the snapshot.
+		newCollector(current, onlyHost),
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)

@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"bytes"
+	"compress/gzip"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,7 +32,7 @@ func fixture() *snapshot.Snapshot {
 	return &snapshot.Snapshot{
 		At: at, Tick: 42, Interval: time.Second, TickDuration: 3 * time.Millisecond,
 		Source: "docker", Actuator: "cgroup", CgroupMode: "v2",
-		Workloads: []snapshot.Workload{
+		Workloads: []*snapshot.Workload{
 			{
 				ID: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Name: "backup",
 				Level: 4, BytesInLevel: 3 << 30, Weight: 10,
@@ -238,12 +240,12 @@ func TestMetricsInvalidUTF8Label(t *testing.T) {
 // workload with PSI: the worst case of one host.
 func bigSnapshot(n int) *snapshot.Snapshot {
 	s := fixture()
-	s.Workloads = make([]snapshot.Workload, n)
+	s.Workloads = make([]*snapshot.Workload, n)
 	s.Levels = [5]int{}
 	for i := range s.Workloads {
 		lvl := 1 + i%4
 		s.Levels[lvl]++
-		s.Workloads[i] = snapshot.Workload{
+		s.Workloads[i] = &snapshot.Workload{
 			ID:    fmt.Sprintf("%064x", i),
 			Name:  fmt.Sprintf("tenant-%05d-web", i),
 			Level: lvl, BytesInLevel: uint64(i) << 10, Allowance: 8 << 20, Weight: 1000 >> (lvl - 1),
@@ -291,7 +293,7 @@ func newScrapeHandler(tb testing.TB, s *snapshot.Snapshot) http.Handler {
 	if _, err := New(reg, constant(s)); err != nil {
 		tb.Fatal(err)
 	}
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return Handler(reg, constant(s), promhttp.HandlerOpts{})
 }
 
 func TestMetricsScrape10000Workloads(t *testing.T) {
@@ -363,6 +365,104 @@ func BenchmarkMetricsCollect(b *testing.B) {
 		ch := make(chan prometheus.Metric, 1024)
 		go func() { c.Collect(ch); close(ch) }()
 		for range ch {
+		}
+	}
+}
+
+// TestMetricsHandlerMatchesRegistry checks that the text Handler writes
+// straight from the snapshot is byte for byte what client_golang makes of
+// the same series (the full Collector on a registry), gzip or not, for
+// names that need escaping or are not UTF-8, with and without PSI, and
+// that protobuf still goes through client_golang with every series.
+func TestMetricsHandlerMatchesRegistry(t *testing.T) {
+	t.Parallel()
+	odd := fixture()
+	odd.Workloads = append(odd.Workloads,
+		&snapshot.Workload{ID: "q\"uote", Name: "back\\slash\nnew", Level: 2, Weight: 500, ReadBytes: 1},
+		&snapshot.Workload{ID: "bad\xffid", Name: "n\xfe", Level: 3},
+		&snapshot.Workload{ID: "sys-ssh", Name: "aaa-same-id"}, // same id, other name: both kept
+	)
+	noPSI := fixture()
+	for i := range noPSI.Workloads {
+		noPSI.Workloads[i].Pressure = nil
+	}
+	empty := fixture()
+	empty.Workloads = nil
+	for name, s := range map[string]*snapshot.Snapshot{
+		"fixture": fixture(), "odd": odd, "no-psi": noPSI, "no-workloads": empty, "nil": nil, "big": bigSnapshot(500),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// Registries without the process and Go collectors: their
+			// values change between two gathers.
+			hostReg, fullReg := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
+			hostReg.MustRegister(newCollector(constant(s), onlyHost))
+			fullReg.MustRegister(NewCollector(constant(s)))
+			fast := Handler(hostReg, constant(s), promhttp.HandlerOpts{})
+			ref := promhttp.HandlerFor(fullReg, promhttp.HandlerOpts{})
+			for _, enc := range []string{"", "gzip", "gzip;q=0, identity", "*"} {
+				got, want := get(t, fast, enc, ""), get(t, ref, enc, "")
+				if got.ce != want.ce || got.ct != want.ct {
+					t.Errorf("Accept-Encoding %q: Content-Encoding %q, Content-Type %q; promhttp: %q, %q",
+						enc, got.ce, got.ct, want.ce, want.ct)
+				}
+				if got.body != want.body {
+					t.Errorf("Accept-Encoding %q: body differs from promhttp's:\n--- got\n%s\n--- want\n%s", enc, got.body, want.body)
+				}
+			}
+			// Prometheus's own Accept header (OpenMetrics preferred: not
+			// enabled, so the text format) and protobuf.
+			const promAccept = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+			const protoAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7," + promAccept
+			for _, accept := range []string{promAccept, protoAccept} {
+				got, want := get(t, fast, "gzip", accept), get(t, ref, "gzip", accept)
+				if got.body != want.body || got.ct != want.ct {
+					t.Errorf("Accept %q: got %q (%d bytes), promhttp %q (%d bytes)", accept, got.ct, len(got.body), want.ct, len(want.body))
+				}
+			}
+		})
+	}
+}
+
+type response struct{ ct, ce, body string }
+
+func get(t *testing.T, h http.Handler, acceptEncoding, accept string) response {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if acceptEncoding != "" {
+		req.Header.Set("Accept-Encoding", acceptEncoding)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	r := response{ct: rec.Header().Get("Content-Type"), ce: rec.Header().Get("Content-Encoding")}
+	body := rec.Body.Bytes()
+	if r.ce == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.body = string(body)
+	return r
+}
+
+func TestMetricsAcceptsGzip(t *testing.T) {
+	t.Parallel()
+	for h, want := range map[string]bool{
+		"": false, "gzip": true, "GZIP": true, "deflate, gzip;q=1.0, *;q=0.5": true, "gzip;q=0": false,
+		"*": false, "*;q=0": false, "gzip;q=0, *": false, "identity": false, "br, zstd": false, " gzip ; q=0.001": true,
+	} {
+		if got := acceptsGzip(h); got != want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", h, got, want)
 		}
 	}
 }

@@ -37,6 +37,39 @@ type state struct {
 	totalBytes   uint64
 	enteredAt    time.Time // zero: not known yet (restored without it)
 	labels       labelCache
+	forgotten    bool // dropped by Forget: Handles to it are stale
+}
+
+// Handle refers to one workload's state in an Engine, so a caller that
+// observes the same workload every tick can skip the lookup by ID
+// (ObserveHandle, ViewHandle). The zero Handle refers to none.
+type Handle struct{ st *state }
+
+// Lookup returns the Handle of workload id, the zero Handle when the
+// Engine does not know it.
+func (e *Engine) Lookup(id string) Handle {
+	return Handle{e.states[id]}
+}
+
+// Valid reports whether h refers to a workload the Engine still tracks.
+func (h Handle) Valid() bool { return h.st != nil && !h.st.forgotten }
+
+// ObserveHandle is Observe for the workload h refers to. A zero or stale
+// Handle (the workload was forgotten) falls back to Observe by id.
+func (e *Engine) ObserveHandle(now time.Time, h Handle, id string, deltaBytes uint64, labels map[string]string) Decision {
+	if !h.Valid() || h.st.id != id {
+		return e.Observe(now, id, deltaBytes, labels)
+	}
+	return e.observe(now, h.st, true, deltaBytes, labels)
+}
+
+// ViewHandle is Get for the workload h refers to; false for a zero or
+// stale Handle.
+func (e *Engine) ViewHandle(h Handle) (View, bool) {
+	if !h.Valid() {
+		return View{}, false
+	}
+	return e.view(h.st), true
 }
 
 // New returns an Engine with no workloads, or the validation error of cfg.
@@ -94,12 +127,16 @@ func (d *Decision) add(t Transition) {
 // Observe never fails: labels that cannot be applied are reported in the
 // Decision and ignored.
 func (e *Engine) Observe(now time.Time, id string, deltaBytes uint64, labels map[string]string) Decision {
-	var d Decision
 	st, known := e.states[id]
 	if !known {
 		st = &state{id: id}
 		e.states[id] = st
 	}
+	return e.observe(now, st, known, deltaBytes, labels)
+}
+
+func (e *Engine) observe(now time.Time, st *state, known bool, deltaBytes uint64, labels map[string]string) Decision {
+	var d Decision
 	w, lerr, changed := st.labels.lookup(labels)
 	d.LabelErr, d.LabelErrNew = lerr, changed && lerr != nil
 
@@ -212,7 +249,10 @@ func (e *Engine) boost(now time.Time, st *state, d *Decision) {
 // Forget drops the workload id (its container is gone) and reports whether
 // it was tracked. Seen again, it is new.
 func (e *Engine) Forget(id string) bool {
-	_, ok := e.states[id]
+	st, ok := e.states[id]
+	if ok {
+		st.forgotten = true
+	}
 	delete(e.states, id)
 	return ok
 }

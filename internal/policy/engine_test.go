@@ -595,3 +595,43 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 		t.Errorf("Observe allocates %v times in the steady state", allocs)
 	}
 }
+
+// TestHandleMatchesID: observing through a Handle is observing by ID, and
+// a Handle of a forgotten workload is stale (it falls back to the ID,
+// which makes the workload new again).
+func TestHandleMatchesID(t *testing.T) {
+	t.Parallel()
+	byID, byHandle := newEngine(t, DefaultConfig()), newEngine(t, DefaultConfig())
+	t0 := time.Unix(1000, 0)
+	if h := byHandle.Lookup("w"); h.Valid() {
+		t.Fatal("handle of an unknown workload is valid")
+	}
+	var h Handle
+	for i, delta := range []uint64{0, 3 * MiB, 7 * MiB, 40 * MiB, 0, 1} {
+		now := t0.Add(time.Duration(i) * time.Second)
+		want := byID.Observe(now, "w", delta, nil)
+		got := byHandle.ObserveHandle(now, h, "w", delta, nil)
+		if !h.Valid() {
+			h = byHandle.Lookup("w")
+		}
+		if got.Level != want.Level || got.Weight != want.Weight || len(got.Transitions()) != len(want.Transitions()) {
+			t.Fatalf("step %d: handle %+v, id %+v", i, got, want)
+		}
+		gv, _ := byHandle.ViewHandle(h)
+		wv, _ := byID.Get("w")
+		if gv != wv {
+			t.Fatalf("step %d: view by handle %+v, by id %+v", i, gv, wv)
+		}
+	}
+	byHandle.Forget("w")
+	if h.Valid() {
+		t.Fatal("handle still valid after Forget")
+	}
+	if _, ok := byHandle.ViewHandle(h); ok {
+		t.Fatal("view of a forgotten workload")
+	}
+	d := byHandle.ObserveHandle(t0.Add(time.Hour), h, "w", 0, nil)
+	if tr := d.Transitions(); d.Level != Level1 || len(tr) != 1 || tr[0].Reason != ReasonNew {
+		t.Fatalf("stale handle: %+v, want the workload new at level 1", d)
+	}
+}

@@ -19,8 +19,10 @@ type Snapshot struct {
 	Actuator     string        `json:"actuator"` // cgroup | docker
 	DryRun       bool          `json:"dry_run"`
 	CgroupMode   string        `json:"cgroup_mode"` // v1 | v2 | hybrid
-	// Workloads are sorted by Name, then ID.
-	Workloads []Workload `json:"workloads"`
+	// Workloads are sorted by Name, then ID. A Workload that did not
+	// change since the previous tick is the same *Workload in both
+	// snapshots (never modify one either).
+	Workloads []*Workload `json:"workloads"`
 	// Devices are the block devices actuated, sorted by Name.
 	Devices []Device `json:"devices"`
 	// Levels counts workloads per level; index 0 is exempt/none, 1..4 the levels.

@@ -66,6 +66,9 @@ type Config struct {
 	// CPUProfile, when set, receives a pprof CPU profile of the steady
 	// window.
 	CPUProfile io.Writer
+	// HeapProfile, when set, receives a pprof heap profile taken at the
+	// end of the steady window.
+	HeapProfile io.Writer
 }
 
 // Dist summarises one per-tick quantity, milliseconds.
@@ -360,6 +363,11 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	res.RSSMiB, res.RSSPeakMiB = float64(st["VmRSS"])/1024, float64(st["VmHWM"])/1024
 	res.HeapMiB = float64(heapLive()) / (1 << 20)
 	res.OpenFDs = openFDs()
+	if c.HeapProfile != nil {
+		if err := pprof.WriteHeapProfile(c.HeapProfile); err != nil {
+			return res, err
+		}
+	}
 	say("steady: %d ticks, CPU %.2f ms/tick (max %.2f), wall %.2f ms/tick, %.0f reads/tick, %.0f allocs/tick, RSS %.1f MiB",
 		res.Ticks, res.CPUPerTickMS.Mean, res.CPUPerTickMS.Max, res.WallPerTickMS.Mean, res.ReadsPerTick, res.AllocsPerTick, res.RSSMiB)
 
@@ -468,7 +476,7 @@ func waitFor(ctx context.Context, d *daemon.Daemon, obs *observer, c0 cpu, t0 ti
 	}
 }
 
-func all(ws []snapshot.Workload, want map[string]bool) bool {
+func all(ws []*snapshot.Workload, want map[string]bool) bool {
 	for i := range ws {
 		if !want[ws[i].Name] {
 			return false

@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/source"
+)
+
+// idleSource reports nothing; the test hands the daemon its events.
+type idleSource struct{}
+
+func (idleSource) Name() string { return "test" }
+func (idleSource) Run(ctx context.Context, _ chan<- source.Event) error {
+	<-ctx.Done()
+	return nil
+}
+
+// nullActuator applies nothing (no devices).
+type nullActuator struct{}
+
+func (nullActuator) Devices() []actuate.Device               { return nil }
+func (nullActuator) ObservePeak(int, float64)                {}
+func (nullActuator) TopActive(int) int                       { return 0 }
+func (nullActuator) Apply(time.Time, []actuate.Target) error { return nil }
+func (nullActuator) Applied(string) []actuate.Applied        { return nil }
+func (nullActuator) Release(string) error                    { return nil }
+func (nullActuator) RestoreAll() error                       { return nil }
+func (nullActuator) RestoreOrphans(map[string]bool) error    { return nil }
+func (nullActuator) Originals() ([]actuate.Original, bool)   { return nil, false }
+
+// TestPublishSharesUnchangedWorkloads: a workload whose record did not
+// change is the same *snapshot.Workload in consecutive snapshots; one that
+// changed gets a new record, and the previous snapshot still says what it
+// said (a published record is never modified).
+func TestPublishSharesUnchangedWorkloads(t *testing.T) {
+	t.Parallel()
+	mount := t.TempDir()
+	stat := func(name string, rbytes int) {
+		t.Helper()
+		dir := filepath.Join(mount, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
+		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat("idle", 4096)
+	stat("busy", 4096)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d, err := New(Options{
+		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
+		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
+		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.started, d.noFile = now, 1<<20
+	for _, n := range []string{"idle", "busy"} {
+		d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
+	}
+	d.step() // baseline
+	s1 := d.Snapshot()
+	stat("busy", 4096+3<<20)
+	now = now.Add(time.Second)
+	d.step()
+	s2 := d.Snapshot()
+	byName := func(s *snapshot.Snapshot, name string) *snapshot.Workload {
+		for _, w := range s.Workloads {
+			if w.Name == name {
+				return w
+			}
+		}
+		t.Fatalf("tick %d: no workload %q", s.Tick, name)
+		return nil
+	}
+	if byName(s1, "idle") != byName(s2, "idle") {
+		t.Error("idle workload: a new record although nothing changed")
+	}
+	b1, b2 := byName(s1, "busy"), byName(s2, "busy")
+	if b1 == b2 {
+		t.Fatal("busy workload: the record of the previous tick was reused")
+	}
+	if b1.ReadBytes != 0 || b2.ReadBytes != 3<<20 || b2.Level != 2 {
+		t.Errorf("busy: previous snapshot read_bytes %d (want 0), new %d at level %d (want 3 MiB, level 2)",
+			b1.ReadBytes, b2.ReadBytes, b2.Level)
+	}
+	// A labels update is a change even when the numbers are not.
+	d.handle(source.Event{Kind: source.Updated, Workload: source.Workload{ID: "idle", Name: "idle", Cgroup: "/idle",
+		Labels: map[string]string{"team": "x"}}})
+	now = now.Add(time.Second)
+	d.step()
+	if i3 := byName(d.Snapshot(), "idle"); i3 == byName(s2, "idle") || i3.Labels["team"] != "x" {
+		t.Errorf("idle after a labels update: same record %v, labels %v", i3 == byName(s2, "idle"), i3.Labels)
+	}
+	if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}
+
+func TestSameWorkload(t *testing.T) {
+	t.Parallel()
+	base := snapshot.Workload{ID: "a", Name: "a", Level: 1, Weight: 1000, ReadBytes: 1,
+		LevelSince: time.Unix(100, 0), Pressure: &snapshot.Pressure{}}
+	apps := []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle"}}
+	old := base
+	old.Applied = apps
+	if !sameWorkload(&old, &base, apps) {
+		t.Fatal("equal records differ")
+	}
+	for name, mod := range map[string]func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied{
+		"level": func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied { w.Level = 2; return a },
+		"bytes": func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied { w.ReadBytes++; return a },
+		"rate":  func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied { w.WriteBps = 1; return a },
+		"since": func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied {
+			w.LevelSince = time.Unix(101, 0)
+			return a
+		},
+		"pressure": func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied {
+			w.Pressure = &snapshot.Pressure{}
+			return a
+		},
+		"label error": func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied {
+			w.LabelError = "bad"
+			return a
+		},
+		"applied": func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied {
+			return []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 1}}
+		},
+		"no applied": func(w *snapshot.Workload, a []snapshot.Applied) []snapshot.Applied { return nil },
+	} {
+		w := base
+		a := mod(&w, apps)
+		if sameWorkload(&old, &w, a) {
+			t.Errorf("%s changed: records still equal", name)
+		}
+	}
+}
