@@ -32,44 +32,6 @@ import (
 // labelRun marks the containers of one test run; only they are managed.
 const labelRun = "ddiskqos.test.run"
 
-// ownContainers passes on only the events of containers labelled with run:
-// the engine is shared, and the daemon under test must neither track nor
-// touch anybody else's containers.
-type ownContainers struct {
-	inner source.Source
-	run   string
-}
-
-func (o ownContainers) Name() string { return o.inner.Name() }
-
-func (o ownContainers) Run(ctx context.Context, out chan<- source.Event) error {
-	in := make(chan source.Event, 64)
-	done := make(chan error, 1)
-	go func() { done <- o.inner.Run(ctx, in) }()
-	ours := map[string]bool{}
-	for {
-		select {
-		case err := <-done:
-			return err
-		case ev := <-in:
-			if ev.Workload.Labels[labelRun] == o.run {
-				ours[ev.Workload.ID] = true
-			}
-			if !ours[ev.Workload.ID] {
-				continue
-			}
-			if ev.Kind == source.Removed {
-				delete(ours, ev.Workload.ID)
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return <-done
-			}
-		}
-	}
-}
-
 // dockerRig is a BFQ loop device, the image, and a daemon options template
 // with the docker source limited to this test's containers.
 type dockerRig struct {
@@ -119,7 +81,7 @@ func (r dockerRig) options(t *testing.T) Options {
 	}
 	pc := policy.DefaultConfig()
 	pc.BoostAfter = time.Minute // no boost during the test
-	return Options{Hierarchy: r.h, CgroupMode: r.mode, Source: ownContainers{inner: src, run: r.run}, Policy: pc,
+	return Options{Hierarchy: r.h, CgroupMode: r.mode, Source: source.WithLabel(src, labelRun, r.run), Policy: pc,
 		Actuator:     actuate.Config{Devices: []actuate.Device{r.dev}, Reassert: time.Minute},
 		ActuatorName: "cgroup", Interval: 100 * time.Millisecond, OrphanGrace: 300 * time.Millisecond}
 }

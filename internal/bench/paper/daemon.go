@@ -26,42 +26,6 @@ import (
 // tracked or touched.
 const LabelRun = "ddiskqos.bench.run"
 
-// ownContainers passes on only the events of containers labelled run.
-type ownContainers struct {
-	inner source.Source
-	run   string
-}
-
-func (o ownContainers) Name() string { return o.inner.Name() }
-
-func (o ownContainers) Run(ctx context.Context, out chan<- source.Event) error {
-	in := make(chan source.Event, 64)
-	done := make(chan error, 1)
-	go func() { done <- o.inner.Run(ctx, in) }()
-	ours := map[string]bool{}
-	for {
-		select {
-		case err := <-done:
-			return err
-		case ev := <-in:
-			if ev.Workload.Labels[LabelRun] == o.run {
-				ours[ev.Workload.ID] = true
-			}
-			if !ours[ev.Workload.ID] {
-				continue
-			}
-			if ev.Kind == source.Removed {
-				delete(ours, ev.Workload.ID)
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return <-done
-			}
-		}
-	}
-}
-
 // tickStats is the daemon's Observer: its own cost per tick.
 type tickStats struct {
 	mu      sync.Mutex
@@ -142,7 +106,7 @@ func startDaemon(ctx context.Context, cli *client.Client, roots host.Roots, devN
 	}
 	st := &tickStats{}
 	opts := daemon.Options{
-		Hierarchy: h, CgroupMode: string(layout.Mode), Source: ownContainers{inner: src, run: run}, Policy: pc,
+		Hierarchy: h, CgroupMode: string(layout.Mode), Source: source.WithLabel(src, LabelRun, run), Policy: pc,
 		Actuator: actuate.Config{Reassert: cfg.Reassert,
 			Throttle: actuate.Throttle{Shares: [4]float64(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
 				Hold: max(time.Second, 2*cfg.Interval)}},
