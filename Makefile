@@ -9,7 +9,7 @@ GO        ?= go
 BIN       := $(CURDIR)/bin
 # Packages holding tests that must run inside the v2 test VM.
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
-FUZZTIME  ?= 5s
+FUZZTIME  ?= 50000x
 
 .PHONY: all build test deps vet test-host test-v2 fuzz clean
 
