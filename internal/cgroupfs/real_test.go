@@ -51,8 +51,20 @@ func testCgroupName(t *testing.T) string {
 	return fmt.Sprintf("/ddiskqos-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid())
 }
 
-// v1Env is this host's v1 blkio hierarchy with a fresh loop device.
+// v1Env is this host's v1 blkio hierarchy with a fresh 512 MiB loop
+// device whose v1 accounting is enabled.
 func v1Env(t *testing.T) realEnv {
+	t.Helper()
+	e := newV1Env(t, 512)
+	if err := e.h.EnableV1Accounting(e.dev); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// newV1Env is the v1 blkio hierarchy, a test parent cgroup and a brand-new
+// loop device of sizeMiB, accounting left as the kernel has it.
+func newV1Env(t *testing.T, sizeMiB int) realEnv {
 	t.Helper()
 	if testkit.InVM() {
 		t.Skip("the test VM runs cgroup v2 only; v1 tests run on the host")
@@ -64,12 +76,9 @@ func v1Env(t *testing.T) realEnv {
 	}
 	m, ok := l.V1Controller("blkio")
 	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
-	loop := testkit.LoopDevice(t, 512)
+	loop := testkit.LoopDevice(t, sizeMiB)
 	e := realEnv{h: Hierarchy{Version: 1, Mount: m.Mountpoint}, base: testCgroupName(t),
-		devName: loop.Name, devPath: loop.Path, dev: Dev{loop.Major, loop.Minor}, size: 512 << 20}
-	if err := e.h.EnableV1Accounting(e.dev); err != nil {
-		t.Fatal(err)
-	}
+		devName: loop.Name, devPath: loop.Path, dev: Dev{loop.Major, loop.Minor}, size: int64(sizeMiB) << 20}
 	p, _ := e.h.Path(e.base)
 	testkit.Cgroup(t, p)
 	return e
@@ -415,21 +424,7 @@ func BenchmarkRealV1ReadIO(b *testing.B) {
 // up lazily) the v1 byte counters stay at zero until a throttle rule has
 // been written for it, even a no-op one.
 func TestRealV1AccountingNeedsEnabling(t *testing.T) {
-	if testkit.InVM() {
-		t.Skip("v1 host test")
-	}
-	testkit.NeedRoot(t)
-	l, err := DetectLayout("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, ok := l.V1Controller("blkio")
-	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
-	loop := testkit.LoopDevice(t, 64)
-	e := realEnv{h: Hierarchy{Version: 1, Mount: m.Mountpoint}, base: testCgroupName(t),
-		devName: loop.Name, devPath: loop.Path, dev: Dev{loop.Major, loop.Minor}, size: 64 << 20}
-	p, _ := e.h.Path(e.base)
-	testkit.Cgroup(t, p)
+	e := newV1Env(t, 64)
 	cg := e.child(t, "r")
 	rs := []reader{{cg, 0, e.size}}
 

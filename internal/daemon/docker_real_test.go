@@ -2,13 +2,11 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -103,27 +101,7 @@ func (r dockerRig) reader(t *testing.T, name string, flags ...string) dockertest
 // result.
 func start(t *testing.T, d *Daemon) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("daemon did not stop within 30s")
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
+	_, stop = runDaemon(t, d)
 	return stop
 }
 
