@@ -31,34 +31,6 @@ type Device struct {
 	Scheduler string // for display
 }
 
-// weightKind maps a weight mechanism to its cgroupfs knob.
-func weightKind(m host.Mechanism) (cgroupfs.WeightKind, bool) {
-	switch m {
-	case host.MechBFQWeight:
-		return cgroupfs.WeightBFQ, true
-	case host.MechIOCostWeight:
-		return cgroupfs.WeightIOCost, true
-	case host.MechCFQWeight:
-		return cgroupfs.WeightCFQ, true
-	}
-	return 0, false
-}
-
-// Throttle configures the work-conserving throttle used on devices whose
-// mechanism is host.MechThrottle.
-type Throttle struct {
-	// Shares[i] is the fraction of the device's observed peak bandwidth a
-	// workload at level i+1 may use while a workload of a better level is
-	// doing I/O on the device. Shares[0] is 1 (level 1 is never capped).
-	Shares [4]float64
-	// Min is the lowest cap ever set, bytes/s.
-	Min uint64
-	// Hold is how long a level counts as active on a device after its last
-	// I/O there, so a better level's pauses between requests do not flap
-	// the caps of the levels below it every tick. 0 means one second.
-	Hold time.Duration
-}
-
 // Config is the actuator's configuration.
 type Config struct {
 	Hierarchy cgroupfs.Hierarchy
@@ -68,14 +40,22 @@ type Config struct {
 	// again (someone else may have changed it). 0 disables rewriting.
 	Reassert time.Duration
 	DryRun   bool
-	Logger   *slog.Logger
+	// SysRoot is sysfs ("/sys"), where the throttle reads each device's
+	// own counters; "" means it sizes caps from ObservePeak instead.
+	SysRoot string
+	Logger  *slog.Logger
+	// Persist, when set, is called with every recorded original after new
+	// ones were recorded and before any knob they belong to is written: a
+	// knob is written only once its original is durable. When it fails,
+	// nothing of that Apply is written (it is tried again next Apply).
+	Persist func([]Original) error
 }
 
 // Target is what one workload should have after this tick.
 type Target struct {
 	ID     string
 	Cgroup string // relative to the hierarchy
-	Level  int    // 1..4; ignored when Exempt
+	Level  int    // 1..policy.NumLevels; ignored when Exempt
 	Weight cgroupfs.Weight
 	Exempt bool
 	// Active[i] is whether the workload did I/O on Devices[i] in the last
@@ -110,13 +90,6 @@ type Applied struct {
 	Err    error           // last failure to apply, nil when in force
 }
 
-// knobKinds maps the knob names kept in originals to weight kinds.
-var knobKinds = map[string]cgroupfs.WeightKind{
-	cgroupfs.WeightBFQ.String():    cgroupfs.WeightBFQ,
-	cgroupfs.WeightIOCost.String(): cgroupfs.WeightIOCost,
-	cgroupfs.WeightCFQ.String():    cgroupfs.WeightCFQ,
-}
-
 // knobKey identifies one original: a cgroup's knob on one device.
 type knobKey struct {
 	cgroup string
@@ -137,6 +110,8 @@ type Original struct {
 	Limits cgroupfs.Limits `json:"limits,omitempty"`
 }
 
+func (o Original) setting() Setting { return Setting{Had: o.Had, Native: o.Native, Limits: o.Limits} }
+
 // wstate is the actuator's memory of one workload.
 type wstate struct {
 	cgroup  string
@@ -148,20 +123,31 @@ type wstate struct {
 }
 
 // Actuator applies levels. It is owned by the daemon loop: not safe for
-// concurrent use.
+// concurrent use (the throttle's fast loops run beside it and lock their
+// own state).
 type Actuator struct {
 	cfg       Config
 	log       *slog.Logger
+	mechs     []Mechanism // per device
 	work      map[string]*wstate
 	originals map[knobKey]Original
+	// fresh holds originals recorded but not yet made durable by Persist:
+	// their knobs are not written.
+	fresh map[knobKey]bool
 	// dirty is set when originals changed since the last Originals call.
 	dirty bool
-	// peak is each device's highest observed total bandwidth, bytes/s.
-	peak []float64
-	// top is each device's best active level in the last Apply (0 idle).
-	top []int
-	// seen[i][l-1] is when level l last did I/O on device i.
-	seen [][4]time.Time
+	// members is Apply's scratch: per dynamic device, its workloads.
+	members [][]Member
+	pending []pendingWrite
+}
+
+// pendingWrite is a knob Apply will write once its original is durable.
+type pendingWrite struct {
+	w   *wstate
+	i   int // device
+	key knobKey
+	set Setting
+	wt  cgroupfs.Weight
 }
 
 // New returns an Actuator. Originals from a previous run (its state file)
@@ -171,23 +157,27 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 	if cfg.Hierarchy.Mount == "" {
 		return nil, errors.New("actuator: no cgroup hierarchy")
 	}
-	if cfg.Throttle.Shares[0] == 0 {
-		cfg.Throttle.Shares = [4]float64{1, 0.6, 0.45, 0.3}
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+		cfg.Logger = log
 	}
 	a := &Actuator{cfg: cfg, log: log, work: map[string]*wstate{}, originals: map[knobKey]Original{},
-		peak: make([]float64, len(cfg.Devices)), top: make([]int, len(cfg.Devices)),
-		seen: make([][4]time.Time, len(cfg.Devices))}
-	if a.cfg.Throttle.Hold == 0 {
-		a.cfg.Throttle.Hold = time.Second
+		fresh: map[knobKey]bool{}, members: make([][]Member, len(cfg.Devices))}
+	for _, d := range cfg.Devices {
+		m, err := newMechanism(cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		a.mechs = append(a.mechs, m)
 	}
 	for _, o := range adopted {
 		dev, err := cgroupfs.ParseDev(o.DevStr)
 		if err != nil {
 			return nil, fmt.Errorf("adopt original of %s: %w", o.Cgroup, err)
+		}
+		if _, err := knobOf(cfg.Hierarchy, o.Knob, dev); err != nil {
+			return nil, fmt.Errorf("adopt original of %s on %s: %w", o.Cgroup, o.DevStr, err)
 		}
 		o.Dev = dev
 		a.originals[knobKey{o.Cgroup, o.Knob, dev}] = o
@@ -198,14 +188,21 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 // Devices returns the devices actuated on.
 func (a *Actuator) Devices() []Device { return a.cfg.Devices }
 
-// TopActive returns the best level active on device i in the last Apply.
-func (a *Actuator) TopActive(i int) int { return a.top[i] }
+// TopActive returns the best level active on device i lately (0: none);
+// only the throttle tracks it.
+func (a *Actuator) TopActive(i int) int {
+	if d, ok := a.mechs[i].(dynamic); ok {
+		return d.TopActive()
+	}
+	return 0
+}
 
 // ObservePeak feeds a device's total bandwidth in the last tick (bytes/s);
-// the throttle mechanism sizes its caps from the highest seen.
+// the throttle sizes its caps from it where it cannot read the device's own
+// counters.
 func (a *Actuator) ObservePeak(i int, bps float64) {
-	if bps > a.peak[i] {
-		a.peak[i] = bps
+	if d, ok := a.mechs[i].(dynamic); ok {
+		d.ObservePeak(bps)
 	}
 }
 
@@ -218,12 +215,19 @@ func (a *Actuator) Applied(id string) []Applied {
 	return nil
 }
 
-// Apply brings every target's cgroup to its level. Errors do not stop the
-// other targets: they are recorded per device (see Applied) and returned
-// joined. A cgroup that has gone is not an error; its workload is dropped.
+// Apply brings every target's cgroup to its level, in three steps: it
+// records the original of every knob it is about to write (and of every
+// knob the throttle may write before the next tick), makes them durable
+// (Config.Persist), and only then writes — each write read back. Errors do
+// not stop the other targets: they are recorded per device (see Applied)
+// and returned joined. A cgroup that has gone is not an error; its workload
+// is dropped.
 func (a *Actuator) Apply(now time.Time, targets []Target) error {
-	a.computeTop(now, targets)
 	var errs []error
+	a.pending = a.pending[:0]
+	for i := range a.members {
+		a.members[i] = a.members[i][:0]
+	}
 	for i := range targets {
 		t := &targets[i]
 		if t.Exempt {
@@ -234,7 +238,7 @@ func (a *Actuator) Apply(now time.Time, targets []Target) error {
 			}
 			continue
 		}
-		if err := a.applyOne(now, t); err != nil {
+		if err := a.plan(now, t); err != nil {
 			if errors.Is(err, cgroupfs.ErrCgroupGone) {
 				a.forget(t.ID)
 				continue
@@ -242,51 +246,64 @@ func (a *Actuator) Apply(now time.Time, targets []Target) error {
 			errs = append(errs, err)
 		}
 	}
+	durable := true
+	if len(a.fresh) > 0 && a.cfg.Persist != nil {
+		origs, _ := a.sortedOriginals()
+		if err := a.cfg.Persist(origs); err != nil {
+			durable = false
+			errs = append(errs, fmt.Errorf("originals not durable, %d knob(s) left unwritten: %w", len(a.fresh), err))
+		}
+	}
+	if durable {
+		clear(a.fresh)
+	}
+	for _, p := range a.pending {
+		if p.w.dropped {
+			continue
+		}
+		ap := &p.w.applied[p.i]
+		if a.fresh[p.key] {
+			ap.Err = errors.New("not written: its original value is not saved yet")
+			continue
+		}
+		m := a.mechs[p.i]
+		err := m.Write(p.w.cgroup, p.set)
+		if err == nil {
+			err = verify(m, p.w.cgroup, p.set)
+		}
+		ap.Weight, ap.Err, p.w.written[p.i] = p.wt, err, err == nil
+		if err != nil {
+			if errors.Is(err, cgroupfs.ErrCgroupGone) {
+				a.forgetW(p.w)
+				continue
+			}
+			errs = append(errs, err)
+		}
+	}
+	for i, m := range a.mechs {
+		if d, ok := m.(dynamic); ok {
+			for j := range a.members[i] {
+				a.members[i][j].Durable = !a.fresh[knobKey{a.members[i][j].Cgroup, m.Knob(), a.cfg.Devices[i].Dev}] &&
+					a.hasOriginal(a.members[i][j].Cgroup, m.Knob(), a.cfg.Devices[i].Dev)
+			}
+			d.Update(a.members[i])
+		}
+	}
+	// What the dynamic mechanisms have in force, for Applied.
+	for _, w := range a.work {
+		for i, m := range a.mechs {
+			if d, ok := m.(dynamic); ok {
+				l, err := d.InForce(w.cgroup)
+				w.applied[i].Limits, w.applied[i].Err = l, err
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// computeTop finds, per device, the best (lowest) level that did I/O on it
-// within the hold time.
-func (a *Actuator) computeTop(now time.Time, targets []Target) {
-	for _, t := range targets {
-		if t.Exempt || t.Level < 1 || t.Level > 4 {
-			continue
-		}
-		for i, act := range t.Active {
-			if act && i < len(a.seen) {
-				a.seen[i][t.Level-1] = now
-			}
-		}
-	}
-	for i := range a.top {
-		a.top[i] = 0
-		for l := 1; l <= 4; l++ {
-			if at := a.seen[i][l-1]; !at.IsZero() && now.Sub(at) < a.cfg.Throttle.Hold {
-				a.top[i] = l
-				break
-			}
-		}
-	}
-}
-
-// capFor returns the limits a workload at level on device i gets now.
-func (a *Actuator) capFor(i, level int) cgroupfs.Limits {
-	top := a.top[i]
-	if top == 0 || level <= top || level < 1 || level > 4 {
-		return cgroupfs.Limits{}
-	}
-	share := a.cfg.Throttle.Shares[level-1]
-	if share >= 1 || a.peak[i] == 0 {
-		return cgroupfs.Limits{}
-	}
-	c := uint64(share * a.peak[i])
-	if c < a.cfg.Throttle.Min {
-		c = a.cfg.Throttle.Min
-	}
-	return cgroupfs.Limits{RBps: c, WBps: c}
-}
-
-func (a *Actuator) applyOne(now time.Time, t *Target) error {
+// plan records what one target needs: the originals of the knobs to write
+// (read now, before any write) and the writes themselves.
+func (a *Actuator) plan(now time.Time, t *Target) error {
 	var (
 		w  *wstate
 		ok bool
@@ -316,41 +333,40 @@ func (a *Actuator) applyOne(now time.Time, t *Target) error {
 		w.at = now
 	}
 	var errs []error
-	for i, d := range a.cfg.Devices {
-		ap := &w.applied[i]
-		if kind, ok := weightKind(d.Mech); ok {
+	for i, m := range a.mechs {
+		dev := a.cfg.Devices[i].Dev
+		switch m := m.(type) {
+		case leveled:
+			ap := &w.applied[i]
 			if w.written[i] && ap.Weight == t.Weight && ap.Err == nil {
 				continue
 			}
-			err := a.setWeight(w, kind, d, t.Weight)
-			ap.Weight, ap.Err, w.written[i] = t.Weight, err, err == nil
+			if a.cfg.DryRun {
+				ap.Weight, ap.Err, w.written[i] = t.Weight, nil, true
+				continue
+			}
+			k, err := a.record(w, m, dev)
 			if err != nil {
 				if errors.Is(err, cgroupfs.ErrCgroupGone) {
 					return err
 				}
+				ap.Err = err
 				errs = append(errs, err)
+				continue
 			}
-			continue
-		}
-		if d.Mech != host.MechThrottle {
-			continue
-		}
-		want := a.capFor(i, t.Level)
-		if w.written[i] && ap.Limits == want && ap.Err == nil {
-			continue
-		}
-		if !w.written[i] && want.IsZero() && !a.hasOriginal(t.Cgroup, "throttle", d.Dev) {
-			// Never capped and nothing to cap: leave the file alone.
-			ap.Limits, ap.Err, w.written[i] = want, nil, true
-			continue
-		}
-		err := a.setLimits(w, d, want)
-		ap.Limits, ap.Err, w.written[i] = want, err, err == nil
-		if err != nil {
-			if errors.Is(err, cgroupfs.ErrCgroupGone) {
-				return err
+			a.pending = append(a.pending, pendingWrite{w: w, i: i, key: k, set: m.Want(t), wt: t.Weight})
+		case dynamic:
+			if m.Wants(t.Level) && !a.cfg.DryRun {
+				if _, err := a.record(w, m, dev); err != nil {
+					if errors.Is(err, cgroupfs.ErrCgroupGone) {
+						return err
+					}
+					w.applied[i].Err = err
+					errs = append(errs, err)
+					continue
+				}
 			}
-			errs = append(errs, err)
+			a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level})
 		}
 	}
 	return errors.Join(errs...)
@@ -361,70 +377,46 @@ func (a *Actuator) hasOriginal(cgroup, knob string, dev cgroupfs.Dev) bool {
 	return ok
 }
 
-// record reads and remembers a knob's original value before its first write.
-func (a *Actuator) record(w *wstate, knob string, dev cgroupfs.Dev) error {
-	k := knobKey{w.cgroup, knob, dev}
+// record reads and remembers a knob's original value before its first
+// write; it stays fresh (unwritable) until Persist made it durable.
+func (a *Actuator) record(w *wstate, m Mechanism, dev cgroupfs.Dev) (knobKey, error) {
+	k := knobKey{w.cgroup, m.Knob(), dev}
 	if _, ok := a.originals[k]; ok {
 		if !slices.Contains(w.knobs, k) {
 			w.knobs = append(w.knobs, k)
 		}
-		return nil
+		return k, nil
 	}
-	o := Original{Cgroup: w.cgroup, Knob: knob, Dev: dev, DevStr: dev.String()}
-	h := a.cfg.Hierarchy
-	if knob == "throttle" {
-		l, err := h.ReadLimits(w.cgroup, dev)
-		if err != nil {
-			return err
-		}
-		o.Limits = l
-	} else {
-		ws, err := h.ReadWeights(w.cgroup, knobKinds[knob])
-		if err != nil {
-			return err
-		}
-		o.Native, o.Had = ws.Device(dev)
+	s, err := m.Read(w.cgroup)
+	if err != nil {
+		return k, err
 	}
-	a.originals[k] = o
+	a.originals[k] = Original{Cgroup: w.cgroup, Knob: m.Knob(), Dev: dev, DevStr: dev.String(),
+		Had: s.Had, Native: s.Native, Limits: s.Limits}
+	if a.cfg.Persist != nil {
+		a.fresh[k] = true
+	}
 	a.dirty = true
 	w.knobs = append(w.knobs, k)
-	return nil
+	return k, nil
 }
 
-func (a *Actuator) setWeight(w *wstate, kind cgroupfs.WeightKind, d Device, wt cgroupfs.Weight) error {
-	if a.cfg.DryRun {
-		return nil
-	}
-	if err := a.record(w, kind.String(), d.Dev); err != nil {
-		return err
-	}
-	return a.cfg.Hierarchy.SetDeviceWeight(w.cgroup, kind, d.Dev, wt)
-}
-
-func (a *Actuator) setLimits(w *wstate, d Device, l cgroupfs.Limits) error {
-	if a.cfg.DryRun {
-		return nil
-	}
-	if err := a.record(w, "throttle", d.Dev); err != nil {
-		return err
-	}
-	return a.cfg.Hierarchy.SetLimits(w.cgroup, d.Dev, l)
-}
-
-// restore puts one original back.
+// restore puts one original back, through the mechanism of its device when
+// it is one of ours, else through its knob.
 func (a *Actuator) restore(o Original) error {
-	h := a.cfg.Hierarchy
-	if o.Knob == "throttle" {
-		return h.SetLimits(o.Cgroup, o.Dev, o.Limits)
+	for i, d := range a.cfg.Devices {
+		if d.Dev == o.Dev && a.mechs[i].Knob() == o.Knob {
+			if dm, ok := a.mechs[i].(dynamic); ok {
+				dm.Forget(o.Cgroup) // its fast loop must not write it again
+			}
+			return a.mechs[i].Write(o.Cgroup, o.setting())
+		}
 	}
-	kind, ok := knobKinds[o.Knob]
-	if !ok {
-		return fmt.Errorf("restore %s on %s: unknown knob %q", o.Cgroup, o.DevStr, o.Knob)
+	m, err := knobOf(a.cfg.Hierarchy, o.Knob, o.Dev)
+	if err != nil {
+		return fmt.Errorf("restore %s on %s: %w", o.Cgroup, o.DevStr, err)
 	}
-	if o.Had {
-		return h.SetNativeDeviceWeight(o.Cgroup, kind, o.Dev, o.Native)
-	}
-	return h.ResetDeviceWeight(o.Cgroup, kind, o.Dev)
+	return m.Write(o.Cgroup, o.setting())
 }
 
 // Release restores the originals of workload id and forgets it. A cgroup
@@ -435,6 +427,11 @@ func (a *Actuator) Release(id string) error {
 		return nil
 	}
 	var errs []error
+	for _, m := range a.mechs {
+		if dm, ok := m.(dynamic); ok {
+			dm.Forget(w.cgroup)
+		}
+	}
 	for _, k := range w.knobs {
 		o, ok := a.originals[k]
 		if !ok {
@@ -445,6 +442,7 @@ func (a *Actuator) Release(id string) error {
 			continue
 		}
 		delete(a.originals, k)
+		delete(a.fresh, k)
 		a.dirty = true
 	}
 	w.dropped = true
@@ -455,19 +453,40 @@ func (a *Actuator) Release(id string) error {
 // forget drops a workload whose cgroup has gone, and its originals.
 func (a *Actuator) forget(id string) {
 	if w, ok := a.work[id]; ok {
-		for _, k := range w.knobs {
-			delete(a.originals, k)
-		}
-		a.dirty = true
-		w.dropped = true
+		a.forgetW(w)
 		delete(a.work, id)
 	}
 }
 
-// RestoreAll restores every original the actuator knows — including those
-// adopted from a previous run for cgroups no workload claimed — and forgets
-// all workloads. The daemon calls it on SIGTERM/SIGINT.
+func (a *Actuator) forgetW(w *wstate) {
+	for _, m := range a.mechs {
+		if dm, ok := m.(dynamic); ok {
+			dm.Forget(w.cgroup)
+		}
+	}
+	for _, k := range w.knobs {
+		delete(a.originals, k)
+		delete(a.fresh, k)
+	}
+	a.dirty = true
+	w.dropped = true
+	for id, x := range a.work {
+		if x == w {
+			delete(a.work, id)
+		}
+	}
+}
+
+// RestoreAll stops the fast loops, restores every original the actuator
+// knows — including those adopted from a previous run for cgroups no
+// workload claimed — and forgets all workloads. The daemon calls it on
+// SIGTERM/SIGINT.
 func (a *Actuator) RestoreAll() error {
+	for _, m := range a.mechs {
+		if dm, ok := m.(dynamic); ok {
+			dm.Stop()
+		}
+	}
 	var errs []error
 	for _, k := range a.sortedKeys() {
 		o := a.originals[k]
@@ -476,6 +495,7 @@ func (a *Actuator) RestoreAll() error {
 			continue
 		}
 		delete(a.originals, k)
+		delete(a.fresh, k)
 	}
 	a.dirty = true
 	for _, w := range a.work {
@@ -517,14 +537,18 @@ func (a *Actuator) sortedKeys() []knobKey {
 	return keys
 }
 
-// Originals returns every recorded original, sorted, and whether they
-// changed since the previous call (so the state file is written only then).
-func (a *Actuator) Originals() ([]Original, bool) {
+func (a *Actuator) sortedOriginals() ([]Original, bool) {
 	out := make([]Original, 0, len(a.originals))
 	for _, k := range a.sortedKeys() {
 		out = append(out, a.originals[k])
 	}
-	changed := a.dirty
+	return out, a.dirty
+}
+
+// Originals returns every recorded original, sorted, and whether they
+// changed since the previous call (so the state file is written only then).
+func (a *Actuator) Originals() ([]Original, bool) {
+	out, changed := a.sortedOriginals()
 	a.dirty = false
 	return out, changed
 }

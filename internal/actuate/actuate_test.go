@@ -135,63 +135,6 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	}
 }
 
-func TestRealV1ActuatorThrottleIsWorkConserving(t *testing.T) {
-	r := newV1Rig(t, "none")
-	hi, lo := r.child(t, "hi"), r.child(t, "lo")
-	devs := []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechThrottle}}
-	a, err := New(Config{Hierarchy: r.h, Devices: devs, Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 8 << 20, Hold: 500 * time.Millisecond}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.ObservePeak(0, 1000<<20)
-	now := time.Unix(1000, 0)
-	limits := func(cg string) cgroupfs.Limits {
-		l, err := r.h.ReadLimits(cg, r.dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	both := []Target{
-		{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000, Active: []bool{true}},
-		{ID: "lo", Cgroup: lo, Level: 4, Weight: 100, Active: []bool{true}},
-	}
-	if err := a.Apply(now, both); err != nil {
-		t.Fatal(err)
-	}
-	want := uint64(0.3 * float64(1000<<20))
-	if got := limits(lo); got.RBps != want || got.WBps != want {
-		t.Fatalf("lo limits %+v while hi is active, want %d", got, want)
-	}
-	if got := limits(hi); !got.IsZero() {
-		t.Fatalf("hi limits %+v, want none", got)
-	}
-	if a.TopActive(0) != 1 {
-		t.Fatalf("TopActive = %d", a.TopActive(0))
-	}
-	// hi goes quiet: lo is uncapped at once.
-	loneLo := []Target{
-		{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000, Active: []bool{false}},
-		{ID: "lo", Cgroup: lo, Level: 4, Weight: 100, Active: []bool{true}},
-	}
-	if err := a.Apply(now.Add(time.Second), loneLo); err != nil {
-		t.Fatal(err)
-	}
-	if got := limits(lo); !got.IsZero() {
-		t.Fatalf("lo limits %+v with nobody better active, want none", got)
-	}
-	// Capped again, then released: the original (none) comes back.
-	if err := a.Apply(now.Add(2*time.Second), both); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release("lo"); err != nil {
-		t.Fatal(err)
-	}
-	if got := limits(lo); !got.IsZero() {
-		t.Fatalf("lo limits %+v after release", got)
-	}
-}
-
 func TestDryRunWritesNothing(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()

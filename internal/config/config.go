@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
@@ -133,12 +134,13 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 // no file is given. DockerHost is empty (see Config.DockerHost).
 func Default() Config {
 	pc := policy.DefaultConfig()
+	shares := actuate.DefaultThrottleShares()
 	c := Config{
 		Source:         SourceAuto,
 		Interval:       time.Second,
 		BoostAfter:     pc.BoostAfter,
 		Actuator:       ActuatorCgroup,
-		ThrottleShares: []float64{1, 0.6, 0.45, 0.3},
+		ThrottleShares: shares[:],
 		ThrottleMin:    8 * MiB,
 		Reassert:       60 * time.Second,
 		Listen:         "127.0.0.1:9191",

@@ -1,0 +1,516 @@
+package actuate
+
+import (
+	"errors"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+)
+
+// levels is the number of levels, the policy's.
+const levels = policy.NumLevels
+
+// Defaults of the throttle mechanism.
+const (
+	// DefaultThrottleHold: the caps stay this long after a better level's
+	// last I/O on the device, so a reader's pauses between requests (10 ms
+	// at 100 IOPS, a Poisson gap now and then) do not lift them, while a
+	// neighbour gets the whole device back well within a second.
+	DefaultThrottleHold = 250 * time.Millisecond
+	// DefaultThrottlePeriod is the fast loop's period: how soon a better
+	// level's first I/O puts the caps on.
+	DefaultThrottlePeriod = 10 * time.Millisecond
+	// throttleReadBudget bounds the fast loop's counter reads per second
+	// and device: with many demoted workloads the period grows instead, so
+	// its cost stays per device, not per workload.
+	throttleReadBudget = 5000
+	// throttleMinIOPS is the lowest IOPS cap set on a workload.
+	throttleMinIOPS = 50
+	// capacityWindow is the span over which the device's rate is measured.
+	capacityWindow = 200 * time.Millisecond
+)
+
+// Throttle configures the work-conserving throttle used on devices whose
+// mechanism is host.MechThrottle.
+//
+// A fast loop per device (every Period) reads the byte counters of the
+// parents of the managed cgroups and of every demoted workload (level 2 and
+// below). What the parents did beyond the demoted workloads was done by a
+// better level — a level-1 workload, a new container before its first tick.
+// While a better level did I/O on the device within Hold, every workload of
+// a worse level is capped, in bytes/s and IOPS, to its level's share of what
+// the device delivers now; within Hold after the better level stops, the
+// caps are lifted. The device's capacity is its own counters'
+// (/sys/class/block/<dev>/stat) highest rate, lowered when the device stays
+// busy yet delivers less (a cloud volume out of burst credits), never an
+// all-time peak.
+type Throttle struct {
+	// Shares[i] is the fraction of the device's capacity that all the
+	// workloads of level i+1 together may use while a better level is doing
+	// I/O on the device. Shares[0] is 1 (level 1 is never capped). When
+	// several capped levels are active their sum is scaled down to the
+	// largest of them.
+	Shares [levels]float64
+	// Min is the lowest bytes/s cap ever set on a workload.
+	Min uint64
+	// Hold: see DefaultThrottleHold; 0 means that.
+	Hold time.Duration
+	// Period: see DefaultThrottlePeriod; 0 means that.
+	Period time.Duration
+}
+
+// DefaultThrottleShares are the throttle's default Shares, the one place
+// they are written (config.Default takes them from here).
+func DefaultThrottleShares() [levels]float64 { return [levels]float64{1, 0.6, 0.45, 0.3} }
+
+// throttle is the throttle mechanism on one device.
+type throttle struct {
+	limitsKnob
+	cfg      Throttle
+	name     string
+	statPath string // "" when the device's counters are not available
+	dryRun   bool
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex
+	members map[string]*tmember
+	parents []*tparent
+	setNew  bool // members changed: parents and baseline are rebuilt
+	demoted int  // members at level 2..4
+
+	seen     [levels]time.Time // when level l last did I/O on the device (index l-1)
+	top      int
+	other    int64 // parents' bytes minus the demoted workloads' bytes
+	otherMax int64
+	baseOK   bool
+
+	stat            *cgroupfs.BlockStatFile
+	statErr         bool
+	win             cgroupfs.BlockStat
+	winAt           time.Time
+	capBps, capIOPS float64
+
+	steps   uint64 // fast-loop periods run (tests count in them)
+	running bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type tmember struct {
+	cgroup  string
+	level   int
+	durable bool
+	cg      *cgroupfs.Cgroup // open while demoted
+	last    uint64           // bytes on the device at the last read
+	lastOK  bool
+	active  time.Time // last I/O seen by the fast loop
+	limits  cgroupfs.Limits
+	err     error
+}
+
+type tparent struct {
+	rel string
+	cg  *cgroupfs.Cgroup
+}
+
+func newThrottle(cfg Config, d Device) *throttle {
+	tc := cfg.Throttle
+	if tc.Shares[0] == 0 {
+		tc.Shares = DefaultThrottleShares()
+	}
+	if tc.Hold == 0 {
+		tc.Hold = DefaultThrottleHold
+	}
+	if tc.Period == 0 {
+		tc.Period = DefaultThrottlePeriod
+	}
+	t := &throttle{limitsKnob: limitsKnob{h: cfg.Hierarchy, dev: d.Dev}, cfg: tc, name: d.Name,
+		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SysRoot != "" && d.Name != "" {
+		t.statPath = path.Join(cfg.SysRoot, "class", "block", d.Name, "stat")
+	}
+	return t
+}
+
+func (t *throttle) Wants(level int) bool {
+	return level >= 2 && level <= levels && t.cfg.Shares[level-1] < 1
+}
+
+func (t *throttle) TopActive() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.top
+}
+
+func (t *throttle) ObservePeak(bps float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stat == nil && bps > t.capBps {
+		t.capBps = bps
+	}
+}
+
+func (t *throttle) InForce(cgroup string) (cgroupfs.Limits, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m, ok := t.members[cgroup]; ok {
+		return m.limits, m.err
+	}
+	return cgroupfs.Limits{}, nil
+}
+
+// Update takes the workloads on the device after an Apply and starts the
+// fast loop when there is something to watch.
+func (t *throttle) Update(ms []Member) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keep := make(map[string]bool, len(ms))
+	demoted := 0
+	for _, in := range ms {
+		keep[in.Cgroup] = true
+		m, ok := t.members[in.Cgroup]
+		if !ok {
+			m = &tmember{cgroup: in.Cgroup}
+			t.members[in.Cgroup] = m
+			t.setNew = true
+		}
+		if m.level != in.Level {
+			if t.Wants(in.Level) && !t.Wants(m.level) {
+				// Newly demoted: what it did while better is no longer
+				// a better level's I/O (a boosted stream must not cap
+				// itself with its own past).
+				t.seen[0] = time.Time{}
+			}
+			m.level = in.Level
+			t.setNew = true
+		}
+		m.durable = in.Durable
+		if t.Wants(m.level) {
+			demoted++
+		} else if m.cg != nil {
+			m.cg.Close()
+			m.cg = nil
+		}
+	}
+	for cg, m := range t.members {
+		if !keep[cg] {
+			t.dropLocked(m)
+		}
+	}
+	t.demoted = demoted
+	if !t.running && len(t.members) > 0 {
+		t.running = true
+		t.stop, t.done = make(chan struct{}), make(chan struct{})
+		go t.loop(t.stop, t.done)
+	}
+}
+
+// Forget stops managing cgroup: the fast loop will not write it again.
+func (t *throttle) Forget(cgroup string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m, ok := t.members[cgroup]; ok {
+		t.dropLocked(m)
+	}
+}
+
+func (t *throttle) dropLocked(m *tmember) {
+	if m.cg != nil {
+		m.cg.Close()
+	}
+	delete(t.members, m.cgroup)
+	t.setNew = true
+}
+
+// Stop ends the fast loop and closes what it keeps open.
+func (t *throttle) Stop() {
+	t.mu.Lock()
+	running, stop, done := t.running, t.stop, t.done
+	t.running = false
+	t.mu.Unlock()
+	if running {
+		close(stop)
+		<-done
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range t.members {
+		t.dropLocked(m)
+	}
+	t.closeParents()
+	if t.stat != nil {
+		t.stat.Close()
+		t.stat = nil
+	}
+}
+
+func (t *throttle) loop(stop, done chan struct{}) {
+	defer close(done)
+	timer := time.NewTimer(t.cfg.Period)
+	defer timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-timer.C:
+		}
+		timer.Reset(t.step())
+	}
+}
+
+// step is one period of the fast loop; it returns how long to wait.
+func (t *throttle) step() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	t.steps++
+	t.measure(now)
+	if t.demoted == 0 {
+		// Nobody to cap: nothing to read but the device's capacity.
+		t.top = 0
+		return 10 * t.cfg.Period
+	}
+	if t.setNew {
+		t.rebuildParents()
+		t.setNew = false
+		t.baseOK = false
+	}
+	// Parents first, then the demoted: a demoted workload's bytes that
+	// land between the two reads can only make "other" smaller, never
+	// invent a better level's I/O.
+	var sumP int64
+	for _, p := range t.parents {
+		st, err := p.cg.ReadIO()
+		if err != nil {
+			t.baseOK = false
+			t.setNew = true
+			continue
+		}
+		d := DeviceIOFor(st.Devices, t.dev)
+		sumP += int64(d.RBytes + d.WBytes)
+	}
+	var sumD int64
+	reads := len(t.parents)
+	for _, m := range t.members {
+		if !t.Wants(m.level) {
+			continue
+		}
+		if m.cg == nil {
+			cg, err := t.h.Open(m.cgroup)
+			if err != nil {
+				continue
+			}
+			m.cg, m.lastOK = cg, false
+		}
+		st, err := m.cg.ReadIO()
+		reads++
+		if err != nil {
+			continue
+		}
+		d := DeviceIOFor(st.Devices, t.dev)
+		b := d.RBytes + d.WBytes
+		if m.lastOK && b != m.last {
+			m.active = now
+			t.seen[m.level-1] = now
+		}
+		m.last, m.lastOK = b, true
+		sumD += int64(b)
+	}
+	t.other = sumP - sumD
+	if !t.baseOK {
+		t.otherMax, t.baseOK = t.other, true
+	} else if t.other > t.otherMax {
+		t.seen[0] = now
+		t.otherMax = t.other
+	}
+	t.top = 0
+	for l := 1; l <= levels; l++ {
+		if at := t.seen[l-1]; !at.IsZero() && now.Sub(at) < t.cfg.Hold {
+			t.top = l
+			break
+		}
+	}
+	t.applyCaps(now)
+	period := t.cfg.Period
+	if budget := time.Duration(reads) * time.Second / throttleReadBudget; budget > period {
+		period = budget
+	}
+	return period
+}
+
+// measure updates the device's capacity from its own counters.
+func (t *throttle) measure(now time.Time) {
+	if t.statPath == "" || t.statErr {
+		return
+	}
+	if t.stat == nil {
+		f, err := cgroupfs.OpenBlockStat(t.statPath)
+		if err != nil {
+			t.statErr = true
+			t.log.Warn("throttle: device counters not readable; capacity from the daemon's ticks", "device", t.name, "err", err)
+			return
+		}
+		t.stat = f
+	}
+	s, err := t.stat.Read()
+	if err != nil {
+		return
+	}
+	if t.winAt.IsZero() {
+		t.win, t.winAt = s, now
+		return
+	}
+	dt := now.Sub(t.winAt)
+	if dt < capacityWindow {
+		return
+	}
+	secs := dt.Seconds()
+	rate := float64(s.Bytes()-t.win.Bytes()) / secs
+	iops := float64(s.IOs()-t.win.IOs()) / secs
+	util := float64(s.IOTicksMs-t.win.IOTicksMs) / float64(dt.Milliseconds())
+	t.win, t.winAt = s, now
+	switch {
+	case rate > t.capBps || iops > t.capIOPS:
+		t.capBps = max(t.capBps, rate)
+		t.capIOPS = max(t.capIOPS, iops)
+	case util >= 0.9 && rate > 0:
+		// Busy all the time yet below its best in both bytes and
+		// requests: the device has slowed down. Follow it.
+		t.capBps = 0.8*t.capBps + 0.2*rate
+		t.capIOPS = 0.8*t.capIOPS + 0.2*iops
+	}
+}
+
+// applyCaps writes each demoted workload's cap where it changed.
+func (t *throttle) applyCaps(now time.Time) {
+	var active [levels]int
+	for _, m := range t.members {
+		if t.Wants(m.level) && !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold {
+			active[m.level-1]++
+		}
+	}
+	// The capped levels' shares, their sum scaled to the largest.
+	var scale [levels]float64
+	sum, top := 0.0, 0.0
+	for l := 2; l <= levels; l++ {
+		if t.top != 0 && l > t.top && active[l-1] > 0 {
+			sum += t.cfg.Shares[l-1]
+			top = max(top, t.cfg.Shares[l-1])
+		}
+	}
+	for l := 2; l <= levels; l++ {
+		scale[l-1] = t.cfg.Shares[l-1]
+		if sum > top && top > 0 {
+			scale[l-1] *= top / sum
+		}
+	}
+	for _, m := range t.members {
+		want := cgroupfs.Limits{}
+		if t.Wants(m.level) && t.top != 0 && m.level > t.top && t.capBps > 0 {
+			n := float64(max(active[m.level-1], 1))
+			b := uint64(scale[m.level-1] * t.capBps / n)
+			b = max(b, t.cfg.Min)
+			want = cgroupfs.Limits{RBps: b, WBps: b}
+			if t.capIOPS > 0 {
+				io := max(uint64(scale[m.level-1]*t.capIOPS/n), throttleMinIOPS)
+				want.RIOps, want.WIOps = io, io
+			}
+		}
+		if want == m.limits && m.err == nil {
+			continue
+		}
+		if !m.durable {
+			continue // its original is not durable yet: never write
+		}
+		if t.dryRun {
+			m.limits = want
+			continue
+		}
+		err := t.Write(m.cgroup, Setting{Limits: want})
+		if err == nil {
+			err = verify(t.limitsKnob, m.cgroup, Setting{Limits: want})
+		}
+		if err != nil {
+			if (m.err == nil) != (err == nil) || (m.err != nil && m.err.Error() != err.Error()) {
+				t.log.Warn("throttle: cap not applied", "device", t.name, "cgroup", m.cgroup, "err", err)
+			}
+			m.err = err
+			if errors.Is(err, cgroupfs.ErrCgroupGone) {
+				t.dropLocked(m)
+			}
+			continue
+		}
+		m.limits, m.err = want, nil
+	}
+}
+
+// rebuildParents opens the parents of the managed cgroups: the outermost
+// distinct parent directories.
+func (t *throttle) rebuildParents() {
+	var dirs []string
+	for cg := range t.members {
+		dirs = append(dirs, path.Dir(path.Clean("/"+cg)))
+	}
+	slices.Sort(dirs)
+	dirs = slices.Compact(dirs)
+	var outer []string
+	for _, d := range dirs {
+		nested := false
+		for _, o := range outer {
+			if o == "/" || strings.HasPrefix(d, o+"/") {
+				nested = true
+				break
+			}
+		}
+		if !nested {
+			outer = append(outer, d)
+		}
+	}
+	same := len(outer) == len(t.parents)
+	for i := 0; same && i < len(outer); i++ {
+		same = t.parents[i].rel == outer[i]
+	}
+	if same {
+		return
+	}
+	t.closeParents()
+	for _, d := range outer {
+		cg, err := t.h.Open(d)
+		if err != nil {
+			t.log.Warn("throttle: cannot read the counters of a parent cgroup; a better level's I/O under it goes unseen",
+				"device", t.name, "cgroup", d, "err", err)
+			continue
+		}
+		t.parents = append(t.parents, &tparent{rel: d, cg: cg})
+	}
+}
+
+func (t *throttle) closeParents() {
+	for _, p := range t.parents {
+		p.cg.Close()
+	}
+	t.parents = nil
+}
+
+// DeviceIOFor returns the counters of dev in devs, zero if absent.
+func DeviceIOFor(devs []cgroupfs.DeviceIO, dev cgroupfs.Dev) cgroupfs.DeviceIO {
+	for _, d := range devs {
+		if d.Dev == dev {
+			return d
+		}
+	}
+	return cgroupfs.DeviceIO{Dev: dev}
+}
+
+var _ dynamic = (*throttle)(nil)
+var _ Mechanism = limitsKnob{}

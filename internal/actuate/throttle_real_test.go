@@ -1,0 +1,160 @@
+package actuate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+)
+
+// inCgroup starts dd with the given arguments inside cgroup rel: a shell
+// moves itself into the cgroup and then becomes dd, so every request of dd
+// is charged there.
+func (r v1Rig) inCgroup(t *testing.T, ctx context.Context, rel string, ddArgs string) *exec.Cmd {
+	t.Helper()
+	dir, err := r.h.Path(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && exec dd %s of=/dev/null status=none", dir, ddArgs))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// waitFor polls cond every millisecond for up to limit and returns how long
+// it took, failing the test with what when it did not come true.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestRealV1ThrottleFastLoop: on a real v1 cgroup tree and a brand-new loop
+// device with scheduler none, a demoted stream runs uncapped while nobody
+// better does I/O; one 4 KiB read by a level-1 cgroup puts its cap on
+// within the fast loop's next periods (counted in loop steps, not
+// wall-clock); the cap comes off within a second after the reader stops;
+// and a stream demoted right after a boost does not cap itself with its own
+// level-1 past.
+func TestRealV1ThrottleFastLoop(t *testing.T) {
+	r := newV1Rig(t, "none")
+	if err := r.h.EnableV1Accounting(r.dev); err != nil {
+		t.Fatal(err)
+	}
+	hi, lo := r.child(t, "hi"), r.child(t, "lo")
+	devs := []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechThrottle}}
+	a, err := New(Config{Hierarchy: r.h, Devices: devs, SysRoot: "/sys",
+		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.RestoreAll(); err != nil {
+			t.Error(err)
+		}
+	})
+	th := a.mechs[0].(*throttle)
+	limits := func(cg string) cgroupfs.Limits {
+		l, err := r.h.ReadLimits(cg, r.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	apply := func(hiLevel, loLevel int) {
+		if err := a.Apply(time.Now(), []Target{
+			{ID: "hi", Cgroup: hi, Level: hiLevel, Weight: 1000},
+			{ID: "lo", Cgroup: lo, Level: loLevel, Weight: 100},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, 4)
+	if o, _ := a.Originals(); len(o) != 1 || o[0].Cgroup != lo || o[0].Knob != "throttle" {
+		t.Fatalf("originals %+v: want lo's throttle recorded before the fast loop may write it", o)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dev := "/dev/" + r.loop.Name
+	r.inCgroup(t, ctx, lo, fmt.Sprintf("if=%s bs=1M iflag=direct count=100000", dev))
+	// Alone, the stream is not capped, and the device's capacity is learnt.
+	time.Sleep(3 * DefaultThrottleHold)
+	if got := limits(lo); !got.IsZero() {
+		t.Fatalf("lo capped %+v with nobody better doing I/O", got)
+	}
+	steps := func() uint64 { th.mu.Lock(); defer th.mu.Unlock(); return th.steps }
+
+	// One 4 KiB read by the level-1 cgroup.
+	rd := r.inCgroup(t, ctx, hi, fmt.Sprintf("if=%s bs=4k iflag=direct count=1 skip=1000", dev))
+	if err := rd.Wait(); err != nil {
+		t.Fatalf("level-1 read: %v", err)
+	}
+	s0 := steps()
+	took := waitFor(t, time.Second, "lo capped after the level-1 read", func() bool { return !limits(lo).IsZero() })
+	if n := steps() - s0; n > 3 {
+		t.Fatalf("cap came %d fast-loop steps after the read, want within 3", n)
+	}
+	th.mu.Lock()
+	capBps, capIOPS := th.capBps, th.capIOPS
+	th.mu.Unlock()
+	got := limits(lo)
+	want := uint64(0.3 * capBps)
+	if got.RBps < want*9/10 || got.RBps > want*11/10 || got.RIOps == 0 {
+		t.Fatalf("lo limits %+v: want rbps ≈ 0.3 × capacity %.0f B/s (%d) and an IOPS cap (capacity %.0f IOPS)",
+			got, capBps, want, capIOPS)
+	}
+	t.Logf("capped %s after the read completed; capacity %.0f MiB/s %.0f IOPS; lo %+v", took, capBps/(1<<20), capIOPS, got)
+	if a.TopActive(0) != 1 {
+		t.Fatalf("TopActive %d while capped, want 1", a.TopActive(0))
+	}
+	if ap := a.Applied("lo"); len(ap) != 1 {
+		t.Fatalf("Applied(lo) = %+v", ap)
+	}
+
+	// The reader is gone: the cap comes off within a second.
+	lifted := waitFor(t, time.Second, "lo uncapped after the reader stopped", func() bool { return limits(lo).IsZero() })
+	t.Logf("uncapped %s after the cap was seen", lifted)
+
+	// A boost: lo at level 1 for a tick (its stream is a better level's
+	// I/O then), then demoted again. It must not cap itself.
+	apply(1, 1)
+	time.Sleep(3 * DefaultThrottlePeriod)
+	apply(1, 4)
+	deadline := time.Now().Add(3 * DefaultThrottleHold)
+	for time.Now().Before(deadline) {
+		if l := limits(lo); !l.IsZero() {
+			t.Fatalf("lo capped %+v after a boost with nobody else doing I/O", l)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+
+	// Release restores the original (no limits) and the fast loop leaves
+	// the cgroup alone from then on.
+	if err := a.Release("lo"); err != nil {
+		t.Fatal(err)
+	}
+	if got := limits(lo); !got.IsZero() {
+		t.Fatalf("lo limits %+v after release", got)
+	}
+	_ = os.Getpid
+}

@@ -1,0 +1,104 @@
+package cgroupfs
+
+import (
+	"fmt"
+	"os"
+)
+
+// BlockStat is a block device's own counters, /sys/block/<dev>/stat.
+type BlockStat struct {
+	ReadIOs, ReadSectors   uint64
+	WriteIOs, WriteSectors uint64
+	InFlight               uint64
+	IOTicksMs              uint64 // time the device had I/O in flight, ms
+}
+
+// Bytes is read+write bytes (sectors are 512 bytes whatever the device's
+// block size).
+func (s BlockStat) Bytes() uint64 { return (s.ReadSectors + s.WriteSectors) * 512 }
+
+// IOs is read+write requests completed.
+func (s BlockStat) IOs() uint64 { return s.ReadIOs + s.WriteIOs }
+
+// ParseBlockStat parses /sys/block/<dev>/stat (Documentation/block/stat.rst):
+// one line of 11 (before 4.18), 15 (before 5.5) or 17 decimal fields,
+//
+//	read_ios read_merges read_sectors read_ticks write_ios write_merges
+//	write_sectors write_ticks in_flight io_ticks time_in_queue
+//	[discard_ios discard_merges discard_sectors discard_ticks
+//	[flush_ios flush_ticks]]
+//
+// Fields past the eleventh are not used; fewer than eleven is an error.
+func ParseBlockStat(data []byte) (BlockStat, error) {
+	var f [11]uint64
+	n := 0
+	for i := 0; i < len(data) && n < len(f); {
+		for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n') {
+			i++
+		}
+		if i >= len(data) {
+			break
+		}
+		start := i
+		var v uint64
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			d := uint64(data[i] - '0')
+			if v > (^uint64(0)-d)/10 {
+				return BlockStat{}, fmt.Errorf("block stat field %d: %w", n+1, errOverflow)
+			}
+			v = v*10 + d
+			i++
+		}
+		if i == start || (i < len(data) && data[i] != ' ' && data[i] != '\t' && data[i] != '\n') {
+			return BlockStat{}, fmt.Errorf("block stat field %d: not a number in %q", n+1, clip(data))
+		}
+		f[n] = v
+		n++
+	}
+	if n < len(f) {
+		return BlockStat{}, fmt.Errorf("block stat: %d fields, want at least 11 in %q", n, clip(data))
+	}
+	return BlockStat{ReadIOs: f[0], ReadSectors: f[2], WriteIOs: f[4], WriteSectors: f[6],
+		InFlight: f[8], IOTicksMs: f[9]}, nil
+}
+
+var errOverflow = fmt.Errorf("value out of range")
+
+func clip(b []byte) string {
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return string(b)
+}
+
+// BlockStatFile is a kept descriptor on a device's stat file.
+type BlockStatFile struct {
+	f   *os.File
+	buf [512]byte
+}
+
+// OpenBlockStat opens path (normally /sys/block/<dev>/stat) for repeated
+// reads.
+func OpenBlockStat(path string) (*BlockStatFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &BlockStatFile{f: f}, nil
+}
+
+// Read reads and parses the file again.
+func (b *BlockStatFile) Read() (BlockStat, error) {
+	n, err := b.f.ReadAt(b.buf[:], 0)
+	if n == 0 && err != nil {
+		return BlockStat{}, fmt.Errorf("read %s: %w", b.f.Name(), err)
+	}
+	s, err := ParseBlockStat(b.buf[:n])
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", b.f.Name(), err)
+	}
+	return s, nil
+}
+
+// Close releases the descriptor.
+func (b *BlockStatFile) Close() error { return b.f.Close() }
