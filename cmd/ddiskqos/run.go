@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -63,31 +62,16 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 // serveDaemon sets up and runs the daemon until ctx ends.
 func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *slog.Logger) error {
 	roots := host.Roots{Sys: cfg.Paths.Sys, Proc: cfg.Paths.Proc}
-	layout, err := host.Layout(roots)
+	hst, err := wiring.ReadHost(roots, cfg.Devices, log)
 	if err != nil {
 		return err
 	}
-	h, err := layout.IOHierarchy()
-	if err != nil {
-		return err
-	}
-	devices, err := wiring.HostDevices(roots, layout, cfg.Devices, log)
-	if err != nil {
-		return err
-	}
+	layout, h := hst.Layout, hst.Hierarchy
 	src, srcName, err := newSource(ctx, cfg, layout, h, log)
 	if err != nil {
 		return err
 	}
-	opts := daemon.Options{
-		Hierarchy: h, CgroupMode: string(layout.Mode), Source: src, Policy: cfg.Policy(),
-		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
-			Throttle: actuate.Throttle{Shares: shares(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
-				Hold: max(time.Second, 2*cfg.Interval)}},
-		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
-		HostPressure: filepath.Join(roots.Proc, "pressure", "io"), Logger: log,
-	}
-	devices.Apply(&opts)
+	opts := wiring.Options(cfg, hst, src, log)
 	if cfg.Actuator == config.ActuatorDocker {
 		cli, err := dockerClient(cfg)
 		if err != nil {
@@ -114,7 +98,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		return err
 	}
 	log.Info("ddiskqos starting", "source", srcName, "cgroup_mode", layout.Mode, "hierarchy", h.Mount,
-		"actuator", cfg.Actuator, "devices", len(devices.Actuated), "interval", cfg.Interval, "dry_run", cfg.DryRun,
+		"actuator", cfg.Actuator, "devices", len(hst.Devices.Actuated), "interval", cfg.Interval, "dry_run", cfg.DryRun,
 		"listen", cfg.Listen, "state_file", cfg.StateFile)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -166,12 +150,6 @@ func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *f
 		log.Info("reloaded configuration", "file", path, "changed", strings.Join(live, ","))
 		cur = next
 	}
-}
-
-func shares(s []float64) [4]float64 {
-	var out [4]float64
-	copy(out[:], s)
-	return out
 }
 
 func dockerClient(cfg config.Config) (*client.Client, error) {

@@ -1,8 +1,9 @@
-// Package wiring turns host facts into the daemon's options the one way
-// both `ddiskqos run` and the benchmarks use: which block devices are
-// shaped and with which mechanism, which are counted, and which stack on
-// which. Keeping it in one place means a benchmark measures exactly what
-// an operator runs.
+// Package wiring is the composition root: it turns a configuration and the
+// host's facts into the daemon's options the one way `ddiskqos run` and the
+// benchmarks use — which block devices are shaped and with which
+// mechanism, which are counted, which stack on which, and every default.
+// Keeping it in one place means a benchmark measures exactly what an
+// operator runs.
 package wiring
 
 import (
@@ -12,8 +13,10 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
 // Devices is what the daemon needs to know of the host's block devices.
@@ -25,6 +28,8 @@ type Devices struct {
 	Sense []cgroupfs.Dev
 	// Stacked maps stacked devices to the disks below them.
 	Stacked map[cgroupfs.Dev][]cgroupfs.Dev
+	// SysRoot is sysfs, where the throttle reads each device's counters.
+	SysRoot string
 }
 
 // HostDevices reads the block devices under roots and picks those to
@@ -43,7 +48,7 @@ func HostDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *
 	if err != nil {
 		return Devices{}, err
 	}
-	var out Devices
+	out := Devices{SysRoot: roots.Sys}
 	for _, d := range all {
 		dev, err := cgroupfs.ParseDev(d.Dev)
 		if err != nil {
@@ -98,4 +103,51 @@ func (d Devices) Apply(o *daemon.Options) {
 	o.Actuator.Devices = d.Actuated
 	o.SenseDevices = d.Sense
 	o.Stacked = d.Stacked
+	o.Actuator.SysRoot = d.SysRoot
+}
+
+// Host is what the daemon is built on: the kernel's filesystems, the cgroup
+// layout, the hierarchy that holds the I/O controller, and the devices.
+type Host struct {
+	Roots     host.Roots
+	Layout    cgroupfs.Layout
+	Hierarchy cgroupfs.Hierarchy
+	Devices   Devices
+}
+
+// ReadHost reads the host's facts under roots; globs select the devices to
+// shape as in HostDevices.
+func ReadHost(roots host.Roots, globs []string, log *slog.Logger) (Host, error) {
+	layout, err := host.Layout(roots)
+	if err != nil {
+		return Host{}, err
+	}
+	h, err := layout.IOHierarchy()
+	if err != nil {
+		return Host{}, err
+	}
+	devs, err := HostDevices(roots, layout, globs, log)
+	if err != nil {
+		return Host{}, err
+	}
+	return Host{Roots: roots, Layout: layout, Hierarchy: h, Devices: devs}, nil
+}
+
+// Options builds the daemon's options from a configuration, the host and a
+// workload source: the composition root of `ddiskqos run` and of every
+// benchmark, so that each default lives in config.Default alone and a
+// benchmark measures exactly what an operator runs. Callers add what is
+// theirs (an Observer, NewActuator for the Docker actuator).
+func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) daemon.Options {
+	var shares [4]float64
+	copy(shares[:], cfg.ThrottleShares)
+	o := daemon.Options{
+		Hierarchy: hst.Hierarchy, CgroupMode: string(hst.Layout.Mode), Source: src, Policy: cfg.Policy(),
+		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
+			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin)}},
+		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
+		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
+	}
+	hst.Devices.Apply(&o)
+	return o
 }

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/docker/docker/client"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
@@ -86,34 +84,20 @@ type runningDaemon struct {
 // device's current scheduler.
 func startDaemon(ctx context.Context, cli *client.Client, roots host.Roots, devName, run string, pc policy.Config, log *slog.Logger) (*runningDaemon, error) {
 	cfg := config.Default()
-	layout, err := host.Layout(roots)
+	hst, err := wiring.ReadHost(roots, []string{devName}, log)
 	if err != nil {
 		return nil, err
 	}
-	h, err := layout.IOHierarchy()
-	if err != nil {
-		return nil, err
-	}
-	devs, err := wiring.HostDevices(roots, layout, []string{devName}, log)
-	if err != nil {
-		return nil, err
-	}
-	dev := devs.Actuated[0]
+	dev := hst.Devices.Actuated[0]
 	sched := dev.Scheduler
-	src, err := docker.New(docker.Options{Engine: cli, Layout: layout, ProcFS: roots.Proc, Logger: log})
+	src, err := docker.New(docker.Options{Engine: cli, Layout: hst.Layout, ProcFS: roots.Proc, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	st := &tickStats{}
-	opts := daemon.Options{
-		Hierarchy: h, CgroupMode: string(layout.Mode), Source: source.WithLabel(src, LabelRun, run), Policy: pc,
-		Actuator: actuate.Config{Reassert: cfg.Reassert,
-			Throttle: actuate.Throttle{Shares: [4]float64(cfg.ThrottleShares), Min: uint64(cfg.ThrottleMin),
-				Hold: max(time.Second, 2*cfg.Interval)}},
-		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval,
-		HostPressure: filepath.Join(roots.Proc, "pressure", "io"), Logger: log, Observer: st,
-	}
-	devs.Apply(&opts)
+	cfg.StateFile = "" // the bench keeps no state between its phases
+	opts := wiring.Options(cfg, hst, source.WithLabel(src, LabelRun, run), log)
+	opts.Policy, opts.Observer = pc, st
 	d, err := daemon.New(opts)
 	if err != nil {
 		return nil, err

@@ -28,15 +28,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/api"
-	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/metrics"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
+	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
 // Config is one benchmark run.
@@ -235,10 +234,12 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err := r.attachLoop(c.ScratchDir, c.LoopMiB); err != nil {
 		return res, err
 	}
-	dev, err := loopDevice(c.Roots, layout, r.loop)
+	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	hst, err := wiring.ReadHost(c.Roots, []string{strings.TrimPrefix(r.loop, "/dev/")}, log)
 	if err != nil {
 		return res, err
 	}
+	dev := hst.Devices.Actuated[0]
 	res.Device, res.Mechanism = dev.Name, string(dev.Mech)
 
 	names := make([]string, c.Workloads)
@@ -291,15 +292,9 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		return res, err
 	}
 	obs := newObserver(m)
-	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	d, err = daemon.New(daemon.Options{
-		Hierarchy: h, CgroupMode: string(layout.Mode), Source: src, Policy: def.Policy(),
-		Actuator: actuate.Config{Devices: []actuate.Device{dev}, Reassert: def.Reassert,
-			Throttle: actuate.Throttle{Shares: [4]float64(def.ThrottleShares), Min: uint64(def.ThrottleMin),
-				Hold: max(time.Second, 2*c.Interval)}},
-		ActuatorName: string(def.Actuator), Interval: c.Interval,
-		HostPressure: c.Roots.Proc + "/pressure/io", Logger: log, Observer: obs,
-	})
+	opts := wiring.Options(def, hst, src, log)
+	opts.Interval, opts.StateFile, opts.Observer = c.Interval, "", obs
+	d, err = daemon.New(opts)
 	if err != nil {
 		return res, err
 	}
@@ -563,27 +558,6 @@ func (w *lineCounter) Write(p []byte) (int, error) {
 
 // loopDevice describes the loop device for the actuator with the
 // mechanism `ddiskqos check` finds for it.
-func loopDevice(roots host.Roots, layout cgroupfs.Layout, path string) (actuate.Device, error) {
-	name := strings.TrimPrefix(path, "/dev/")
-	all, err := host.Devices(roots, layout)
-	if err != nil {
-		return actuate.Device{}, err
-	}
-	for _, d := range all {
-		if d.Name != name {
-			continue
-		}
-		if d.Mechanism == host.MechNone || d.Mechanism == "" {
-			return actuate.Device{}, fmt.Errorf("device %s: no cgroup mechanism reaches it (%s)", name, d.Reason)
-		}
-		dev, err := cgroupfs.ParseDev(d.Dev)
-		if err != nil {
-			return actuate.Device{}, err
-		}
-		return actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism, Scheduler: d.Scheduler}, nil
-	}
-	return actuate.Device{}, fmt.Errorf("device %s not found in %s/block", name, roots.Sys)
-}
 
 // fillHost records the machine.
 func fillHost(res *Result) {
