@@ -15,8 +15,13 @@ package dockertest
 //	                      it moves the trust key out of /etc/docker too
 //	<root>/dockerd.log    dockerd's and its containerd's output, shown on failure
 //
-// with no networking side effects (--bridge none, no iptables, no
-// forwarding, no userland proxy), containers under a cgroup parent of its
+// in a network namespace of its own (CLONE_NEWNET), so nothing it does to
+// links, bridges or iptables reaches the host: told --bridge none in the
+// host's namespace, dockerd deletes the host's docker0, and every networked
+// `docker run` on the machine fails afterwards. Inside, it also runs with
+// --bridge none, no iptables, no forwarding and no userland proxy; its API
+// socket is a file, reachable from any namespace. It keeps containers
+// under a cgroup parent of its
 // own, and --live-restore, so containers keep running while the engine is
 // down. dockerd 20.10 spawns a containerd of its own (config, socket and
 // pid file under the exec root) unless /run/containerd/containerd.sock
@@ -267,8 +272,9 @@ func (e *Engine) start(t testing.TB) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a ^C to the test reaches the test, whose
 	// cleanup stops the engine in order. Pdeathsig: should the test
-	// process die without cleaning up, dockerd is told to stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// process die without cleaning up, dockerd is told to stop. Its own
+	// network namespace: see the package comment.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Cloneflags: syscall.CLONE_NEWNET}
 	done := make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
