@@ -2,6 +2,7 @@ package paper
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -27,7 +28,14 @@ type sampler struct {
 	once sync.Once
 }
 
+// It enables v1 accounting on dev first, as the daemon does: on a device
+// nobody has written a throttle rule for, the v1 byte counters read zero, and
+// phases that run without the daemon (idle, solo, original, bfq, static) would
+// measure nothing on a fresh machine.
 func startSampler(ctx context.Context, h cgroupfs.Hierarchy, rel string, dev cgroupfs.Dev, period time.Duration) (*sampler, error) {
+	if err := h.EnableV1Accounting(dev); err != nil {
+		return nil, fmt.Errorf("enable v1 I/O accounting on %s: %w", dev, err)
+	}
 	cg, err := h.Open(rel)
 	if err != nil {
 		return nil, err
