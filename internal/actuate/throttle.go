@@ -296,7 +296,7 @@ func (t *throttle) step() time.Duration {
 			t.setNew = true
 			continue
 		}
-		d := DeviceIOFor(st.Devices, t.dev)
+		d := cgroupfs.DeviceIn(st.Devices, t.dev)
 		sumP += int64(d.RBytes + d.WBytes)
 	}
 	var sumD int64
@@ -317,7 +317,7 @@ func (t *throttle) step() time.Duration {
 		if err != nil {
 			continue
 		}
-		d := DeviceIOFor(st.Devices, t.dev)
+		d := cgroupfs.DeviceIn(st.Devices, t.dev)
 		b := d.RBytes + d.WBytes
 		if m.lastOK && b != m.last {
 			m.active = now
@@ -502,15 +502,6 @@ func (t *throttle) closeParents() {
 	t.parents = nil
 }
 
-// DeviceIOFor returns the counters of dev in devs, zero if absent.
-func DeviceIOFor(devs []cgroupfs.DeviceIO, dev cgroupfs.Dev) cgroupfs.DeviceIO {
-	for _, d := range devs {
-		if d.Dev == dev {
-			return d
-		}
-	}
-	return cgroupfs.DeviceIO{Dev: dev}
-}
 
 var _ dynamic = (*throttle)(nil)
 var _ Mechanism = limitsKnob{}

@@ -100,6 +100,15 @@ func (s IOStat) Device(dev Dev) (DeviceIO, bool) {
 	return DeviceIO{}, false
 }
 
+// DeviceIn returns the counters of dev in devs, zeros (with Dev set) when
+// dev is not there: a cgroup that did no I/O on a device has no line for it.
+func DeviceIn(devs []DeviceIO, dev Dev) DeviceIO {
+	if d, ok := (IOStat{Devices: devs}).Device(dev); ok {
+		return d
+	}
+	return DeviceIO{Dev: dev}
+}
+
 // findOrAdd returns the index of dev in devs, appending a zero entry if new.
 func findOrAdd(devs []DeviceIO, dev Dev) ([]DeviceIO, int) {
 	for i := range devs {

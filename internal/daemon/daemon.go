@@ -547,7 +547,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	clear(t.active)
 	d.deltas = d.deltas[:0]
 	for _, cur := range st.Devices {
-		prev := DeviceIOFor(t.last, cur.Dev)
+		prev := cgroupfs.DeviceIn(t.last, cur.Dev)
 		if !t.seen && !t.charge {
 			continue // baseline only: history before we saw it is not charged
 		}
@@ -655,15 +655,6 @@ func startupGrace(interval time.Duration) time.Duration {
 	return max(2*time.Second, 3*interval)
 }
 
-// DeviceIOFor returns the counters of dev in devs, zero if absent.
-func DeviceIOFor(devs []cgroupfs.DeviceIO, dev cgroupfs.Dev) cgroupfs.DeviceIO {
-	for _, d := range devs {
-		if d.Dev == dev {
-			return d
-		}
-	}
-	return cgroupfs.DeviceIO{Dev: dev}
-}
 
 // sub is cur-prev, or cur when the counter went backwards (it was reset).
 func sub(cur, prev uint64) uint64 {
