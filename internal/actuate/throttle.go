@@ -85,11 +85,12 @@ type throttle struct {
 	setNew  bool // members changed: parents and baseline are rebuilt
 	demoted int  // members at level 2..4
 
-	seen     [levels]time.Time // when level l last did I/O on the device (index l-1)
-	top      int
-	other    int64 // parents' bytes minus the demoted workloads' bytes
-	otherMax int64
-	baseOK   bool
+	better time.Time // when a better level (1, or a new cgroup) last did I/O on the device
+	top    int
+	// base is the last exact value of the parents' bytes minus the
+	// demoted workloads' bytes: the better levels' I/O so far.
+	base   int64
+	baseOK bool
 
 	stat            *cgroupfs.BlockStatFile
 	statErr         bool
@@ -188,8 +189,12 @@ func (t *throttle) Update(ms []Member) {
 			if t.Wants(in.Level) && !t.Wants(m.level) {
 				// Newly demoted: what it did while better is no longer
 				// a better level's I/O (a boosted stream must not cap
-				// itself with its own past).
-				t.seen[0] = time.Time{}
+				// itself with its own past). It used its allowance, so
+				// it is active — at its new level: the worse levels stay
+				// capped meanwhile, with no gap in which their queued
+				// requests would be let go at once.
+				t.better = time.Time{}
+				m.active = t.now()
 			}
 			m.level = in.Level
 			t.setNew = true
@@ -285,12 +290,18 @@ func (t *throttle) step() time.Duration {
 		t.setNew = false
 		t.baseOK = false
 	}
-	// Parents first, then the demoted: a demoted workload's bytes that
-	// land between the two reads can only make "other" smaller, never
-	// invent a better level's I/O.
+	// The demoted, the parents, the demoted again. What the parents did
+	// beyond the demoted workloads is a better level's I/O; since the
+	// parents are read between two reads of the demoted, it lies between
+	// lo and hi, and lo == hi when no demoted counter moved meanwhile —
+	// almost always, a few µs apart. Growth is proven when lo exceeds the
+	// last exact value: a 4 KiB read beside a stream of 1 MiB requests is
+	// seen in one period, never invented by the stream's own timing.
+	sumD1, reads := t.readDemoted(now, true)
 	var sumP int64
 	for _, p := range t.parents {
 		st, err := p.cg.ReadIO()
+		reads++
 		if err != nil {
 			t.baseOK = false
 			t.setNew = true
@@ -299,8 +310,48 @@ func (t *throttle) step() time.Duration {
 		d := cgroupfs.DeviceIn(st.Devices, t.dev)
 		sumP += int64(d.RBytes + d.WBytes)
 	}
-	var sumD int64
-	reads := len(t.parents)
+	sumD2, n := t.readDemoted(now, false)
+	reads += n
+	lo, hi := sumP-sumD2, sumP-sumD1
+	switch {
+	case !t.baseOK:
+		if lo == hi {
+			t.base, t.baseOK = lo, true
+		}
+	case lo > t.base:
+		t.better = now
+		if lo == hi {
+			t.base = lo
+		}
+	case lo == hi:
+		t.base = lo // exact; lower after a cgroup went
+	}
+	// The best level active within Hold: 1 for the parents' other I/O,
+	// else the best current level of a demoted workload that did I/O — its
+	// activity counts at the level it has now, so a stream moving down
+	// the levels is never capped by what it did one level up.
+	t.top = 0
+	if !t.better.IsZero() && now.Sub(t.better) < t.cfg.Hold {
+		t.top = 1
+	} else {
+		for _, m := range t.members {
+			if t.Wants(m.level) && !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold && (t.top == 0 || m.level < t.top) {
+				t.top = m.level
+			}
+		}
+	}
+	t.applyCaps(now)
+	period := t.cfg.Period
+	if budget := time.Duration(reads) * time.Second / throttleReadBudget; budget > period {
+		period = budget
+	}
+	return period
+}
+
+// readDemoted sums the device's bytes of every demoted workload. With mark
+// it also records which of them did I/O since the last period (their
+// level's activity).
+func (t *throttle) readDemoted(now time.Time, mark bool) (sum int64, reads int) {
 	for _, m := range t.members {
 		if !t.Wants(m.level) {
 			continue
@@ -319,33 +370,15 @@ func (t *throttle) step() time.Duration {
 		}
 		d := cgroupfs.DeviceIn(st.Devices, t.dev)
 		b := d.RBytes + d.WBytes
-		if m.lastOK && b != m.last {
-			m.active = now
-			t.seen[m.level-1] = now
+		if mark {
+			if m.lastOK && b != m.last {
+				m.active = now
+			}
+			m.last, m.lastOK = b, true
 		}
-		m.last, m.lastOK = b, true
-		sumD += int64(b)
+		sum += int64(b)
 	}
-	t.other = sumP - sumD
-	if !t.baseOK {
-		t.otherMax, t.baseOK = t.other, true
-	} else if t.other > t.otherMax {
-		t.seen[0] = now
-		t.otherMax = t.other
-	}
-	t.top = 0
-	for l := 1; l <= levels; l++ {
-		if at := t.seen[l-1]; !at.IsZero() && now.Sub(at) < t.cfg.Hold {
-			t.top = l
-			break
-		}
-	}
-	t.applyCaps(now)
-	period := t.cfg.Period
-	if budget := time.Duration(reads) * time.Second / throttleReadBudget; budget > period {
-		period = budget
-	}
-	return period
+	return sum, reads
 }
 
 // measure updates the device's capacity from its own counters.
@@ -501,7 +534,6 @@ func (t *throttle) closeParents() {
 	}
 	t.parents = nil
 }
-
 
 var _ dynamic = (*throttle)(nil)
 var _ Mechanism = limitsKnob{}
