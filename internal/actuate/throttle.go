@@ -3,6 +3,7 @@ package actuate
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -32,6 +33,12 @@ const (
 	throttleReadBudget = 5000
 	// throttleMinIOPS is the lowest IOPS cap set on a workload.
 	throttleMinIOPS = 50
+	// DefaultThrottleBurst: see Throttle.MaxBurst.
+	DefaultThrottleBurst = 5 * time.Millisecond
+	// blk-throttle's slices: HZ/10 on rotational devices, HZ/50 on others
+	// (block/blk-throttle.c, DFL_THROTL_SLICE_HD and _SSD).
+	sliceRotational    = 100 * time.Millisecond
+	sliceNonRotational = 20 * time.Millisecond
 	// capacityWindow is the span over which the device's rate is measured.
 	capacityWindow = 200 * time.Millisecond
 )
@@ -63,6 +70,13 @@ type Throttle struct {
 	Hold time.Duration
 	// Period: see DefaultThrottlePeriod; 0 means that.
 	Period time.Duration
+	// MaxBurst bounds, while a better level is active, how long one
+	// slice's worth of a capped workload's cap may keep the device busy:
+	// blk-throttle lets a backlogged group dispatch a whole slice's bytes
+	// and I/Os at the start of each slice, and a better level's request
+	// that arrives then waits behind all of it. A cap is therefore at
+	// most capacity × MaxBurst / slice. 0: no bound.
+	MaxBurst time.Duration
 }
 
 // DefaultThrottleShares are the throttle's default Shares, the one place
@@ -74,7 +88,8 @@ type throttle struct {
 	limitsKnob
 	cfg      Throttle
 	name     string
-	statPath string // "" when the device's counters are not available
+	statPath string        // "" when the device's counters are not available
+	slice    time.Duration // blk-throttle's slice on this device
 	dryRun   bool
 	log      *slog.Logger
 	now      func() time.Time
@@ -139,6 +154,19 @@ func newThrottle(cfg Config, d Device) *throttle {
 	}
 	if cfg.SysRoot != "" && d.Name != "" {
 		t.statPath = path.Join(cfg.SysRoot, "class", "block", d.Name, "stat")
+	}
+	t.slice = sliceRotational // unknown: assume the longer one
+	if cfg.SysRoot != "" && d.Name != "" {
+		// A partition has no queue of its own: its disk's is one up.
+		for _, q := range []string{path.Join(cfg.SysRoot, "class", "block", d.Name, "queue", "rotational"),
+			path.Join(cfg.SysRoot, "class", "block", d.Name, "..", "queue", "rotational")} {
+			if b, err := os.ReadFile(q); err == nil {
+				if strings.TrimSpace(string(b)) == "0" {
+					t.slice = sliceNonRotational
+				}
+				break
+			}
+		}
 	}
 	return t
 }
@@ -451,11 +479,15 @@ func (t *throttle) applyCaps(now time.Time) {
 		want := cgroupfs.Limits{}
 		if t.Wants(m.level) && t.top != 0 && m.level > t.top && t.capBps > 0 {
 			n := float64(max(active[m.level-1], 1))
-			b := uint64(scale[m.level-1] * t.capBps / n)
+			share := scale[m.level-1]
+			if t.cfg.MaxBurst > 0 {
+				share = min(share, t.cfg.MaxBurst.Seconds()/t.slice.Seconds())
+			}
+			b := uint64(share * t.capBps / n)
 			b = max(b, t.cfg.Min)
 			want = cgroupfs.Limits{RBps: b, WBps: b}
 			if t.capIOPS > 0 {
-				io := max(uint64(scale[m.level-1]*t.capIOPS/n), throttleMinIOPS)
+				io := max(uint64(share*t.capIOPS/n), throttleMinIOPS)
 				want.RIOps, want.WIOps = io, io
 			}
 		}
