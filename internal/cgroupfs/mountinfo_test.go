@@ -56,7 +56,7 @@ func TestParseMountLineRefusesShortLines(t *testing.T) {
 		"garbage line",
 		"38 31 0:35 / /sys/fs/cgroup/blkio rw - cgroup rw,blkio", // two fields after " - "
 		"38 31 0:35 / /sys/fs/cgroup/blkio rw - cgroup",
-		"38 31 0:35 / /sys/fs/cgroup/blkio - cgroup cgroup rw,blkio", // five before
+		"38 31 0:35 / /sys/fs/cgroup/blkio - cgroup cgroup rw,blkio",  // five before
 		"38 31 0:35 / /sys/fs/cgroup/blkio rw cgroup cgroup rw,blkio", // no separator
 		"x 31 0:35 / /b rw - cgroup cgroup rw,blkio",
 		"38 31 0-35 / /b rw - cgroup cgroup rw,blkio",
