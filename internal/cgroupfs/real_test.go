@@ -374,17 +374,13 @@ func enableIOCost(t *testing.T, e realEnv) {
 // the kept descriptor re-read with pread (what the daemon does) against
 // opening, reading and closing the files each time.
 func BenchmarkRealV1ReadIO(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root to create a cgroup")
-	}
+	testkit.NeedRoot(b)
 	l, err := DetectLayout("/proc/self/mountinfo")
 	if err != nil {
 		b.Fatal(err)
 	}
 	m, ok := l.V1Controller("blkio")
-	if !ok {
-		b.Skip("no v1 blkio hierarchy")
-	}
+	testkit.Need(b, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
 	h := Hierarchy{Version: 1, Mount: m.Mountpoint}
 	rel := fmt.Sprintf("/ddiskqos-bench-%d", os.Getpid())
 	if _, err := h.Create(rel); err != nil {

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // diskDir returns a fresh directory on a disk filesystem, not tmpfs, so
@@ -115,7 +117,7 @@ func skipIfNoDirect(t *testing.T, path string) {
 	if errors.Is(err, unix.EINVAL) {
 		var st unix.Statfs_t
 		_ = unix.Statfs(filepath.Dir(path), &st)
-		t.Skipf("filesystem of %s (type %#x) refuses O_DIRECT: %v", path, st.Type, err)
+		testkit.Need(t, false, "filesystem of %s (type %#x) refuses O_DIRECT: %v", path, st.Type, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +210,8 @@ func TestRunRandReadStaysInRegion(t *testing.T) {
 	if err := dropCache(path); err != nil {
 		t.Fatal(err)
 	}
-	if n := countTrue(resident(t, path)); n != 0 {
-		t.Skipf("filesystem keeps %d pages of %s cached after POSIX_FADV_DONTNEED; cannot observe reads", n, path)
-	}
+	n := countTrue(resident(t, path))
+	testkit.Need(t, n == 0, "filesystem keeps %d pages of %s cached after POSIX_FADV_DONTNEED; cannot observe reads", n, path)
 
 	off, span := 16*pg, 16*pg
 	r := mustRun(t, Spec{Path: path, Op: OpRandRead, Offset: off, Span: span, Bytes: 400 * 4096, Seed: 1})
@@ -268,9 +269,7 @@ func TestRunDropCache(t *testing.T) {
 	t.Parallel()
 	path := testFile(t, diskDir(t), 1<<20)
 	mustRun(t, Spec{Path: path, Op: OpRead}) // now cached
-	if countTrue(resident(t, path)) == 0 {
-		t.Skip("pages of a file just read are not cached here; cannot observe dropping them")
-	}
+	testkit.Need(t, countTrue(resident(t, path)) > 0, "pages of %s, just read, are not in the page cache; cannot observe dropping them", path)
 	// A zero-byte budget is not possible, so read one block and check that
 	// everything else was dropped before it.
 	r := mustRun(t, Spec{Path: path, Op: OpRead, DropCache: true, BlockSize: 4096, Bytes: 4096})
