@@ -68,11 +68,11 @@ func ParseIOCostQoS(r io.Reader) ([]IOCostQoS, error) {
 		if len(fields) == 0 {
 			return nil
 		}
-		maj, min, err := parseDev(fields[0])
+		dev, err := cgroupfs.ParseDev(fields[0])
 		if err != nil {
 			return &cgroupfs.ParseError{File: "io.cost.qos", Line: n, Text: line, Msg: err.Error()}
 		}
-		q := IOCostQoS{Major: maj, Minor: min}
+		q := IOCostQoS{Major: dev.Major, Minor: dev.Minor}
 		for _, kv := range fields[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
@@ -201,23 +201,6 @@ func ParseSysctlInt(name string, r io.Reader) (int64, error) {
 		return 0, &cgroupfs.ParseError{File: name, Line: 1, Text: s, Msg: "want one integer"}
 	}
 	return v, nil
-}
-
-// parseDev parses "MAJ:MIN".
-func parseDev(s string) (uint32, uint32, error) {
-	a, b, ok := strings.Cut(s, ":")
-	if !ok {
-		return 0, 0, fmt.Errorf("device %q: want MAJ:MIN", s)
-	}
-	maj, err := strconv.ParseUint(a, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: bad major", s)
-	}
-	min, err := strconv.ParseUint(b, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: bad minor", s)
-	}
-	return uint32(maj), uint32(min), nil
 }
 
 // eachLine calls fn with every line (1-based numbers) of r, the file
