@@ -86,8 +86,11 @@ func (h Hierarchy) Open(rel string) (*Cgroup, error) {
 		}
 		c.statName = "io.stat"
 		if c.pressure, err = c.openOptional("io.pressure"); err != nil {
-			c.Close()
-			return nil, err
+			if !errors.Is(pressureErr(dir, err), ErrNotAvailable) {
+				c.Close()
+				return nil, err
+			}
+			c.pressure = nil
 		}
 		c.hasPSI = c.pressure != nil
 	case 1:
@@ -340,7 +343,7 @@ func (c *Cgroup) ReadPressure() (Pressure, error) {
 	}
 	data, ok, err := c.readDetail(c.pressure, "io.pressure")
 	if err != nil {
-		return Pressure{}, err
+		return Pressure{}, pressureErr(c.dir, err)
 	}
 	if !ok {
 		return Pressure{}, fmt.Errorf("io.pressure of %s: %w", c.dir, ErrNotAvailable)
@@ -358,14 +361,35 @@ func (c *Cgroup) ReadPressure() (Pressure, error) {
 func ReadHostPressure(path string) (Pressure, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EOPNOTSUPP) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return Pressure{}, fmt.Errorf("%s: %w", path, ErrNotAvailable)
 		}
-		return Pressure{}, fmt.Errorf("read %s: %w", path, err)
+		return Pressure{}, pressureErr("", fmt.Errorf("read %s: %w", path, err))
 	}
 	p, err := ParsePressure(data)
 	if err != nil {
 		return Pressure{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
+}
+
+// pressureErr maps an error from opening or reading a PSI file to
+// ErrNotAvailable where it means "PSI is off", not a failure:
+//   - ENOTSUP/EOPNOTSUPP (the same number on Linux): the kernel refuses PSI
+//     reads when PSI was disabled at boot (psi=0) while the files exist;
+//   - ErrCgroupGone while the cgroup directory dir still exists: kernfs
+//     answers ENODEV on a kept descriptor of a file it has since hidden
+//     (cgroup.pressure set to 0), which is not the cgroup going away.
+//
+// Other errors are returned unchanged.
+func pressureErr(dir string, err error) error {
+	if errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) {
+		return fmt.Errorf("%w (%w)", err, ErrNotAvailable)
+	}
+	if dir != "" && errors.Is(err, ErrCgroupGone) {
+		if st, serr := os.Stat(dir); serr == nil && st.IsDir() {
+			return fmt.Errorf("io.pressure of %s: file gone while the cgroup stays: %w", dir, ErrNotAvailable)
+		}
+	}
+	return err
 }

@@ -557,7 +557,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		dr += r
 		dw += w
 		if len(d.opts.Stacked) > 0 && r+w > 0 {
-			d.deltas = append(d.deltas, devDelta{cur.Dev, r, w})
+			d.deltas = append(d.deltas, devDelta{cur.Dev, r, w, sub(cur.RIOs, prev.RIOs), sub(cur.WIOs, prev.WIOs)})
 		}
 		for i, dv := range devs {
 			if dv.Dev == cur.Dev && r+w > 0 {
@@ -567,9 +567,9 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 			}
 		}
 	}
-	// Bytes of a stacked device that its lower disks show again count once.
-	or, ow := stackedOverlap(d.opts.Stacked, d.deltas)
-	dr, dw = dr-or, dw-ow
+	// I/O of a stacked device that its lower disks show again counts once.
+	ov := stackedOverlap(d.opts.Stacked, d.deltas)
+	dr, dw, t.rIOs, t.wIOs = dr-ov.r, dw-ov.w, t.rIOs-ov.rIOs, t.wIOs-ov.wIOs
 	t.last = append(t.last[:0], st.Devices...)
 	first := !t.seen
 	t.seen = true

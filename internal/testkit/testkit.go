@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/loopdev"
+	"golang.org/x/sys/unix"
 )
 
 // Strict reports whether missing prerequisites fail tests instead of
@@ -105,33 +106,11 @@ func LoopDevice(t testing.TB, sizeMiB int) Loop {
 		}
 	})
 	path := ld.Path
-	name := filepath.Base(path)
-	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
-	if err != nil {
-		t.Fatalf("read dev of %s: %v", name, err)
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatalf("stat %s: %v", path, err)
 	}
-	maj, min, err := ParseDev(strings.TrimSpace(string(devText)))
-	if err != nil {
-		t.Fatalf("dev of %s: %v", name, err)
-	}
-	return Loop{Name: name, Path: path, Major: maj, Minor: min, File: file}
-}
-
-// ParseDev parses "MAJ:MIN".
-func ParseDev(s string) (uint32, uint32, error) {
-	a, b, ok := strings.Cut(s, ":")
-	if !ok {
-		return 0, 0, fmt.Errorf("device %q: want MAJ:MIN", s)
-	}
-	maj, err := strconv.ParseUint(a, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: major: %w", s, err)
-	}
-	min, err := strconv.ParseUint(b, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: minor: %w", s, err)
-	}
-	return uint32(maj), uint32(min), nil
+	return Loop{Name: filepath.Base(path), Path: path, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev), File: file}
 }
 
 // SetScheduler selects the I/O scheduler of block device name (e.g.
