@@ -187,6 +187,10 @@ type Daemon struct {
 	mu        sync.Mutex // guards pending
 	pending   *policy.Config
 	stateDirt bool
+	// stateErr is the last failure to save the state file, nil once a save
+	// succeeded: while it is set, new originals are not durable and their
+	// knobs are not written (actuate.Config.Persist).
+	stateErr error
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -235,6 +239,12 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 	ac.Logger = d.log
+	if opts.StateFile != "" && !ac.DryRun {
+		// A knob is written only once its original is in the state file:
+		// a crash between the two must not leave ddiskqos values that no
+		// later run knows to restore.
+		ac.Persist = d.persistOriginals
+	}
 	mk := opts.NewActuator
 	if mk == nil {
 		mk = func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error) {
@@ -679,15 +689,34 @@ func toPressure(p cgroupfs.Pressure) *snapshot.Pressure {
 }
 
 // saveState writes the state file when something worth keeping changed, or
-// always when force is set.
+// always when force is set. A failed save is tried again at the next tick.
 func (d *Daemon) saveState(force bool) error {
 	if d.opts.StateFile == "" {
 		return nil
 	}
 	origs, changed := d.act.Originals()
-	if !changed && !d.stateDirt && !force {
+	if changed {
+		d.stateDirt = true // kept until a save succeeds
+	}
+	if !d.stateDirt && !force {
 		return nil
 	}
+	return d.writeState(origs)
+}
+
+// persistOriginals is actuate.Config.Persist: it saves the state file with
+// origs before the actuator writes the knobs they belong to.
+func (d *Daemon) persistOriginals(origs []actuate.Original) error {
+	if err := d.writeState(origs); err != nil {
+		d.countErr("state")
+		d.log.Warn("save state: new knobs stay unwritten until it succeeds", "file", d.opts.StateFile, "err", err)
+		return err
+	}
+	return nil
+}
+
+// writeState saves origs and every tracked workload's level.
+func (d *Daemon) writeState(origs []actuate.Original) error {
 	// Levels are kept also on a clean shutdown, so a restarted daemon does
 	// not hand every bulk workload level 1 again.
 	f := state.File{Written: d.now().UTC(), HierarchyVersion: d.opts.Hierarchy.Version,
@@ -697,13 +726,18 @@ func (d *Daemon) saveState(force bool) error {
 			f.Workloads = append(f.Workloads, state.Workload{Cgroup: t.w.Cgroup, View: v})
 		}
 	}
-	d.stateDirt = false
 	if len(f.Originals) == 0 && len(f.Workloads) == 0 {
 		if _, err := os.Stat(d.opts.StateFile); errors.Is(err, fs.ErrNotExist) {
+			d.stateDirt, d.stateErr = false, nil
 			return nil // nothing to keep: leave no file behind
 		}
 	}
-	return state.Save(d.opts.StateFile, f)
+	if err := state.Save(d.opts.StateFile, f); err != nil {
+		d.stateDirt, d.stateErr = true, err
+		return err
+	}
+	d.stateDirt, d.stateErr = false, nil
+	return nil
 }
 
 // publish builds and stores the snapshot of this tick.
@@ -782,6 +816,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: cause, Count: n})
 	}
 	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
+	if d.stateErr != nil {
+		s.StateError = d.stateErr.Error()
+	}
 	if d.opts.HostPressure != "" {
 		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {
 			s.HostPressure = toPressure(p)
