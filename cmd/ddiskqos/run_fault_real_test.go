@@ -6,6 +6,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"strings"
 
 	"os"
 	"os/exec"
@@ -100,4 +103,76 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	if v, ok := r.weight(t, small); !ok || v != 300 {
 		t.Fatalf("after SIGTERM small weight %d (set %v), want 300", v, ok)
 	}
+}
+
+// runOnce runs `ddiskqos run` as r.start does and waits for it to exit on
+// its own (it is expected to refuse to start): its exit code and stderr.
+func (r *runRig) runOnce(t *testing.T, extra ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
+		"--interval", "100ms", "--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name}, extra...)...)
+	cmd.Env = r.env()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("ddiskqos run did not exit by itself within 20 s; stderr:\n%s", stderr.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// TestRealFaultBadStateFile: a corrupt, truncated or other-version state
+// file stops the daemon before it touches anything: exit 1, an error naming
+// the file, the file kept as it was, every knob as it was.
+func TestRealFaultBadStateFile(t *testing.T) {
+	r := newRunRig(t)
+	small := r.child(t, "small")
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+	// A state file a previous run really wrote, to truncate.
+	d := r.start(t)
+	r.waitLevel(t, "small", 1)
+	stopWith(t, d, syscall.SIGKILL)
+	good, err := os.ReadFile(r.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err) // what the killed daemon left (1000) back to 300
+	}
+	for _, c := range []struct{ name, body, want string }{
+		{"corrupt", "{\"version\": 2, \x00garbage", "is corrupt"},
+		{"truncated", string(good[:len(good)*2/3]), "is corrupt"},
+		{"empty", "", "is corrupt"},
+		{"other version", `{"version": 9, "originals": []}`, "has version 9"},
+	} {
+		if err := os.WriteFile(r.state, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := r.runOnce(t)
+		after, _ := os.ReadFile(r.state)
+		v, ok := r.weight(t, small)
+		if code != 1 || !strings.Contains(stderr, r.state) || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s state file: exit %d, stderr %q; want exit 1 and an error naming %s saying %q", c.name, code, stderr, r.state, c.want)
+		}
+		if string(after) != c.body {
+			t.Errorf("%s state file was rewritten: %q", c.name, after)
+		}
+		if !ok || v != 300 {
+			t.Errorf("%s state file: small's weight is %d (set %v), want 300 untouched", c.name, v, ok)
+		}
+		t.Logf("%s state file: exit %d, weight %d, %s", c.name, code, v, lastLine(stderr))
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
