@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 
 	"os"
@@ -175,4 +177,94 @@ func TestRealFaultBadStateFile(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestRealFaultSecondDaemon: a second `ddiskqos run` on the host is refused
+// by the host lock before it touches anything — with another state file
+// (it would have adopted the first one's values as originals) and with the
+// same one and a taken port (it restored every knob and saved no
+// originals) — and the first daemon's originals survive both.
+func TestRealFaultSecondDaemon(t *testing.T) {
+	r := newRunRig(t)
+	small := r.child(t, "small")
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+	first := r.start(t)
+	r.waitLevel(t, "small", 1)
+	waitFor(t, "the first daemon's weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
+	stateBefore, err := os.ReadFile(r.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := fmt.Sprintf("pid %d", first.Process.Pid)
+
+	second := *r
+	second.state = filepath.Join(t.TempDir(), "other-state.json")
+	second.addr = freeAddr(t)
+	for _, c := range []struct {
+		name string
+		rig  *runRig
+	}{{"other state file and port", &second}, {"same state file and port", r}} {
+		code, stderr := c.rig.runOnce(t)
+		if code != 1 || !strings.Contains(stderr, pid) || !strings.Contains(stderr, r.lock) {
+			t.Fatalf("second daemon (%s): exit %d, stderr %q; want exit 1 naming the lock %s and the holder's %s", c.name, code, stderr, r.lock, pid)
+		}
+		if v, _ := r.weight(t, small); v != 1000 {
+			t.Fatalf("second daemon (%s) changed small's weight to %d", c.name, v)
+		}
+		if now, _ := os.ReadFile(r.state); !bytes.Equal(now, stateBefore) {
+			t.Fatalf("second daemon (%s) rewrote the first one's state file:\n%s", c.name, now)
+		}
+		t.Logf("second daemon (%s): exit %d, weight 1000 kept, %s", c.name, code, lastLine(stderr))
+	}
+	if _, err := os.Stat(second.state); err == nil {
+		t.Fatal("the refused daemon wrote its own state file")
+	}
+	if _, err := r.snapshot(); err != nil {
+		t.Fatalf("first daemon not serving after the refusals: %v", err)
+	}
+	stopWith(t, first, syscall.SIGTERM)
+	if v, ok := r.weight(t, small); !ok || v != 300 {
+		t.Fatalf("first daemon's SIGTERM left small at %d (set %v), want the original 300", v, ok)
+	}
+}
+
+// TestRealFaultPortTaken: a run whose --listen port is taken exits 1
+// before its first tick: the values a killed run left stay for the next
+// run to restore (they are neither restored nor forgotten).
+func TestRealFaultPortTaken(t *testing.T) {
+	r := newRunRig(t)
+	small := r.child(t, "small")
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+	d := r.start(t)
+	r.waitLevel(t, "small", 1)
+	waitFor(t, "the daemon's weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
+	stopWith(t, d, syscall.SIGKILL)
+	stateBefore, _ := os.ReadFile(r.state)
+
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := r.runOnce(t)
+	ln.Close()
+	if code != 1 || !strings.Contains(stderr, r.addr) {
+		t.Fatalf("run on a taken port: exit %d, stderr %q; want exit 1 naming %s", code, stderr, r.addr)
+	}
+	if v, _ := r.weight(t, small); v != 1000 {
+		t.Fatalf("run on a taken port changed small's weight to %d; want 1000 left for the next run", v)
+	}
+	if now, _ := os.ReadFile(r.state); !bytes.Equal(now, stateBefore) {
+		t.Fatalf("run on a taken port rewrote the state file:\n%s", now)
+	}
+	t.Logf("port taken: exit %d, weight 1000 and state file kept, %s", code, lastLine(stderr))
+	d = r.start(t)
+	r.waitLevel(t, "small", 1)
+	stopWith(t, d, syscall.SIGTERM)
+	if v, ok := r.weight(t, small); !ok || v != 300 {
+		t.Fatalf("the next run's SIGTERM left small at %d (set %v), want the original 300", v, ok)
+	}
 }
