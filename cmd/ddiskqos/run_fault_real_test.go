@@ -268,3 +268,154 @@ func TestRealFaultPortTaken(t *testing.T) {
 		t.Fatalf("the next run's SIGTERM left small at %d (set %v), want the original 300", v, ok)
 	}
 }
+
+// startLog is r.start with the daemon's log in a file, returned for reading.
+func (r *runRig) startLog(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "daemon.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(r.bin, "run", "--source", "cgroup", "--cgroup-parent", r.parent,
+		"--interval", "100ms", "--boost-after", "30s", "--listen", r.addr, "--state-file", r.state,
+		"--devices", r.loop.Name, "--log-level", "debug")
+	cmd.Env = r.env()
+	cmd.Stderr = lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("daemon log %s:\n%s", logPath, b)
+		}
+	})
+	return cmd, logPath
+}
+
+// term sends SIGTERM and returns the exit code.
+func term(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not exit after SIGTERM")
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRealFaultKillRestart: SIGKILL leaves ddiskqos values behind; the
+// restarted daemon adopts the originals from the state file (not the
+// values it finds), keeps the levels, drops with one log line the entry of
+// a cgroup removed while it was down, and restores everything on SIGTERM
+// with exit 0.
+func TestRealFaultKillRestart(t *testing.T) {
+	r := newRunRig(t)
+	small, gone := r.child(t, "small"), r.child(t, "gone")
+	bulk := r.child(t, "bulk")
+	for cg, w := range map[string]uint64{small: 300, gone: 200} {
+		if err := r.h.SetNativeDeviceWeight(cg, cgroupfs.WeightBFQ, r.dev, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, _ := r.startLog(t)
+	r.waitLevel(t, "gone", 1)
+	r.read(t, small, 3<<20, 0)
+	r.waitLevel(t, "small", 2)
+	waitFor(t, "weights 500, 1000, 1000", func() bool {
+		a, _ := r.weight(t, small)
+		b, _ := r.weight(t, gone)
+		c, _ := r.weight(t, bulk)
+		return a == 500 && b == 1000 && c == 1000
+	})
+	stopWith(t, d, syscall.SIGKILL)
+	if v, _ := r.weight(t, small); v != 500 {
+		t.Fatalf("after SIGKILL small's weight is %d, want the daemon's 500 left behind", v)
+	}
+	p, _ := r.h.Path(gone)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+
+	d, logPath := r.startLog(t)
+	r.waitLevel(t, "small", 2) // the level survived
+	r.waitLevel(t, "bulk", 1)
+	if v, _ := r.weight(t, small); v != 500 {
+		t.Fatalf("after the restart small's weight is %d, want its level-2 500", v)
+	}
+	time.Sleep(time.Second) // ten ticks: a vanished entry must not be an error at each
+	if code := term(t, d); code != 0 {
+		t.Fatalf("SIGTERM after the restart: exit %d, want 0", code)
+	}
+	logs := readFile(t, logPath)
+	if n := strings.Count(logs, "state file entry dropped: its cgroup was removed while no daemon ran"); n != 1 ||
+		!strings.Contains(logs, gone) {
+		t.Fatalf("want one log line dropping %s, got %d", gone, n)
+	}
+	if n := strings.Count(logs, "level=WARN") + strings.Count(logs, "level=ERROR"); n != 0 {
+		t.Fatalf("%d warnings or errors in the restarted daemon's log", n)
+	}
+	if v, ok := r.weight(t, small); !ok || v != 300 {
+		t.Fatalf("after crash, restart and SIGTERM small's weight is %d (set %v), want the original 300", v, ok)
+	}
+	if v, ok := r.weight(t, bulk); ok {
+		t.Fatalf("after crash, restart and SIGTERM bulk still has weight %d", v)
+	}
+	if st := readFile(t, r.state); !strings.Contains(st, `"originals": []`) {
+		t.Fatalf("state file after a clean exit still holds originals:\n%s", st)
+	}
+	t.Logf("kill+restart: small 500 -> adopted original 300 restored, bulk unset, %s dropped once, exit 0", gone)
+}
+
+// TestRealFaultUnrestorableEntry: an original that can never be written
+// back (here a weight BFQ refuses) fails one SIGTERM — exit 1, its value
+// logged for the operator — and is dropped, so the next run exits 0.
+func TestRealFaultUnrestorableEntry(t *testing.T) {
+	r := newRunRig(t)
+	small := r.child(t, "small")
+	st := fmt.Sprintf(`{"version": 2, "hierarchy_version": 1, "hierarchy_mount": %q,
+  "originals": [{"cgroup": %q, "knob": "bfq", "dev": %q, "had": true, "native": 5000}], "workloads": []}`,
+		r.h.Mount, small, r.dev.String())
+	if err := os.WriteFile(r.state, []byte(st), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, logPath := r.startLog(t)
+	r.waitLevel(t, "small", 1)
+	waitFor(t, "small's level-1 weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
+	if code := term(t, d); code != 1 {
+		t.Fatalf("first SIGTERM with an unrestorable original: exit %d, want 1", code)
+	}
+	logs := readFile(t, logPath)
+	if !strings.Contains(logs, "set it by hand") || !strings.Contains(logs, "native=5000") {
+		t.Fatalf("the unrestorable original is not reported with its value:\n%s", logs)
+	}
+	if s := readFile(t, r.state); strings.Contains(s, "5000") {
+		t.Fatalf("the unrestorable original is still in the state file:\n%s", s)
+	}
+	d, _ = r.startLog(t)
+	r.waitLevel(t, "small", 1)
+	if code := term(t, d); code != 0 {
+		t.Fatalf("second SIGTERM: exit %d, want 0 (the entry was reported once and dropped)", code)
+	}
+	t.Logf("unrestorable original: first SIGTERM exit 1 with native=5000 logged, second exit 0")
+}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
@@ -109,8 +110,9 @@ const DefaultQuietTicks = 4
 type tracked struct {
 	w      source.Workload
 	cg     *cgroupfs.Cgroup
-	seen   bool // the counters have a baseline
-	charge bool // charge the first reading from zero (new since start)
+	ino    uint64 // of the cgroup's directory when tracked; 0 unknown
+	seen   bool   // the counters have a baseline
+	charge bool   // charge the first reading from zero (new since start)
 	last   []cgroupfs.DeviceIO
 	// Totals since tracked.
 	rBytes, wBytes, rIOs, wIOs uint64
@@ -191,6 +193,10 @@ type Daemon struct {
 	// succeeded: while it is set, new originals are not durable and their
 	// knobs are not written (actuate.Config.Persist).
 	stateErr error
+	// inos maps a cgroup to the inode of its directory when first seen:
+	// kept in the state file, so a cgroup created again under the same
+	// name after a restart is not taken for the one the entries were for.
+	inos map[string]uint64
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -231,6 +237,8 @@ func New(opts Options) (*Daemon, error) {
 				opts.StateFile, st.HierarchyVersion, st.HierarchyMount, opts.Hierarchy.Version, opts.Hierarchy.Mount)
 		}
 	}
+	d.inos = map[string]uint64{}
+	d.checkAdopted(&st)
 	ac := opts.Actuator
 	ac.Hierarchy = opts.Hierarchy
 	for _, dev := range append(slices.Clone(opts.SenseDevices), devsOf(ac.Devices)...) {
@@ -267,6 +275,63 @@ func New(opts Options) (*Daemon, error) {
 	d.devRead = make([]uint64, len(ac.Devices))
 	d.maxPeriod = maxPeriod(opts.QuietMax, opts.Interval)
 	return d, nil
+}
+
+// checkAdopted drops the entries of the state file whose cgroup is gone
+// (removed while no daemon ran: nothing to restore) or is another cgroup
+// under the same name (a different directory inode: its current values are
+// its own, and its level is not the old one's), with one log line per
+// cgroup. The inodes of the rest are kept.
+func (d *Daemon) checkAdopted(st *state.File) {
+	verdict := map[string]bool{} // cgroup -> keep
+	keep := func(cg, knob string) bool {
+		if knob == actuate.DockerKnob {
+			return true // a container ID, not a cgroup directory
+		}
+		if k, ok := verdict[cg]; ok {
+			return k
+		}
+		ino, err := d.dirIno(cg)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			d.log.Info("state file entry dropped: its cgroup was removed while no daemon ran", "cgroup", cg)
+		case err != nil:
+			d.log.Warn("state file entry dropped: its cgroup cannot be looked at", "cgroup", cg, "err", err)
+		case st.Inodes[cg] != 0 && st.Inodes[cg] != ino:
+			d.log.Info("state file entry dropped: its cgroup was created again under the same name while no daemon ran",
+				"cgroup", cg, "inode_then", st.Inodes[cg], "inode_now", ino)
+		default:
+			d.inos[cg] = ino
+			verdict[cg] = true
+			return true
+		}
+		verdict[cg] = false
+		return false
+	}
+	st.Originals = slices.DeleteFunc(st.Originals, func(o actuate.Original) bool { return !keep(o.Cgroup, o.Knob) })
+	st.Workloads = slices.DeleteFunc(st.Workloads, func(w state.Workload) bool { return !keep(w.Cgroup, "") })
+	for _, k := range verdict {
+		if !k {
+			d.stateDirt = true // the next save leaves them out
+			break
+		}
+	}
+}
+
+// dirIno is the inode of cgroup cg's directory.
+func (d *Daemon) dirIno(cg string) (uint64, error) {
+	p, err := d.opts.Hierarchy.Path(cg)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino, nil
+	}
+	return 0, nil
 }
 
 // maxPeriod is the longest polling period, in ticks, a power of two: the
@@ -336,16 +401,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // shutdown restores every original and records that in the state file.
+// An original that cannot be restored is reported (the error, and its
+// value in the log for an operator to set by hand) and then dropped from
+// the state file: kept, it would fail every later shutdown again.
 func (d *Daemon) shutdown() error {
 	var errs []error
 	if err := d.act.RestoreAll(); err != nil {
 		errs = append(errs, err)
+		left, _ := d.act.Originals()
+		for _, o := range left {
+			d.log.Error("original value not restored; dropped from the state file, set it by hand",
+				"cgroup", o.Cgroup, "knob", o.Knob, "dev", o.DevStr, "had", o.Had, "native", o.Native, "limits", o.Limits)
+		}
 	}
 	for _, t := range d.work {
 		d.closeCgroup(t)
 	}
-	if err := d.saveState(true); err != nil {
-		errs = append(errs, err)
+	if d.opts.StateFile != "" {
+		if err := d.writeState(nil); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) == 0 {
 		d.log.Info("restored original I/O settings of every workload")
@@ -457,15 +532,20 @@ func (d *Daemon) handle(ev source.Event) {
 	w := ev.Workload
 	switch ev.Kind {
 	case source.Added, source.Updated:
+		ino, _ := d.dirIno(w.Cgroup) // 0 when gone: Open below says so
 		if t, ok := d.work[w.ID]; ok {
-			if t.w.Cgroup == w.Cgroup {
+			if t.w.Cgroup == w.Cgroup && (ino == 0 || t.ino == 0 || ino == t.ino) {
 				t.w = w // labels may have changed; the policy sees them next tick
 				t.labelsNew = true
 				t.period = 1
 				d.orderOK = false
 				return
 			}
-			d.release(w.ID, "cgroup changed")
+			why := "cgroup changed"
+			if t.w.Cgroup == w.Cgroup {
+				why = "cgroup created again under the same name"
+			}
+			d.release(w.ID, why)
 		}
 		delete(d.refused, w.ID)
 		if !d.admit(w) {
@@ -486,7 +566,10 @@ func (d *Daemon) handle(ev source.Event) {
 		// all its I/O counts. One found at start was already running; what
 		// it did before we looked says nothing about what it does now.
 		charge := d.now().Sub(d.started) > startupGrace(d.opts.Interval)
-		t := &tracked{w: w, cg: cg, charge: charge, active: make([]bool, len(d.devBytes)), period: 1,
+		if ino != 0 {
+			d.inos[w.Cgroup] = ino
+		}
+		t := &tracked{w: w, cg: cg, ino: ino, charge: charge, active: make([]bool, len(d.devBytes)), period: 1,
 			slot: d.nextSlot}
 		d.nextSlot++
 		d.work[w.ID] = t
@@ -720,7 +803,7 @@ func (d *Daemon) writeState(origs []actuate.Original) error {
 	// Levels are kept also on a clean shutdown, so a restarted daemon does
 	// not hand every bulk workload level 1 again.
 	f := state.File{Written: d.now().UTC(), HierarchyVersion: d.opts.Hierarchy.Version,
-		HierarchyMount: d.opts.Hierarchy.Mount, Originals: origs}
+		HierarchyMount: d.opts.Hierarchy.Mount, Originals: origs, Inodes: d.inos}
 	for _, v := range d.pol.AppendViews(nil) {
 		if t, ok := d.work[v.ID]; ok {
 			f.Workloads = append(f.Workloads, state.Workload{Cgroup: t.w.Cgroup, View: v})
