@@ -340,6 +340,7 @@ func TestRealFaultKillRestart(t *testing.T) {
 	}
 	d, _ := r.startLog(t)
 	r.waitLevel(t, "gone", 1)
+	r.waitLevel(t, "small", 1)
 	r.read(t, small, 3<<20, 0)
 	r.waitLevel(t, "small", 2)
 	waitFor(t, "weights 500, 1000, 1000", func() bool {
@@ -418,4 +419,57 @@ func TestRealFaultUnrestorableEntry(t *testing.T) {
 		t.Fatalf("second SIGTERM: exit %d, want 0 (the entry was reported once and dropped)", code)
 	}
 	t.Logf("unrestorable original: first SIGTERM exit 1 with native=5000 logged, second exit 0")
+}
+
+// TestRealFaultRecreatedWhileDown: a cgroup removed and created again
+// under the same name while the daemon was down (systemd and LXC reuse
+// names) is a new workload: it starts at level 1 and its own value is its
+// original — not the old cgroup's level 2 and 300. The directory inode in
+// the state file tells them apart.
+func TestRealFaultRecreatedWhileDown(t *testing.T) {
+	r := newRunRig(t)
+	small := r.child(t, "small")
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := r.startLog(t)
+	r.waitLevel(t, "small", 1) // tracked: from now on its I/O counts
+	r.read(t, small, 3<<20, 0)
+	r.waitLevel(t, "small", 2)
+	waitFor(t, "small's level-2 weight", func() bool { v, _ := r.weight(t, small); return v == 500 })
+	stopWith(t, d, syscall.SIGKILL)
+
+	p, _ := r.h.Path(small)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 700); err != nil {
+		t.Fatal(err)
+	}
+	d, logPath := r.startLog(t)
+	r.waitLevel(t, "small", 1)
+	waitFor(t, "the new small's level-1 weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
+	time.Sleep(500 * time.Millisecond)
+	s, err := r.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range s.Workloads {
+		if w.Name == "small" && w.Level != 1 {
+			t.Fatalf("the new small is at level %d, want 1", w.Level)
+		}
+	}
+	if code := term(t, d); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	if v, ok := r.weight(t, small); !ok || v != 700 {
+		t.Fatalf("after SIGTERM the new small's weight is %d (set %v), want its own 700, not the old cgroup's 300", v, ok)
+	}
+	if logs := readFile(t, logPath); strings.Count(logs, "created again under the same name") != 1 {
+		t.Fatalf("want one log line about the recreated cgroup:\n%s", logs)
+	}
+	t.Logf("recreated while down: level 1, weight 1000, restored to its own 700 (old original 300 dropped)")
 }
