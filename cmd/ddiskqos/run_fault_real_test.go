@@ -473,3 +473,45 @@ func TestRealFaultRecreatedWhileDown(t *testing.T) {
 	}
 	t.Logf("recreated while down: level 1, weight 1000, restored to its own 700 (old original 300 dropped)")
 }
+
+// TestRealFaultRecreatedWhileRunning: a cgroup removed and created again
+// between two looks of the source (rmdir and mkdir back to back) is told
+// apart from the old one by its inode: the new one is tracked as a new
+// workload, the old one's original (300) is not written into it, and on
+// SIGTERM it gets its own value (700) back.
+func TestRealFaultRecreatedWhileRunning(t *testing.T) {
+	r := newRunRig(t)
+	small := r.child(t, "small")
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+	d, logPath := r.startLog(t)
+	r.waitLevel(t, "small", 1)
+	waitFor(t, "small's level-1 weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
+	p, _ := r.h.Path(small)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 700); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new small tracked and at its level-1 weight", func() bool {
+		v, _ := r.weight(t, small)
+		return v == 1000 && strings.Count(readFile(t, logPath), "tracking workload") == 2
+	})
+	if code := term(t, d); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	if v, ok := r.weight(t, small); !ok || v != 700 {
+		t.Fatalf("after SIGTERM the new small's weight is %d (set %v), want its own 700, not the old cgroup's 300", v, ok)
+	}
+	logs := readFile(t, logPath)
+	how := "the source reported the removal"
+	if strings.Contains(logs, `reason="cgroup created again under the same name"`) {
+		how = "the inode changed under the daemon"
+	}
+	t.Logf("recreated while running (%s): tracked again, weight 1000, restored to its own 700", how)
+}

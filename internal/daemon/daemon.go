@@ -611,12 +611,42 @@ func (d *Daemon) release(id, why string) {
 	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", why)
 }
 
+// forgetter is implemented by actuators that can drop a workload without
+// restoring its originals (*actuate.Actuator).
+type forgetter interface{ Forget(id string) }
+
+// recreated handles a tracked cgroup removed and created again under the
+// same name between two looks (the source saw no change): the old one's
+// originals and level are dropped — written back, they would land on the
+// new cgroup — and the new one is tracked as a new workload.
+func (d *Daemon) recreated(id string, t *tracked) {
+	if f, ok := d.act.(forgetter); ok {
+		f.Forget(id)
+	} else if err := d.act.Release(id); err != nil {
+		d.countErr("actuate")
+		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
+	}
+	d.closeCgroup(t)
+	d.pol.Forget(id)
+	delete(d.work, id)
+	delete(d.inos, t.w.Cgroup)
+	t.gone = true
+	d.orderOK = false
+	d.stateDirt = true
+	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", "cgroup created again under the same name")
+	d.handle(source.Event{Kind: source.Added, Workload: t.w})
+}
+
 // sense reads one workload's counters and runs the policy on them. It
 // returns false when the workload has gone.
 func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	st, err := t.cg.ReadIO()
 	if err != nil {
 		if errors.Is(err, cgroupfs.ErrCgroupGone) {
+			if ino, err := d.dirIno(t.w.Cgroup); err == nil && t.ino != 0 && ino != t.ino {
+				d.recreated(id, t)
+				return false
+			}
 			d.release(id, "cgroup gone")
 			return false
 		}
