@@ -66,7 +66,7 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	}
 	dir, writable := readOnlyDir(t)
 	r.state = filepath.Join(dir, "state.json")
-	d := r.start(t)
+	d, logPath := r.startLog(t)
 	var stateErrs uint64
 	waitFor(t, "a state save failure in the snapshot", func() bool {
 		s, err := r.snapshot()
@@ -94,7 +94,7 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(data, []byte(`"native": 300`)) {
+	if !bytes.Contains(data, []byte(`"native":300`)) {
 		t.Fatalf("state file lacks the original 300:\n%s", data)
 	}
 	s, err := r.snapshot()
@@ -104,6 +104,10 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	stopWith(t, d, syscall.SIGTERM)
 	if v, ok := r.weight(t, small); !ok || v != 300 {
 		t.Fatalf("after SIGTERM small weight %d (set %v), want 300", v, ok)
+	}
+	logs := readFile(t, logPath)
+	if n := strings.Count(logs, "msg=\"save state: retried every tick"); n != 1 || !strings.Contains(logs, "state file saved again") {
+		t.Fatalf("want one WARN when saving starts to fail (got %d) and one line when it works again", n)
 	}
 }
 

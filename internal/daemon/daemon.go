@@ -501,8 +501,7 @@ func (d *Daemon) step() {
 		}
 	}
 	if err := d.saveState(false); err != nil {
-		d.countErr("state")
-		d.log.Warn("save state", "err", err)
+		d.countErr("state") // logged by writeState when it starts failing
 	}
 	d.tick++
 	d.lastTick = start
@@ -822,7 +821,6 @@ func (d *Daemon) saveState(force bool) error {
 func (d *Daemon) persistOriginals(origs []actuate.Original) error {
 	if err := d.writeState(origs); err != nil {
 		d.countErr("state")
-		d.log.Warn("save state: new knobs stay unwritten until it succeeds", "file", d.opts.StateFile, "err", err)
 		return err
 	}
 	return nil
@@ -846,8 +844,15 @@ func (d *Daemon) writeState(origs []actuate.Original) error {
 		}
 	}
 	if err := state.Save(d.opts.StateFile, f); err != nil {
+		if d.stateErr == nil {
+			d.log.Warn("save state: retried every tick; knobs whose original it would keep stay unwritten until it succeeds",
+				"file", d.opts.StateFile, "err", err)
+		}
 		d.stateDirt, d.stateErr = true, err
 		return err
+	}
+	if d.stateErr != nil {
+		d.log.Info("state file saved again", "file", d.opts.StateFile)
 	}
 	d.stateDirt, d.stateErr = false, nil
 	return nil
