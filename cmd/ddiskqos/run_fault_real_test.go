@@ -519,3 +519,107 @@ func TestRealFaultRecreatedWhileRunning(t *testing.T) {
 	}
 	t.Logf("recreated while running (%s): tracked again, weight 1000, restored to its own 700", how)
 }
+
+// TestRealFaultOddNamesKillRestart: cgroup names with a space, a newline,
+// dots, 255 characters, non-ASCII and bytes that are not UTF-8 keep their
+// originals across a SIGKILL: the restarted daemon restores each one.
+func TestRealFaultOddNamesKillRestart(t *testing.T) {
+	r := newRunRig(t)
+	names := []string{"with space", "tab\there", // the kernel refuses "\n" in cgroup names (EINVAL)
+		"..dots..", strings.Repeat("n", 255), "zürich-日本", "caf\xe9\xff"}
+	var cgs []string
+	for i, n := range names {
+		cg := r.child(t, n)
+		if err := r.h.SetNativeDeviceWeight(cg, cgroupfs.WeightBFQ, r.dev, uint64(300+i)); err != nil {
+			t.Fatal(err)
+		}
+		cgs = append(cgs, cg)
+	}
+	allAt := func(want uint64) func() bool {
+		return func() bool {
+			for _, cg := range cgs {
+				if v, _ := r.weight(t, cg); v != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	d, _ := r.startLog(t)
+	waitFor(t, "every odd name at its level-1 weight", allAt(1000))
+	stopWith(t, d, syscall.SIGKILL)
+	d, logPath := r.startLog(t)
+	waitFor(t, "every odd name tracked again", func() bool {
+		return strings.Count(readFile(t, logPath), "tracking workload") == len(names)
+	})
+	waitFor(t, "every odd name at its level-1 weight", allAt(1000))
+	if code := term(t, d); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	for i, cg := range cgs {
+		if v, ok := r.weight(t, cg); !ok || v != uint64(300+i) {
+			t.Errorf("%q: after SIGKILL, restart and SIGTERM weight %d (set %v), want its original %d", names[i], v, ok, 300+i)
+		}
+	}
+	t.Logf("odd names: %d cgroups restored to their originals after SIGKILL and restart", len(names))
+}
+
+// TestRealFaultKillDuringFirstTick: the daemon is SIGKILLed as soon as its
+// first tick starts writing 1,000 cgroups' weights. Every cgroup it wrote
+// has its original in the state file (it was saved before any write), and
+// the next run restores all of them.
+func TestRealFaultKillDuringFirstTick(t *testing.T) {
+	r := newRunRig(t)
+	const n = 1000
+	cgs := make([]string, n)
+	for i := range cgs {
+		cgs[i] = r.child(t, fmt.Sprintf("c%04d", i))
+		if err := r.h.SetNativeDeviceWeight(cgs[i], cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, _ := r.startLog(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// The first written cgroup is unknown (map order): watch a few.
+		hit := false
+		for _, cg := range cgs[:20] {
+			if v, _ := r.weight(t, cg); v != 300 {
+				hit = true
+				break
+			}
+		}
+		if hit {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no weight written within 30 s")
+		}
+	}
+	stopWith(t, d, syscall.SIGKILL)
+	st := readFile(t, r.state)
+	written := 0
+	for _, cg := range cgs {
+		if v, _ := r.weight(t, cg); v != 300 {
+			written++
+			if !strings.Contains(st, `"cgroup":"`+cg+`"`) {
+				t.Fatalf("%s holds weight %d after SIGKILL and its original is not in the state file", cg, v)
+			}
+		}
+	}
+	d, _ = r.startLog(t)
+	waitFor(t, "the next run's first tick", func() bool { _, err := r.snapshot(); return err == nil })
+	if code := term(t, d); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	left := 0
+	for _, cg := range cgs {
+		if v, ok := r.weight(t, cg); !ok || v != 300 {
+			left++
+		}
+	}
+	if left > 0 {
+		t.Fatalf("%d of %d cgroups not back at 300 after restart and SIGTERM", left, n)
+	}
+	t.Logf("SIGKILL in the first tick: %d of %d weights written, each original saved; all %d restored by the next run", written, n, n)
+}
