@@ -284,6 +284,8 @@ func New(opts Options) (*Daemon, error) {
 // cgroup. The inodes of the rest are kept.
 func (d *Daemon) checkAdopted(st *state.File) {
 	verdict := map[string]bool{} // cgroup -> keep
+	dropped := 0
+	log := d.log
 	keep := func(cg, knob string) bool {
 		if knob == actuate.DockerKnob {
 			return true // a container ID, not a cgroup directory
@@ -292,13 +294,19 @@ func (d *Daemon) checkAdopted(st *state.File) {
 			return k
 		}
 		ino, err := d.dirIno(cg)
+		if err != nil || (st.Inodes[cg] != 0 && st.Inodes[cg] != ino) {
+			// One line per cgroup, up to maxDropLogs; then a count.
+			if dropped++; dropped > maxDropLogs {
+				log = slog.New(slog.DiscardHandler)
+			}
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			d.log.Info("state file entry dropped: its cgroup was removed while no daemon ran", "cgroup", cg)
+			log.Info("state file entry dropped: its cgroup was removed while no daemon ran", "cgroup", cg)
 		case err != nil:
-			d.log.Warn("state file entry dropped: its cgroup cannot be looked at", "cgroup", cg, "err", err)
+			log.Warn("state file entry dropped: its cgroup cannot be looked at", "cgroup", cg, "err", err)
 		case st.Inodes[cg] != 0 && st.Inodes[cg] != ino:
-			d.log.Info("state file entry dropped: its cgroup was created again under the same name while no daemon ran",
+			log.Info("state file entry dropped: its cgroup was created again under the same name while no daemon ran",
 				"cgroup", cg, "inode_then", st.Inodes[cg], "inode_now", ino)
 		default:
 			d.inos[cg] = ino
@@ -310,13 +318,17 @@ func (d *Daemon) checkAdopted(st *state.File) {
 	}
 	st.Originals = slices.DeleteFunc(st.Originals, func(o actuate.Original) bool { return !keep(o.Cgroup, o.Knob) })
 	st.Workloads = slices.DeleteFunc(st.Workloads, func(w state.Workload) bool { return !keep(w.Cgroup, "") })
-	for _, k := range verdict {
-		if !k {
-			d.stateDirt = true // the next save leaves them out
-			break
-		}
+	if dropped > maxDropLogs {
+		d.log.Info("state file entries dropped, not each logged", "cgroups", dropped-maxDropLogs)
+	}
+	if dropped > 0 {
+		d.stateDirt = true // the next save leaves them out
 	}
 }
+
+// maxDropLogs is how many dropped state file cgroups checkAdopted logs one
+// by one.
+const maxDropLogs = 20
 
 // dirIno is the inode of cgroup cg's directory.
 func (d *Daemon) dirIno(cg string) (uint64, error) {
