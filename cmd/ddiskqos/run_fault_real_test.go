@@ -9,7 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"regexp"
 	"strings"
 
 	"os"
@@ -83,7 +86,16 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	if v, ok := r.weight(t, small); !ok || v != 300 {
 		t.Fatalf("with the state dir read-only small's weight became %d (set %v); want 300 untouched", v, ok)
 	}
-	t.Logf("read-only state dir: %d state errors counted, weight still 300", stateErrs)
+	resp, err := http.Get("http://" + r.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`ddiskqos_scan_errors_total\{cause="state"\} [1-9]`).Match(body) {
+		t.Fatalf("/metrics does not count the state errors:\n%s", body)
+	}
+	t.Logf("read-only state dir: %d state errors counted (snapshot and /metrics), weight still 300", stateErrs)
 
 	writable()
 	waitFor(t, "small's level-1 weight once the state is saved", func() bool {
