@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/hostlock"
 	"github.com/ddiskqos/ddiskqos/internal/metrics"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
@@ -60,7 +62,26 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 // serveDaemon sets up and runs the daemon until ctx ends.
+//
+// Everything that can refuse the start comes before the first tick, which
+// is the first write to a cgroup: the host lock (a second daemon would
+// restore or adopt the first one's values), the API's port, the state file
+// (daemon.New). A run that fails to start touches nothing.
 func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *slog.Logger) error {
+	lock, err := hostlock.Acquire(hostlock.Path())
+	if err != nil {
+		return err
+	}
+	defer lock.Release() // after Run has restored every original
+	if cfg.Listen != "" {
+		// api.Serve listens once the loop runs; a port already taken must
+		// stop the start before the loop writes anything.
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("api: listen on %s: %w", cfg.Listen, err)
+		}
+		ln.Close()
+	}
 	roots := host.Roots{Sys: cfg.Paths.Sys, Proc: cfg.Paths.Proc}
 	hst, err := wiring.ReadHost(roots, cfg.Devices, log)
 	if err != nil {

@@ -48,6 +48,7 @@ func freeAddr(t *testing.T) string {
 
 type runRig struct {
 	bin, addr, state string
+	lock             string
 	h                cgroupfs.Hierarchy
 	parent           string
 	loop             testkit.Loop
@@ -68,12 +69,19 @@ func newRunRig(t *testing.T) *runRig {
 	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
 	r := &runRig{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
 		h: cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}, parent: fmt.Sprintf("/ddiskqos-test-run-%d", os.Getpid())}
+	r.lock = filepath.Join(t.TempDir(), "ddiskqos.lock")
 	r.loop = testkit.LoopDevice(t, 512)
 	testkit.SetScheduler(t, r.loop.Name, "bfq")
 	r.dev = cgroupfs.Dev{Major: r.loop.Major, Minor: r.loop.Minor}
 	p, _ := r.h.Path(r.parent)
 	testkit.Cgroup(t, p)
 	return r
+}
+
+// env is the daemon's environment: the host lock in the rig's own temp
+// dir, so tests on one host do not refuse each other's daemons.
+func (r *runRig) env() []string {
+	return append(os.Environ(), "DDISKQOS_LOCK_FILE="+r.lock)
 }
 
 func (r *runRig) child(t *testing.T, name string) string {
@@ -89,6 +97,7 @@ func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
 	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
 		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
 		"--devices", r.loop.Name, "--log-level", "debug"}, extra...)...)
+	cmd.Env = r.env()
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {

@@ -450,6 +450,11 @@ func (a *Actuator) Release(id string) error {
 	return errors.Join(errs...)
 }
 
+// Forget drops workload id and its originals without restoring them: its
+// cgroup has gone, and a directory of the same name now is another cgroup
+// whose values are its own.
+func (a *Actuator) Forget(id string) { a.forget(id) }
+
 // forget drops a workload whose cgroup has gone, and its originals.
 func (a *Actuator) forget(id string) {
 	if w, ok := a.work[id]; ok {

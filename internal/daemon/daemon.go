@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
@@ -109,8 +110,9 @@ const DefaultQuietTicks = 4
 type tracked struct {
 	w      source.Workload
 	cg     *cgroupfs.Cgroup
-	seen   bool // the counters have a baseline
-	charge bool // charge the first reading from zero (new since start)
+	ino    uint64 // of the cgroup's directory when tracked; 0 unknown
+	seen   bool   // the counters have a baseline
+	charge bool   // charge the first reading from zero (new since start)
 	last   []cgroupfs.DeviceIO
 	// Totals since tracked.
 	rBytes, wBytes, rIOs, wIOs uint64
@@ -187,6 +189,14 @@ type Daemon struct {
 	mu        sync.Mutex // guards pending
 	pending   *policy.Config
 	stateDirt bool
+	// stateErr is the last failure to save the state file, nil once a save
+	// succeeded: while it is set, new originals are not durable and their
+	// knobs are not written (actuate.Config.Persist).
+	stateErr error
+	// inos maps a cgroup to the inode of its directory when first seen:
+	// kept in the state file, so a cgroup created again under the same
+	// name after a restart is not taken for the one the entries were for.
+	inos map[string]uint64
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -227,6 +237,8 @@ func New(opts Options) (*Daemon, error) {
 				opts.StateFile, st.HierarchyVersion, st.HierarchyMount, opts.Hierarchy.Version, opts.Hierarchy.Mount)
 		}
 	}
+	d.inos = map[string]uint64{}
+	d.checkAdopted(&st)
 	ac := opts.Actuator
 	ac.Hierarchy = opts.Hierarchy
 	for _, dev := range append(slices.Clone(opts.SenseDevices), devsOf(ac.Devices)...) {
@@ -235,6 +247,12 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 	ac.Logger = d.log
+	if opts.StateFile != "" && !ac.DryRun {
+		// A knob is written only once its original is in the state file:
+		// a crash between the two must not leave ddiskqos values that no
+		// later run knows to restore.
+		ac.Persist = d.persistOriginals
+	}
 	mk := opts.NewActuator
 	if mk == nil {
 		mk = func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error) {
@@ -257,6 +275,75 @@ func New(opts Options) (*Daemon, error) {
 	d.devRead = make([]uint64, len(ac.Devices))
 	d.maxPeriod = maxPeriod(opts.QuietMax, opts.Interval)
 	return d, nil
+}
+
+// checkAdopted drops the entries of the state file whose cgroup is gone
+// (removed while no daemon ran: nothing to restore) or is another cgroup
+// under the same name (a different directory inode: its current values are
+// its own, and its level is not the old one's), with one log line per
+// cgroup. The inodes of the rest are kept.
+func (d *Daemon) checkAdopted(st *state.File) {
+	verdict := map[string]bool{} // cgroup -> keep
+	dropped := 0
+	log := d.log
+	keep := func(cg, knob string) bool {
+		if knob == actuate.DockerKnob {
+			return true // a container ID, not a cgroup directory
+		}
+		if k, ok := verdict[cg]; ok {
+			return k
+		}
+		ino, err := d.dirIno(cg)
+		if err != nil || (st.Inodes[cg] != 0 && st.Inodes[cg] != ino) {
+			// One line per cgroup, up to maxDropLogs; then a count.
+			if dropped++; dropped > maxDropLogs {
+				log = slog.New(slog.DiscardHandler)
+			}
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			log.Info("state file entry dropped: its cgroup was removed while no daemon ran", "cgroup", cg)
+		case err != nil:
+			log.Warn("state file entry dropped: its cgroup cannot be looked at", "cgroup", cg, "err", err)
+		case st.Inodes[cg] != 0 && st.Inodes[cg] != ino:
+			log.Info("state file entry dropped: its cgroup was created again under the same name while no daemon ran",
+				"cgroup", cg, "inode_then", st.Inodes[cg], "inode_now", ino)
+		default:
+			d.inos[cg] = ino
+			verdict[cg] = true
+			return true
+		}
+		verdict[cg] = false
+		return false
+	}
+	st.Originals = slices.DeleteFunc(st.Originals, func(o actuate.Original) bool { return !keep(o.Cgroup, o.Knob) })
+	st.Workloads = slices.DeleteFunc(st.Workloads, func(w state.Workload) bool { return !keep(w.Cgroup, "") })
+	if dropped > maxDropLogs {
+		d.log.Info("state file entries dropped, not each logged", "cgroups", dropped-maxDropLogs)
+	}
+	if dropped > 0 {
+		d.stateDirt = true // the next save leaves them out
+	}
+}
+
+// maxDropLogs is how many dropped state file cgroups checkAdopted logs one
+// by one.
+const maxDropLogs = 20
+
+// dirIno is the inode of cgroup cg's directory.
+func (d *Daemon) dirIno(cg string) (uint64, error) {
+	p, err := d.opts.Hierarchy.Path(cg)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino, nil
+	}
+	return 0, nil
 }
 
 // maxPeriod is the longest polling period, in ticks, a power of two: the
@@ -326,16 +413,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // shutdown restores every original and records that in the state file.
+// An original that cannot be restored is reported (the error, and its
+// value in the log for an operator to set by hand) and then dropped from
+// the state file: kept, it would fail every later shutdown again.
 func (d *Daemon) shutdown() error {
 	var errs []error
 	if err := d.act.RestoreAll(); err != nil {
 		errs = append(errs, err)
+		left, _ := d.act.Originals()
+		for _, o := range left {
+			d.log.Error("original value not restored; dropped from the state file, set it by hand",
+				"cgroup", o.Cgroup, "knob", o.Knob, "dev", o.DevStr, "had", o.Had, "native", o.Native, "limits", o.Limits)
+		}
 	}
 	for _, t := range d.work {
 		d.closeCgroup(t)
 	}
-	if err := d.saveState(true); err != nil {
-		errs = append(errs, err)
+	if d.opts.StateFile != "" {
+		if err := d.writeState(nil); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) == 0 {
 		d.log.Info("restored original I/O settings of every workload")
@@ -416,8 +513,7 @@ func (d *Daemon) step() {
 		}
 	}
 	if err := d.saveState(false); err != nil {
-		d.countErr("state")
-		d.log.Warn("save state", "err", err)
+		d.countErr("state") // logged by writeState when it starts failing
 	}
 	d.tick++
 	d.lastTick = start
@@ -447,15 +543,20 @@ func (d *Daemon) handle(ev source.Event) {
 	w := ev.Workload
 	switch ev.Kind {
 	case source.Added, source.Updated:
+		ino, _ := d.dirIno(w.Cgroup) // 0 when gone: Open below says so
 		if t, ok := d.work[w.ID]; ok {
-			if t.w.Cgroup == w.Cgroup {
+			if t.w.Cgroup == w.Cgroup && (ino == 0 || t.ino == 0 || ino == t.ino) {
 				t.w = w // labels may have changed; the policy sees them next tick
 				t.labelsNew = true
 				t.period = 1
 				d.orderOK = false
 				return
 			}
-			d.release(w.ID, "cgroup changed")
+			why := "cgroup changed"
+			if t.w.Cgroup == w.Cgroup {
+				why = "cgroup created again under the same name"
+			}
+			d.release(w.ID, why)
 		}
 		delete(d.refused, w.ID)
 		if !d.admit(w) {
@@ -476,7 +577,10 @@ func (d *Daemon) handle(ev source.Event) {
 		// all its I/O counts. One found at start was already running; what
 		// it did before we looked says nothing about what it does now.
 		charge := d.now().Sub(d.started) > startupGrace(d.opts.Interval)
-		t := &tracked{w: w, cg: cg, charge: charge, active: make([]bool, len(d.devBytes)), period: 1,
+		if ino != 0 {
+			d.inos[w.Cgroup] = ino
+		}
+		t := &tracked{w: w, cg: cg, ino: ino, charge: charge, active: make([]bool, len(d.devBytes)), period: 1,
 			slot: d.nextSlot}
 		d.nextSlot++
 		d.work[w.ID] = t
@@ -518,12 +622,42 @@ func (d *Daemon) release(id, why string) {
 	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", why)
 }
 
+// forgetter is implemented by actuators that can drop a workload without
+// restoring its originals (*actuate.Actuator).
+type forgetter interface{ Forget(id string) }
+
+// recreated handles a tracked cgroup removed and created again under the
+// same name between two looks (the source saw no change): the old one's
+// originals and level are dropped — written back, they would land on the
+// new cgroup — and the new one is tracked as a new workload.
+func (d *Daemon) recreated(id string, t *tracked) {
+	if f, ok := d.act.(forgetter); ok {
+		f.Forget(id)
+	} else if err := d.act.Release(id); err != nil {
+		d.countErr("actuate")
+		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
+	}
+	d.closeCgroup(t)
+	d.pol.Forget(id)
+	delete(d.work, id)
+	delete(d.inos, t.w.Cgroup)
+	t.gone = true
+	d.orderOK = false
+	d.stateDirt = true
+	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", "cgroup created again under the same name")
+	d.handle(source.Event{Kind: source.Added, Workload: t.w})
+}
+
 // sense reads one workload's counters and runs the policy on them. It
 // returns false when the workload has gone.
 func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	st, err := t.cg.ReadIO()
 	if err != nil {
 		if errors.Is(err, cgroupfs.ErrCgroupGone) {
+			if ino, err := d.dirIno(t.w.Cgroup); err == nil && t.ino != 0 && ino != t.ino {
+				d.recreated(id, t)
+				return false
+			}
 			d.release(id, "cgroup gone")
 			return false
 		}
@@ -670,31 +804,61 @@ func toPressure(p cgroupfs.Pressure) *snapshot.Pressure {
 }
 
 // saveState writes the state file when something worth keeping changed, or
-// always when force is set.
+// always when force is set. A failed save is tried again at the next tick.
 func (d *Daemon) saveState(force bool) error {
 	if d.opts.StateFile == "" {
 		return nil
 	}
 	origs, changed := d.act.Originals()
-	if !changed && !d.stateDirt && !force {
+	if changed {
+		d.stateDirt = true // kept until a save succeeds
+	}
+	if !d.stateDirt && !force {
 		return nil
 	}
+	return d.writeState(origs)
+}
+
+// persistOriginals is actuate.Config.Persist: it saves the state file with
+// origs before the actuator writes the knobs they belong to.
+func (d *Daemon) persistOriginals(origs []actuate.Original) error {
+	if err := d.writeState(origs); err != nil {
+		d.countErr("state")
+		return err
+	}
+	return nil
+}
+
+// writeState saves origs and every tracked workload's level.
+func (d *Daemon) writeState(origs []actuate.Original) error {
 	// Levels are kept also on a clean shutdown, so a restarted daemon does
 	// not hand every bulk workload level 1 again.
 	f := state.File{Written: d.now().UTC(), HierarchyVersion: d.opts.Hierarchy.Version,
-		HierarchyMount: d.opts.Hierarchy.Mount, Originals: origs}
+		HierarchyMount: d.opts.Hierarchy.Mount, Originals: origs, Inodes: d.inos}
 	for _, v := range d.pol.AppendViews(nil) {
 		if t, ok := d.work[v.ID]; ok {
 			f.Workloads = append(f.Workloads, state.Workload{Cgroup: t.w.Cgroup, View: v})
 		}
 	}
-	d.stateDirt = false
 	if len(f.Originals) == 0 && len(f.Workloads) == 0 {
 		if _, err := os.Stat(d.opts.StateFile); errors.Is(err, fs.ErrNotExist) {
+			d.stateDirt, d.stateErr = false, nil
 			return nil // nothing to keep: leave no file behind
 		}
 	}
-	return state.Save(d.opts.StateFile, f)
+	if err := state.Save(d.opts.StateFile, f); err != nil {
+		if d.stateErr == nil {
+			d.log.Warn("save state: retried every tick; knobs whose original it would keep stay unwritten until it succeeds",
+				"file", d.opts.StateFile, "err", err)
+		}
+		d.stateDirt, d.stateErr = true, err
+		return err
+	}
+	if d.stateErr != nil {
+		d.log.Info("state file saved again", "file", d.opts.StateFile)
+	}
+	d.stateDirt, d.stateErr = false, nil
+	return nil
 }
 
 // publish builds and stores the snapshot of this tick.
@@ -773,6 +937,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: cause, Count: n})
 	}
 	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
+	if d.stateErr != nil {
+		s.StateError = d.stateErr.Error()
+	}
 	if d.opts.HostPressure != "" {
 		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {
 			s.HostPressure = toPressure(p)

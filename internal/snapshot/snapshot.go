@@ -30,6 +30,10 @@ type Snapshot struct {
 	// Errors counts errors since start by cause (e.g. "sense", "actuate",
 	// "source"), sorted by Cause.
 	Errors []ErrorCount `json:"errors,omitempty"`
+	// StateError is why the state file could not be saved, "" when the
+	// last save succeeded: while it is set, knobs whose original is not
+	// saved are not written.
+	StateError string `json:"state_error,omitempty"`
 	// HostPressure is /proc/pressure/io, nil when PSI is unavailable.
 	HostPressure *Pressure `json:"host_pressure,omitempty"`
 }

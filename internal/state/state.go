@@ -1,68 +1,321 @@
 // Package state keeps the daemon's crash-safe memory: the original value of
 // every knob it wrote (so a restarted daemon can restore them) and the level
 // of every workload (so a restart does not hand bulk containers level 1).
+//
+// The file is JSON. Names are stored losslessly: a cgroup name or workload
+// ID that is valid UTF-8 is a JSON string, any other is {"base64": "..."}
+// (JSON strings cannot carry arbitrary bytes). Each entry also carries the
+// inode of its cgroup's directory when it was recorded, so a cgroup removed
+// and created again under the same name is not mistaken for the old one.
 package state
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
-// Version is the state file format version.
-const Version = 1
+// Version is the state file format version written. Version 1 files
+// (names as plain JSON strings, no inodes) are still read.
+const Version = 2
+
+// MaxSize is the largest state file Load reads and Save writes, in bytes.
+// 10,000 workloads on 4 devices take about 9 MB; a larger file is not one
+// this daemon wrote for a host of this kind, and loading it would cost
+// seconds and hundreds of MB before the first tick.
+const MaxSize = 64 << 20
 
 // File is the content of the state file.
 type File struct {
-	Version int       `json:"version"`
-	Written time.Time `json:"written"`
+	Version int
+	Written time.Time
 	// Hierarchy is where the originals' cgroups live: a file written for
 	// another mount is not adopted.
-	HierarchyVersion int                `json:"hierarchy_version"`
-	HierarchyMount   string             `json:"hierarchy_mount"`
-	Originals        []actuate.Original `json:"originals"`
-	Workloads        []Workload         `json:"workloads"`
+	HierarchyVersion int
+	HierarchyMount   string
+	Originals        []actuate.Original
+	Workloads        []Workload
+	// Inodes maps a cgroup (as in Originals and Workloads) to the inode of
+	// its directory when its entries were recorded; 0 or absent: unknown
+	// (version 1 files).
+	Inodes map[string]uint64
 }
 
 // Workload is one workload's saved policy state.
 type Workload struct {
-	Cgroup string      `json:"cgroup"`
+	Cgroup string
+	View   policy.View
+}
+
+// name is a string stored losslessly: a JSON string when it is valid
+// UTF-8, else {"base64": "..."}.
+type name string
+
+type b64Name struct {
+	Base64 string `json:"base64"`
+}
+
+func (n name) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(n)) {
+		return json.Marshal(string(n))
+	}
+	return json.Marshal(b64Name{base64.StdEncoding.EncodeToString([]byte(n))})
+}
+
+func (n *name) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		var o b64Name
+		if err := json.Unmarshal(b, &o); err != nil {
+			return err
+		}
+		raw, err := base64.StdEncoding.DecodeString(o.Base64)
+		if err != nil {
+			return fmt.Errorf("name %q: %w", o.Base64, err)
+		}
+		*n = name(raw)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*n = name(s)
+	return nil
+}
+
+// header is the file's top level without its two lists.
+type header struct {
+	Version          int       `json:"version"`
+	Written          time.Time `json:"written"`
+	HierarchyVersion int       `json:"hierarchy_version"`
+	HierarchyMount   string    `json:"hierarchy_mount"`
+}
+
+// diskOriginal is actuate.Original as stored.
+type diskOriginal struct {
+	Cgroup name            `json:"cgroup"`
+	Ino    uint64          `json:"ino,omitempty"`
+	Knob   string          `json:"knob"`
+	DevStr string          `json:"dev"`
+	Had    bool            `json:"had,omitempty"`
+	Native uint64          `json:"native,omitempty"`
+	Limits cgroupfs.Limits `json:"limits,omitzero"`
+}
+
+// diskWorkload is Workload as stored; View.ID is stored as ID (version 1
+// files have it in the view only).
+type diskWorkload struct {
+	Cgroup name        `json:"cgroup"`
+	Ino    uint64      `json:"ino,omitempty"`
+	ID     name        `json:"id,omitempty"`
 	View   policy.View `json:"view"`
 }
 
 // Load reads the state file; a missing file is an empty state and no error.
+// It decodes entry by entry: memory is the entries', not a copy of the
+// file's bytes.
 func Load(path string) (File, error) {
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return File{Version: Version}, nil
 	}
 	if err != nil {
 		return File{}, fmt.Errorf("read state file %s: %w", path, err)
 	}
-	var f File
-	if err := json.Unmarshal(data, &f); err != nil {
+	defer fh.Close()
+	if st, err := fh.Stat(); err != nil {
+		return File{}, fmt.Errorf("read state file %s: %w", path, err)
+	} else if st.Size() > MaxSize {
+		return File{}, fmt.Errorf("state file %s is %d bytes, above the %d bytes ddiskqos loads: it was not written by this daemon for this host; move it away to start afresh",
+			path, st.Size(), MaxSize)
+	}
+	f, err := decode(io.LimitReader(bufio.NewReaderSize(fh, 64<<10), MaxSize+1))
+	if err != nil {
 		return File{}, fmt.Errorf("state file %s is corrupt (%v): move it away to start afresh", path, err)
 	}
-	if f.Version != Version {
-		return File{}, fmt.Errorf("state file %s has version %d, this ddiskqos reads %d", path, f.Version, Version)
+	if f.Version != 1 && f.Version != Version {
+		return File{}, fmt.Errorf("state file %s has version %d, this ddiskqos reads 1 and %d: move it away or use the ddiskqos that wrote it",
+			path, f.Version, Version)
 	}
 	return f, nil
 }
 
-// Save writes the state file atomically: a temporary file in the same
-// directory, synced, then renamed over the old one.
-func Save(path string, f File) error {
-	f.Version = Version
-	data, err := json.MarshalIndent(f, "", "  ")
+// decode reads one state file object, its lists element by element.
+func decode(r io.Reader) (File, error) {
+	dec := json.NewDecoder(r)
+	var f File
+	var h header
+	if err := expectDelim(dec, '{'); err != nil {
+		return f, err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return f, err
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return f, fmt.Errorf("key %q twice", key)
+		}
+		seen[key] = true
+		switch key {
+		case "version":
+			err = dec.Decode(&h.Version)
+		case "written":
+			err = dec.Decode(&h.Written)
+		case "hierarchy_version":
+			err = dec.Decode(&h.HierarchyVersion)
+		case "hierarchy_mount":
+			err = dec.Decode(&h.HierarchyMount)
+		case "originals":
+			err = decodeList(dec, func(o diskOriginal) error {
+				dev, err := cgroupfs.ParseDev(o.DevStr)
+				if err != nil {
+					return fmt.Errorf("original of %q: %w", o.Cgroup, err)
+				}
+				f.Originals = append(f.Originals, actuate.Original{Cgroup: string(o.Cgroup), Knob: o.Knob, Dev: dev,
+					DevStr: o.DevStr, Had: o.Had, Native: o.Native, Limits: o.Limits})
+				f.setIno(string(o.Cgroup), o.Ino)
+				return nil
+			})
+		case "workloads":
+			err = decodeList(dec, func(w diskWorkload) error {
+				if w.ID != "" {
+					w.View.ID = string(w.ID)
+				}
+				f.Workloads = append(f.Workloads, Workload{Cgroup: string(w.Cgroup), View: w.View})
+				f.setIno(string(w.Cgroup), w.Ino)
+				return nil
+			})
+		default:
+			return f, fmt.Errorf("unknown key %q", key)
+		}
+		if err != nil {
+			return f, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return f, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return f, errors.New("data after the state object")
+	}
+	if !seen["version"] {
+		return f, errors.New("no version")
+	}
+	f.Version, f.Written, f.HierarchyVersion, f.HierarchyMount = h.Version, h.Written, h.HierarchyVersion, h.HierarchyMount
+	return f, nil
+}
+
+func (f *File) setIno(cgroup string, ino uint64) {
+	if ino == 0 {
+		return
+	}
+	if f.Inodes == nil {
+		f.Inodes = map[string]uint64{}
+	}
+	f.Inodes[cgroup] = ino
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
 	if err != nil {
 		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("found %v where %q was expected", tok, want)
+	}
+	return nil
+}
+
+// decodeList decodes a JSON array (or null) one element at a time.
+func decodeList[T any](dec *json.Decoder, each func(T) error) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("found %v where a list was expected", tok)
+	}
+	for dec.More() {
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		if err := each(v); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, ']')
+}
+
+// encode writes f in the current version, one entry per line.
+func encode(f File) ([]byte, error) {
+	var buf bytes.Buffer
+	hd, err := json.Marshal(header{Version: Version, Written: f.Written,
+		HierarchyVersion: f.HierarchyVersion, HierarchyMount: f.HierarchyMount})
+	if err != nil {
+		return nil, err
+	}
+	buf.Write(hd[:len(hd)-1]) // without its closing brace
+	buf.WriteString(",\n\"originals\": [")
+	for i, o := range f.Originals {
+		b, err := json.Marshal(diskOriginal{Cgroup: name(o.Cgroup), Ino: f.Inodes[o.Cgroup], Knob: o.Knob,
+			DevStr: o.DevStr, Had: o.Had, Native: o.Native, Limits: o.Limits})
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\n  ")
+		buf.Write(b)
+	}
+	buf.WriteString("],\n\"workloads\": [")
+	for i, w := range f.Workloads {
+		dw := diskWorkload{Cgroup: name(w.Cgroup), Ino: f.Inodes[w.Cgroup], ID: name(w.View.ID), View: w.View}
+		dw.View.ID = "" // stored as ID, losslessly
+		b, err := json.Marshal(dw)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\n  ")
+		buf.Write(b)
+	}
+	buf.WriteString("]\n}\n")
+	return buf.Bytes(), nil
+}
+
+// Save writes the state file atomically and durably: a temporary file in
+// the same directory, synced, renamed over the old one, and the directory
+// synced so the rename itself survives a power loss.
+func Save(path string, f File) error {
+	data, err := encode(f)
+	if err != nil {
+		return fmt.Errorf("encode state file %s: %w", path, err)
+	}
+	if len(data) > MaxSize {
+		return fmt.Errorf("state file %s would be %d bytes, above the %d bytes ddiskqos loads: not written", path, len(data), MaxSize)
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -86,6 +339,14 @@ func Save(path string, f File) error {
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write state file %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync state dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync state dir %s: %w", dir, err)
 	}
 	return nil
 }

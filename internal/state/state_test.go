@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
@@ -20,7 +21,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	in := File{
 		Written:          time.Unix(100, 0).UTC(),
 		HierarchyVersion: 1, HierarchyMount: "/sys/fs/cgroup/blkio",
-		Originals: []actuate.Original{{Cgroup: "/docker/a", Knob: "bfq", DevStr: "7:0", Had: true, Native: 300}},
+		Originals: []actuate.Original{{Cgroup: "/docker/a", Knob: "bfq", Dev: cgroupfs.Dev{Major: 7}, DevStr: "7:0", Had: true, Native: 300}},
 		Workloads: []Workload{{Cgroup: "/docker/a", View: policy.View{ID: "a", Level: policy.Level3, BytesInLevel: 5}}},
 	}
 	if err := Save(path, in); err != nil {
@@ -51,5 +52,99 @@ func TestLoadRejectsCorruptAndFutureFiles(t *testing.T) {
 	os.WriteFile(future, []byte(`{"version": 99}`), 0o600)
 	if _, err := Load(future); err == nil || !strings.Contains(err.Error(), "version 99") {
 		t.Fatalf("future version: %v", err)
+	}
+}
+
+// TestNamesLossless: cgroup names and IDs that are not valid UTF-8 (JSON
+// strings would turn their bytes into U+FFFD) come back byte for byte, as
+// do inodes; valid ones stay plain strings in the file.
+func TestNamesLossless(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.json")
+	bad := "/lxc/caf\xe9 \xff\n.."
+	in := File{HierarchyVersion: 1, HierarchyMount: "/sys/fs/cgroup/blkio",
+		Originals: []actuate.Original{
+			{Cgroup: bad, Knob: "bfq", Dev: cgroupfs.Dev{Major: 7, Minor: 3}, DevStr: "7:3", Had: true, Native: 300},
+			{Cgroup: "/lxc/plain", Knob: "throttle", Dev: cgroupfs.Dev{Major: 8}, DevStr: "8:0", Limits: cgroupfs.Limits{RBps: 5}},
+		},
+		Workloads: []Workload{{Cgroup: bad, View: policy.View{ID: bad, Level: policy.Level4}}},
+		Inodes:    map[string]uint64{bad: 4242, "/lxc/plain": 7},
+	}
+	if err := Save(path, in); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), `"cgroup":"/lxc/plain"`) || !strings.Contains(string(data), `"base64":`) {
+		t.Fatalf("names not stored as expected:\n%s", data)
+	}
+	out, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Originals) != 2 || out.Originals[0] != in.Originals[0] || out.Originals[1] != in.Originals[1] {
+		t.Fatalf("originals: got %+v, want %+v", out.Originals, in.Originals)
+	}
+	if out.Workloads[0].Cgroup != bad || out.Workloads[0].View.ID != bad || out.Workloads[0].View.Level != policy.Level4 {
+		t.Fatalf("workload: got %+v", out.Workloads[0])
+	}
+	if out.Inodes[bad] != 4242 || out.Inodes["/lxc/plain"] != 7 {
+		t.Fatalf("inodes: %v", out.Inodes)
+	}
+}
+
+// TestLoadVersion1: files of the previous format are still adopted.
+func TestLoadVersion1(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.json")
+	v1 := `{"version": 1, "written": "2026-01-02T03:04:05Z", "hierarchy_version": 1, "hierarchy_mount": "/sys/fs/cgroup/blkio",
+  "originals": [{"cgroup": "/docker/a", "knob": "bfq", "dev": "7:0", "had": true, "native": 300,
+                 "limits": {"RBps": 0, "WBps": 0, "RIOps": 0, "WIOps": 0}}],
+  "workloads": [{"cgroup": "/docker/a", "view": {"id": "a", "level": 3, "bytes_in_level": 5, "allowance": 0, "weight": 250}}]}`
+	os.WriteFile(path, []byte(v1), 0o600)
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := actuate.Original{Cgroup: "/docker/a", Knob: "bfq", Dev: cgroupfs.Dev{Major: 7}, DevStr: "7:0", Had: true, Native: 300}
+	if f.Version != 1 || len(f.Originals) != 1 || f.Originals[0] != want || f.Workloads[0].View.ID != "a" ||
+		f.Workloads[0].View.Level != policy.Level3 || f.HierarchyMount != "/sys/fs/cgroup/blkio" {
+		t.Fatalf("version 1 file read as %+v", f)
+	}
+}
+
+// TestLoadRefusesBadFiles: every malformed file is refused with an error
+// naming it, never half-adopted.
+func TestLoadRefusesBadFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	if err := Save(good, File{Originals: []actuate.Original{{Cgroup: "/a", Knob: "bfq", DevStr: "7:0", Had: true, Native: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := os.ReadFile(good)
+	for _, c := range []struct{ name, body, want string }{
+		{"truncated", string(whole[:len(whole)/2]), "corrupt"},
+		{"empty", "", "corrupt"},
+		{"not an object", "[1]", "corrupt"},
+		{"trailing data", string(whole) + "{}", "corrupt"},
+		{"no version", `{"originals": []}`, "corrupt"},
+		{"bad device", `{"version": 2, "originals": [{"cgroup": "/a", "knob": "bfq", "dev": "x"}]}`, "corrupt"},
+		{"bad base64", `{"version": 2, "originals": [{"cgroup": {"base64": "!!"}, "knob": "bfq", "dev": "7:0"}]}`, "corrupt"},
+		{"version 0", `{"version": 0}`, "version 0"},
+		{"version 3", `{"version": 3}`, "version 3"},
+	} {
+		path := filepath.Join(dir, c.name+".json")
+		os.WriteFile(path, []byte(c.body), 0o600)
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %s and saying %q", c.name, err, path, c.want)
+		}
+	}
+	huge := filepath.Join(dir, "huge.json")
+	fh, _ := os.Create(huge)
+	fh.Truncate(MaxSize + 1) // sparse: no disk used
+	fh.Close()
+	if _, err := Load(huge); err == nil || !strings.Contains(err.Error(), huge) || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("oversized file: %v", err)
 	}
 }
