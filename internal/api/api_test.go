@@ -310,7 +310,7 @@ func TestAPIServeShutsDownOnCancel(t *testing.T) {
 	snap.Store(fixture())
 	h := NewHandler(snap.Load, prometheus.NewRegistry(), logger)
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln, h, logger, defaultLimits) }()
+	go func() { done <- serve(ctx, "", ln, h, logger, defaultLimits) }()
 
 	resp, err := http.Get("http://" + ln.Addr().String() + "/v1/workloads")
 	if err != nil {
@@ -347,7 +347,7 @@ func TestAPIServeWarnsBeyondLoopback(t *testing.T) {
 	logs := newSyncBuffer()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := serve(ctx, ln, http.NotFoundHandler(), slog.New(slog.NewTextHandler(logs, nil)), defaultLimits); err != nil {
+	if err := serve(ctx, "", ln, http.NotFoundHandler(), slog.New(slog.NewTextHandler(logs, nil)), defaultLimits); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(logs.String(), "no authentication") {

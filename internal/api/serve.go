@@ -30,7 +30,7 @@ func Serve(ctx context.Context, addr string, h http.Handler, logger *slog.Logger
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", addr, err)
 	}
-	return serve(ctx, ln, h, logger, defaultLimits)
+	return serve(ctx, addr, ln, h, logger, defaultLimits)
 }
 
 // limits bound what one client can hold of the server: a client that
@@ -53,12 +53,17 @@ var defaultLimits = limits{
 	maxHeader: 64 << 10,
 }
 
-// serve is Serve on a listener it closes.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, lim limits) error {
+// serve is Serve on a listener it closes; asked is the address as the
+// operator gave it ("" for ln's own), named in the warning.
+func serve(ctx context.Context, asked string, ln net.Listener, h http.Handler, logger *slog.Logger, lim limits) error {
 	addr := ln.Addr().String()
+	if asked == "" {
+		asked = addr
+	}
 	if !isLoopback(ln.Addr()) {
+		// 0.0.0.0:9191 binds as [::]:9191: name both.
 		logger.Warn("api listens beyond loopback; it has no authentication, anyone who reaches it reads every workload's name and I/O",
-			"addr", addr)
+			"addr", asked, "bound", addr)
 	}
 	srv := &http.Server{
 		Handler:           h,
