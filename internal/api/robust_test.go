@@ -72,7 +72,9 @@ func startLive(t *testing.T, lim limits) *liveServer {
 	}()
 	done := make(chan error, 1)
 	logger := slog.New(slog.DiscardHandler)
-	go func() { done <- serve(ctx, "", ln, NewHandler(snap.Load, prometheus.NewRegistry(), logger), logger, lim) }()
+	go func() {
+		done <- serve(ctx, "", ln, NewHandler(snap.Load, prometheus.NewRegistry(), logger), logger, lim)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
