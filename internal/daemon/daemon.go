@@ -184,9 +184,10 @@ type Daemon struct {
 
 	snap atomic.Pointer[snapshot.Snapshot]
 
-	mu        sync.Mutex // guards pending
-	pending   *policy.Config
-	stateDirt bool
+	mu              sync.Mutex // guards pending and pendingInterval
+	pending         *policy.Config
+	pendingInterval time.Duration // 0: none
+	stateDirt       bool
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -287,6 +288,33 @@ func (d *Daemon) Reconfigure(c policy.Config) error {
 	return nil
 }
 
+// SetInterval schedules a new tick interval (SIGHUP); the loop takes it
+// over after its next tick.
+func (d *Daemon) SetInterval(iv time.Duration) error {
+	if iv <= 0 {
+		return fmt.Errorf("interval %s: must be positive", iv)
+	}
+	d.mu.Lock()
+	d.pendingInterval = iv
+	d.mu.Unlock()
+	return nil
+}
+
+// takeInterval applies a pending interval and reports whether it did.
+func (d *Daemon) takeInterval() bool {
+	d.mu.Lock()
+	iv := d.pendingInterval
+	d.pendingInterval = 0
+	d.mu.Unlock()
+	if iv == 0 || iv == d.opts.Interval {
+		return false
+	}
+	d.log.Info("interval changed", "from", d.opts.Interval, "to", iv)
+	d.opts.Interval = iv
+	d.maxPeriod = maxPeriod(d.opts.QuietMax, iv)
+	return true
+}
+
 // Run runs the loop until ctx ends, then restores every original value and
 // returns. An error is returned only when the loop cannot go on.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -321,6 +349,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return errors.Join(fmt.Errorf("workload source %s stopped: %w", d.opts.Source.Name(), err), serr)
 		case <-ticker.C:
 			d.step()
+			if d.takeInterval() {
+				ticker.Reset(d.opts.Interval)
+			}
 		}
 	}
 }
