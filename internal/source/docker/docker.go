@@ -92,7 +92,7 @@ type Source struct {
 	lostAt   time.Time // when the event stream was lost; zero while connected (Run's goroutine only)
 
 	failures atomic.Uint64 // failed sessions: connection lost or attempt failed
-	mu     sync.Mutex    // guards down*
+	mu       sync.Mutex    // guards down*
 	// While the engine is unreachable: since when, the last error, how many
 	// attempts failed.
 	downSince time.Time
