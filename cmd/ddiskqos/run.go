@@ -43,18 +43,20 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ddiskqos run: %v\n", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
+	level := new(slog.LevelVar) // SIGHUP may change it
+	level.Set(cfg.Log.SlogLevel())
+	log := newLogger(cfg, level, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := serveDaemon(ctx, cfg, fs, log); err != nil {
+	if err := serveDaemon(ctx, cfg, fs, log, level); err != nil {
 		log.Error("ddiskqos stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}
+func newLogger(cfg config.Config, level slog.Leveler, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Log.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
@@ -67,7 +69,7 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 // is the first write to a cgroup: the host lock (a second daemon would
 // restore or adopt the first one's values), the API's port, the state file
 // (daemon.New). A run that fails to start touches nothing.
-func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *slog.Logger) error {
+func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *slog.Logger, level *slog.LevelVar) error {
 	lock, err := hostlock.Acquire(hostlock.Path())
 	if err != nil {
 		return err
@@ -128,7 +130,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	if cfg.Listen != "" {
 		go func() { apiDone <- api.Serve(ctx, cfg.Listen, api.NewHandler(d.Snapshot, reg, log), log) }()
 	}
-	go reloadOnHUP(ctx, d, cfg, fs, log)
+	go reloadOnHUP(ctx, d, cfg, fs, log, level)
 
 	runErr := make(chan error, 1)
 	go func() { runErr <- d.Run(ctx) }()
@@ -142,9 +144,11 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	}
 }
 
-// reloadOnHUP re-reads the configuration on SIGHUP and hands the policy
-// part to the loop; fields that need a restart are reported, not applied.
-func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *flag.FlagSet, log *slog.Logger) {
+// reloadOnHUP re-reads the configuration on SIGHUP and applies its live
+// keys (config.Diff): the policy's and the interval through the loop, the
+// log level at once. Keys that need a restart are named and keep their
+// running values.
+func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *flag.FlagSet, log *slog.Logger, level *slog.LevelVar) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -168,8 +172,15 @@ func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *f
 			log.Error("reload refused", "err", err)
 			continue
 		}
-		log.Info("reloaded configuration", "file", path, "changed", strings.Join(live, ","))
-		cur = next
+		if err := d.SetInterval(next.Interval); err != nil {
+			log.Error("reload refused", "err", err)
+			continue
+		}
+		// Logged before the level changes, so it shows also when the new
+		// level hides INFO.
+		log.Info("reloaded configuration", "file", path, "applied", strings.Join(live, ","))
+		level.Set(next.Log.SlogLevel())
+		cur = config.ApplyLive(cur, next)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -217,7 +219,9 @@ func statusFetch(ctx context.Context, u string) ([]byte, error) {
 		if len(msg) > 300 {
 			msg = msg[:300] + "..."
 		}
-		return nil, &statusHTTPError{code: resp.StatusCode, msg: msg}
+		// The body is the daemon's (or whatever listens there): escaped
+		// like every cell before it reaches the terminal.
+		return nil, &statusHTTPError{code: resp.StatusCode, msg: statusCell(msg)}
 	}
 	return body, nil
 }
@@ -309,7 +313,7 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 		slices.SortFunc(errs, func(a, b snapshot.ErrorCount) int { return strings.Compare(a.Cause, b.Cause) })
 		parts := make([]string, len(errs))
 		for i, e := range errs {
-			parts[i] = fmt.Sprintf("%s %d", e.Cause, e.Count)
+			parts[i] = fmt.Sprintf("%s %d", statusCell(e.Cause), e.Count)
 		}
 		fmt.Fprintf(w, "errors since start: %s (see the daemon's log)\n", strings.Join(parts, ", "))
 	}
@@ -332,11 +336,12 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 				statusCell(wl.Name), statusCell(shortID(wl.ID)), statusLevel(wl), statusWeight(wl), statusInLevel(wl),
 				humanBytes(rate(wl.ReadBps)), humanBytes(rate(wl.WriteBps)), statusPressure(wl.Pressure), statusMechanisms(wl.Applied, !statusThrottleOnly(wl)))
 			if wl.LabelError != "" {
-				notes = append(notes, fmt.Sprintf("%s: label: %s", wl.Name, wl.LabelError))
+				notes = append(notes, fmt.Sprintf("%s: label: %s", statusCell(wl.Name), statusCell(wl.LabelError)))
 			}
 			for _, a := range wl.Applied {
 				if a.Error != "" {
-					notes = append(notes, fmt.Sprintf("%s: %s on %s: %s", wl.Name, a.Mechanism, a.Device, a.Error))
+					notes = append(notes, fmt.Sprintf("%s: %s on %s: %s", statusCell(wl.Name), statusCell(a.Mechanism),
+						statusCell(a.Device), statusCell(a.Error)))
 				}
 			}
 		}
@@ -381,18 +386,66 @@ func orDash(s string) string {
 	return statusCell(s)
 }
 
-// statusCell keeps a name from breaking the table: tabs and newlines
-// (a cgroup directory can hold them) would start new cells and rows.
+// statusCell makes a string from the daemon safe to print in a table on
+// a terminal: a name is whatever the cgroup directory or the container was
+// called, and may carry terminal escapes (ESC ]0;title BEL retitles the
+// window, CSI sequences move the cursor or clear the screen), tabs and
+// newlines that would break the table, bidi overrides that reorder what is
+// shown, or bytes that are not UTF-8. Every rune that is not printable
+// (unicode.IsPrint; the ASCII space is kept) is shown as a Go escape:
+// \t \n \r, \xNN for other ASCII controls and for bytes that are not
+// UTF-8, \uNNNN or \UNNNNNNNN for the rest (C1 controls, U+202E, ...).
+// Backslashes stay as they are (systemd names carry \x2d): the table is
+// for reading; --json passes the daemon's JSON through unchanged.
 func statusCell(s string) string {
-	if !strings.ContainsAny(s, "\t\n\r") {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
 		return s
 	}
-	return strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`).Replace(s)
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == ' ' || unicode.IsPrint(r):
+			b.WriteString(s[:size])
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		s = s[size:]
+	}
+	return b.String()
 }
 
+// shortID is the first 12 characters of id (a Docker ID's short form),
+// escaped like every cell.
 func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
+	if utf8.RuneCountInString(id) > 12 {
+		n := 0
+		for i := range id {
+			if n == 12 {
+				id = id[:i]
+				break
+			}
+			n++
+		}
 	}
 	return orDash(id)
 }

@@ -306,10 +306,3 @@ func TestStatusBaseURL(t *testing.T) {
 		}
 	}
 }
-
-func TestStatusCellEscapesControl(t *testing.T) {
-	t.Parallel()
-	if got := statusCell("a\tb\nc"); got != `a\tb\nc` {
-		t.Errorf("statusCell = %q", got)
-	}
-}

@@ -139,6 +139,10 @@ type Actuator struct {
 	// members is Apply's scratch: per dynamic device, its workloads.
 	members [][]Member
 	pending []pendingWrite
+	// failing holds the knobs whose last read or write failed, with when
+	// that began: a knob that keeps failing is reported once (see Apply),
+	// and once more when it works again.
+	failing map[knobKey]time.Time
 }
 
 // pendingWrite is a knob Apply will write once its original is durable.
@@ -163,7 +167,7 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 		cfg.Logger = log
 	}
 	a := &Actuator{cfg: cfg, log: log, work: map[string]*wstate{}, originals: map[knobKey]Original{},
-		fresh: map[knobKey]bool{}, members: make([][]Member, len(cfg.Devices))}
+		fresh: map[knobKey]bool{}, members: make([][]Member, len(cfg.Devices)), failing: map[knobKey]time.Time{}}
 	for _, d := range cfg.Devices {
 		m, err := newMechanism(cfg, d)
 		if err != nil {
@@ -220,8 +224,11 @@ func (a *Actuator) Applied(id string) []Applied {
 // knob the throttle may write before the next tick), makes them durable
 // (Config.Persist), and only then writes — each write read back. Errors do
 // not stop the other targets: they are recorded per device (see Applied)
-// and returned joined. A cgroup that has gone is not an error; its workload
-// is dropped.
+// and returned joined. A knob that keeps failing tick after tick is
+// returned only at the Apply where it began to fail (the caller logs and
+// counts it once); when it works again the actuator logs a WARN saying so.
+// Applied carries its error meanwhile. A cgroup that has gone is not an
+// error; its workload is dropped.
 func (a *Actuator) Apply(now time.Time, targets []Target) error {
 	var errs []error
 	a.pending = a.pending[:0]
@@ -277,8 +284,10 @@ func (a *Actuator) Apply(now time.Time, targets []Target) error {
 				a.forgetW(p.w)
 				continue
 			}
-			errs = append(errs, err)
+			errs = appendNew(errs, a.failed(p.key, now, err))
+			continue
 		}
+		a.works(p.key, now)
 	}
 	for i, m := range a.mechs {
 		if d, ok := m.(dynamic); ok {
@@ -351,25 +360,57 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 					return err
 				}
 				ap.Err = err
-				errs = append(errs, err)
+				errs = appendNew(errs, a.failed(k, now, err))
 				continue
 			}
 			a.pending = append(a.pending, pendingWrite{w: w, i: i, key: k, set: m.Want(t), wt: t.Weight})
 		case dynamic:
 			if m.Wants(t.Level) && !a.cfg.DryRun {
-				if _, err := a.record(w, m, dev); err != nil {
+				k, err := a.record(w, m, dev)
+				if err != nil {
 					if errors.Is(err, cgroupfs.ErrCgroupGone) {
 						return err
 					}
 					w.applied[i].Err = err
-					errs = append(errs, err)
+					errs = appendNew(errs, a.failed(k, now, err))
 					continue
 				}
+				a.works(k, now)
 			}
 			a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level})
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// failed notes that knob k failed with err and returns err when it has
+// just begun to fail, nil when it was failing already (reported then).
+func (a *Actuator) failed(k knobKey, now time.Time, err error) error {
+	if _, ok := a.failing[k]; ok {
+		return nil
+	}
+	a.failing[k] = now
+	return err
+}
+
+// works notes that knob k was read or written fine; if it was failing, a
+// WARN says it works again.
+func (a *Actuator) works(k knobKey, now time.Time) {
+	since, ok := a.failing[k]
+	if !ok {
+		return
+	}
+	delete(a.failing, k)
+	a.log.Warn("knob works again", "cgroup", k.cgroup, "knob", k.knob, "dev", k.dev.String(),
+		"failed_for", now.Sub(since).String())
+}
+
+// appendNew appends err to errs unless it is nil.
+func appendNew(errs []error, err error) []error {
+	if err == nil {
+		return errs
+	}
+	return append(errs, err)
 }
 
 func (a *Actuator) hasOriginal(cgroup, knob string, dev cgroupfs.Dev) bool {
@@ -445,6 +486,11 @@ func (a *Actuator) Release(id string) error {
 		delete(a.fresh, k)
 		a.dirty = true
 	}
+	for k := range a.failing {
+		if k.cgroup == w.cgroup {
+			delete(a.failing, k)
+		}
+	}
 	w.dropped = true
 	delete(a.work, id)
 	return errors.Join(errs...)
@@ -472,6 +518,11 @@ func (a *Actuator) forgetW(w *wstate) {
 	for _, k := range w.knobs {
 		delete(a.originals, k)
 		delete(a.fresh, k)
+	}
+	for k := range a.failing {
+		if k.cgroup == w.cgroup {
+			delete(a.failing, k)
+		}
 	}
 	a.dirty = true
 	w.dropped = true

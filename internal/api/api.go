@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -87,7 +88,7 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 // workloads serves the snapshot, its Workloads filtered by the query.
 // Everything else (Levels, Devices, Errors) stays host-wide.
 func (s *server) workloads(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r.URL.Query())
+	f, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		s.jsonError(w, http.StatusBadRequest, err.Error())
 		return
@@ -107,6 +108,32 @@ func (s *server) workloads(w http.ResponseWriter, r *http.Request) {
 type filter struct {
 	name  string
 	level int // -1: any
+}
+
+// parseQuery parses and validates the raw query. r.URL.Query() would drop
+// what it cannot decode (?name=%ZZ, ?level=1;name=zz) and so answer with
+// the unfiltered list; here each such pair is an error naming it.
+func parseQuery(raw string) (filter, error) {
+	q := map[string][]string{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		if strings.Contains(pair, ";") {
+			return filter{}, fmt.Errorf("query %q: ';' is not a separator, use '&'", pair)
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			return filter{}, fmt.Errorf("query parameter %q: bad escape in its name: %v", k, err)
+		}
+		val, err := url.QueryUnescape(v)
+		if err != nil {
+			return filter{}, fmt.Errorf("query parameter %q: bad escape in its value %q: %v", key, v, err)
+		}
+		q[key] = append(q[key], val)
+	}
+	return parseFilter(q)
 }
 
 // parseFilter validates the query: unknown parameters, repeated ones and

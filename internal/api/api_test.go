@@ -122,6 +122,13 @@ func TestAPIWorkloadsBadFilter(t *testing.T) {
 		{"/v1/workloads?level=1&level=2", `"level"`},
 		{"/v1/workloads?lvl=2", `"lvl"`},
 		{"/v1/workloads?name=a&name=b", `"name"`},
+		// r.URL.Query() drops these pairs silently: the unfiltered list.
+		{"/v1/workloads?name=%ZZ", `"name"`},
+		{"/v1/workloads?level=1;name=zz", `level=1;name=zz`},
+		{"/v1/workloads?%ZZ=1", `"%ZZ"`},
+		{"/v1/workloads?name=a&bogus", `"bogus"`},
+		{"/v1/workloads?level=", `"level"`},
+		{"/v1/workloads?level=99999999999999999999", `"level"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {
@@ -301,7 +308,7 @@ func TestAPIServeShutsDownOnCancel(t *testing.T) {
 	snap.Store(fixture())
 	h := NewHandler(snap.Load, prometheus.NewRegistry(), logger)
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln, h, logger) }()
+	go func() { done <- serve(ctx, "", ln, h, logger, defaultLimits) }()
 
 	resp, err := http.Get("http://" + ln.Addr().String() + "/v1/workloads")
 	if err != nil {
@@ -336,7 +343,7 @@ func TestAPIServeWarnsBeyondLoopback(t *testing.T) {
 	logs := newSyncBuffer()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := serve(ctx, ln, http.NotFoundHandler(), slog.New(slog.NewTextHandler(logs, nil))); err != nil {
+	if err := serve(ctx, "", ln, http.NotFoundHandler(), slog.New(slog.NewTextHandler(logs, nil)), defaultLimits); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(logs.String(), "no authentication") {

@@ -30,27 +30,50 @@ func Serve(ctx context.Context, addr string, h http.Handler, logger *slog.Logger
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", addr, err)
 	}
-	return serve(ctx, ln, h, logger)
+	return serve(ctx, addr, ln, h, logger, defaultLimits)
 }
 
-// serve is Serve on a listener it closes.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+// limits bound what one client can hold of the server: a client that
+// sends its headers slowly is cut off after readHeader, one that sends a
+// body slowly after read; an answer must be written within write; an idle
+// keep-alive connection is closed after idle; headers above maxHeader
+// bytes get 431.
+type limits struct {
+	readHeader, read, write, idle time.Duration
+	maxHeader                     int
+}
+
+var defaultLimits = limits{
+	readHeader: 5 * time.Second,
+	read:       10 * time.Second,
+	// A /metrics or /v1/workloads answer for 10,000 workloads is a few
+	// MB; leave a slow scraper time to read it.
+	write:     60 * time.Second,
+	idle:      2 * time.Minute,
+	maxHeader: 64 << 10,
+}
+
+// serve is Serve on a listener it closes; asked is the address as the
+// operator gave it ("" for ln's own), named in the warning.
+func serve(ctx context.Context, asked string, ln net.Listener, h http.Handler, logger *slog.Logger, lim limits) error {
 	addr := ln.Addr().String()
+	if asked == "" {
+		asked = addr
+	}
 	if !isLoopback(ln.Addr()) {
+		// 0.0.0.0:9191 binds as [::]:9191: name both.
 		logger.Warn("api listens beyond loopback; it has no authentication, anyone who reaches it reads every workload's name and I/O",
-			"addr", addr)
+			"addr", asked, "bound", addr)
 	}
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		// A /metrics or /v1/workloads answer for 10,000 workloads is a few
-		// MB; leave a slow scraper time to read it.
-		WriteTimeout:   60 * time.Second,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		WriteTimeout:      lim.write,
+		IdleTimeout:       lim.idle,
+		MaxHeaderBytes:    lim.maxHeader,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	logger.Info("api listening", "addr", addr)
 

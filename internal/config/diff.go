@@ -5,22 +5,19 @@ import (
 )
 
 // liveKeys are the keys whose new value the running daemon takes over on
-// reload. Every other key is read once at start: the source and its
-// connection (source, cgroup_parent, docker_host), what is bound or opened
-// (listen, state_file, paths), how values are written (actuator) and the
-// log handler (log.format; log.level can change through a slog.LevelVar).
+// reload (`ddiskqos run` applies each: the policy's through
+// daemon.Reconfigure, interval through daemon.SetInterval, log.level
+// through a slog.LevelVar). Every other key is read once at start: the
+// source and its connection (source, cgroup_parent, docker_host), what is
+// bound or opened (listen, state_file, paths), how and where values are
+// written (actuator, dry_run, throttle_shares, throttle_min, throttle_burst, reassert,
+// devices) and the log handler (log.format).
 var liveKeys = map[string]bool{
-	"interval":        true,
-	"thresholds":      true,
-	"weights":         true,
-	"boost_after":     true,
-	"dry_run":         true,
-	"throttle_shares": true,
-	"throttle_min":    true,
-	"throttle_burst":  true,
-	"reassert":        true,
-	"devices":         true,
-	"log.level":       true,
+	"interval":    true,
+	"thresholds":  true,
+	"weights":     true,
+	"boost_after": true,
+	"log.level":   true,
 }
 
 // Diff lists the keys whose values differ between old and new, in the
@@ -58,4 +55,18 @@ func diffValues(a, b reflect.Value, prefix string) []string {
 		}
 	}
 	return keys
+}
+
+// ApplyLive returns running with the live keys (see Diff) taken from next:
+// the configuration in force after a reload that applied them. Keys that
+// need a restart keep their running values, so a later reload names them
+// again until the daemon restarts.
+func ApplyLive(running, next Config) Config {
+	out := running.clone()
+	out.Interval = next.Interval
+	out.Thresholds = append([]Size(nil), next.Thresholds...)
+	out.Weights = append([]uint16(nil), next.Weights...)
+	out.BoostAfter = next.BoostAfter
+	out.Log.Level = next.Log.Level
+	return out
 }

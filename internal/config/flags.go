@@ -130,7 +130,7 @@ var flagDefs = []flagDef{
 			return err
 		}},
 	{name: "listen", key: "listen", arg: "ADDR",
-		help: "host:port of the HTTP API and /metrics; empty turns them off",
+		help: "host:port of the HTTP API and /metrics; empty turns them off. The API has no authentication: an address beyond loopback lets anyone who reaches it read every workload's name and I/O (the daemon warns at start)",
 		get:  func(c *Config) string { return c.Listen },
 		set:  func(c *Config, s string) error { c.Listen = s; return nil }},
 	{name: "state-file", key: "state_file", arg: "PATH",

@@ -227,25 +227,25 @@ func TestDiff(t *testing.T) {
 			c.Thresholds[0] = MiB
 			c.Weights[3] = 50
 			c.BoostAfter = time.Minute
-			c.DryRun = true
-			c.ThrottleShares[3] = 0.2
-			c.ThrottleMin = MiB
-			c.Reassert = 0
-			c.Devices = []string{"sd*"}
 			c.Log.Level = "debug"
-		}, []string{"interval", "thresholds", "weights", "boost_after", "dry_run", "throttle_shares",
-			"throttle_min", "reassert", "devices", "log.level"}, nil},
+		}, []string{"interval", "thresholds", "weights", "boost_after", "log.level"}, nil},
 		{"restart keys", func(c *Config) {
 			c.Source = SourceCgroup
 			c.CgroupParent = "/lxc.payload"
 			c.DockerHost = "tcp://x:1"
 			c.Actuator = ActuatorDocker
+			c.DryRun = true
+			c.ThrottleShares[3] = 0.2
+			c.ThrottleMin = MiB
+			c.Reassert = 0
+			c.Devices = []string{"sd*"}
 			c.Listen = ""
 			c.StateFile = "/x"
 			c.Paths.Sys = "/host/sys"
 			c.Paths.Proc = "/host/proc"
 			c.Log.Format = "json"
-		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "listen", "state_file",
+		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "dry_run", "throttle_shares",
+			"throttle_min", "reassert", "devices", "listen", "state_file",
 			"paths.sys", "paths.proc", "log.format"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -267,6 +267,33 @@ func TestDiff(t *testing.T) {
 		if !keys[k] {
 			t.Errorf("liveKeys has %q, which is not a config key", k)
 		}
+	}
+}
+
+// ApplyLive takes over exactly the live keys: afterwards Diff finds no
+// live key, and every restart key still differs.
+func TestApplyLive(t *testing.T) {
+	t.Parallel()
+	old, next := Default(), Default()
+	next.Interval = 3 * time.Second
+	next.Thresholds[1] = 3 * MiB
+	next.Weights[0] = 900
+	next.BoostAfter = time.Hour
+	next.Log.Level = "debug"
+	next.DryRun = true
+	next.Listen = ":1"
+	next.Devices = []string{"vd*"}
+	got := ApplyLive(old, next)
+	live, restart := Diff(got, next)
+	if len(live) != 0 || !reflect.DeepEqual(restart, []string{"dry_run", "devices", "listen"}) {
+		t.Errorf("after ApplyLive, Diff = %q, %q; want none, [dry_run devices listen]", live, restart)
+	}
+	if l, _ := Diff(old, got); len(l) != len(liveKeys) {
+		t.Errorf("ApplyLive changed %q, want all %d live keys", l, len(liveKeys))
+	}
+	got.Weights[0] = 1
+	if next.Weights[0] != 900 {
+		t.Error("ApplyLive shares the weights slice with next")
 	}
 }
 

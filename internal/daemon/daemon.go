@@ -186,9 +186,10 @@ type Daemon struct {
 
 	snap atomic.Pointer[snapshot.Snapshot]
 
-	mu        sync.Mutex // guards pending
-	pending   *policy.Config
-	stateDirt bool
+	mu              sync.Mutex // guards pending and pendingInterval
+	pending         *policy.Config
+	pendingInterval time.Duration // 0: none
+	stateDirt       bool
 	// stateErr is the last failure to save the state file, nil once a save
 	// succeeded: while it is set, new originals are not durable and their
 	// knobs are not written (actuate.Config.Persist).
@@ -374,6 +375,33 @@ func (d *Daemon) Reconfigure(c policy.Config) error {
 	return nil
 }
 
+// SetInterval schedules a new tick interval (SIGHUP); the loop takes it
+// over after its next tick.
+func (d *Daemon) SetInterval(iv time.Duration) error {
+	if iv <= 0 {
+		return fmt.Errorf("interval %s: must be positive", iv)
+	}
+	d.mu.Lock()
+	d.pendingInterval = iv
+	d.mu.Unlock()
+	return nil
+}
+
+// takeInterval applies a pending interval and reports whether it did.
+func (d *Daemon) takeInterval() bool {
+	d.mu.Lock()
+	iv := d.pendingInterval
+	d.pendingInterval = 0
+	d.mu.Unlock()
+	if iv == 0 || iv == d.opts.Interval {
+		return false
+	}
+	d.log.Info("interval changed", "from", d.opts.Interval, "to", iv)
+	d.opts.Interval = iv
+	d.maxPeriod = maxPeriod(d.opts.QuietMax, iv)
+	return true
+}
+
 // Run runs the loop until ctx ends, then restores every original value and
 // returns. An error is returned only when the loop cannot go on.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -408,6 +436,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return errors.Join(fmt.Errorf("workload source %s stopped: %w", d.opts.Source.Name(), err), serr)
 		case <-ticker.C:
 			d.step()
+			if d.takeInterval() {
+				ticker.Reset(d.opts.Interval)
+			}
 		}
 	}
 }
@@ -788,7 +819,6 @@ func devsOf(ds []actuate.Device) []cgroupfs.Dev {
 func startupGrace(interval time.Duration) time.Duration {
 	return max(2*time.Second, 3*interval)
 }
-
 
 // sub is cur-prev, or cur when the counter went backwards (it was reset).
 func sub(cur, prev uint64) uint64 {

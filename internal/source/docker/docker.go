@@ -9,6 +9,11 @@
 // reporting the containers that vanished meanwhile as Removed, new ones as
 // Added, and ones that restarted (new main pid) as Updated.
 //
+// While the engine cannot be reached — lost mid-run, or down at start (the
+// source retries from the start as well: at boot dockerd may come up after
+// the daemon) — the source is degraded: Health says since when and why, the
+// loss is logged once as a WARN, and Errors counts every failed attempt.
+//
 // A container's cgroup comes from its main process's /proc/<pid>/cgroup, or,
 // when that cannot be read, from the engine's cgroup driver and the
 // container's cgroup parent (see ComputeCgroup).
@@ -24,6 +29,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -70,8 +77,9 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the delay between reconnections;
 	// zero means DefaultMinBackoff and DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
-	// Logger receives info messages on reconnection and debug messages on
-	// skipped containers; nil discards them.
+	// Logger receives a WARN when the engine becomes unreachable and when
+	// it is back, debug messages on each further attempt and on skipped
+	// containers; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -82,6 +90,14 @@ type Source struct {
 	min, max time.Duration
 	log      *slog.Logger
 	lostAt   time.Time // when the event stream was lost; zero while connected (Run's goroutine only)
+
+	failures atomic.Uint64 // failed sessions: connection lost or attempt failed
+	mu       sync.Mutex    // guards down*
+	// While the engine is unreachable: since when, the last error, how many
+	// attempts failed.
+	downSince time.Time
+	downErr   error
+	downTries int
 }
 
 var _ source.Source = (*Source)(nil)
@@ -125,10 +141,47 @@ func New(o Options) (*Source, error) {
 // Name returns "docker".
 func (s *Source) Name() string { return "docker" }
 
+// Errors is how many times the engine could not be reached or the event
+// stream broke since start (safe for concurrent use).
+func (s *Source) Errors() uint64 { return s.failures.Load() }
+
+// Health is "" while the source is in touch with the engine, else why not:
+// since when it is unreachable, how many attempts failed, the last error.
+// Safe for concurrent use.
+func (s *Source) Health() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.downSince.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("degraded: the docker engine is unreachable since %s (%s ago, %d attempts): %v; containers are not discovered or released until it is back",
+		s.downSince.UTC().Format(time.RFC3339), time.Since(s.downSince).Round(time.Second), s.downTries, s.downErr)
+}
+
+// setDown records a failed attempt and reports whether it is the first of
+// an outage.
+func (s *Source) setDown(err error) bool {
+	s.failures.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := s.downSince.IsZero()
+	if first {
+		s.downSince = time.Now()
+	}
+	s.downErr, s.downTries = err, s.downTries+1
+	return first
+}
+
+func (s *Source) setUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.downSince, s.downErr, s.downTries = time.Time{}, nil, 0
+}
+
 // Run reports the running containers as Added, then follows the engine's
-// events until ctx ends. It fails only when the engine cannot be reached at
-// all at the start (a wrong DOCKER_HOST, no permission on the socket); once
-// it has been connected, it reconnects for as long as ctx lives.
+// events until ctx ends. When the engine cannot be reached — at start or
+// later — it retries with backoff for as long as ctx lives, degraded
+// meanwhile (see Health). It fails only when no client can be made.
 func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	eng := s.engine
 	if eng == nil {
@@ -143,7 +196,6 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 		eng = c
 	}
 	known := map[string]source.Workload{}
-	everSynced := false
 	delay := s.min
 	for {
 		began := time.Now()
@@ -152,7 +204,6 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 			return nil
 		}
 		if synced {
-			everSynced = true
 			// A stream that stayed up for a while was a success: start the
 			// backoff again from the bottom. One that broke at once (an
 			// engine that lists but cannot stream) keeps backing off.
@@ -160,16 +211,18 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 				delay = s.min
 			}
 		}
-		if !everSynced {
-			return fmt.Errorf("docker engine: %w", err)
-		}
 		// Equal jitter: half fixed, half random, so restarted daemons on many
 		// hosts do not knock on their engines in step.
 		wait := delay/2 + rand.N(delay/2+1)
 		if s.lostAt.IsZero() {
 			s.lostAt = time.Now()
 		}
-		s.log.Info("docker event stream lost, reconnecting", "err", err, "in", wait)
+		if s.setDown(err) {
+			s.log.Warn("docker engine unreachable, reconnecting; containers are not discovered or released until it is back",
+				"err", err, "in", wait)
+		} else {
+			s.log.Debug("docker engine still unreachable, reconnecting", "err", err, "in", wait)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -208,10 +261,11 @@ func (s *Source) session(ctx context.Context, eng Engine, known map[string]sourc
 		return false, err
 	}
 	if !s.lostAt.IsZero() {
-		s.log.Info("docker event stream reconnected and resynced", "down", time.Since(s.lostAt).Round(time.Millisecond),
+		s.log.Warn("docker engine reachable again, resynced", "down", time.Since(s.lostAt).Round(time.Millisecond),
 			"containers", len(known))
 		s.lostAt = time.Time{}
 	}
+	s.setUp()
 	for {
 		select {
 		case <-ctx.Done():

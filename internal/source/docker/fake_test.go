@@ -410,22 +410,74 @@ func TestFakeEngineRestart(t *testing.T) {
 	h.expect(source.Removed, w3)
 }
 
+// TestFakeEngineUnreachableAtStart: an engine that is down when the source
+// starts is retried (at boot dockerd may come up after the daemon): the
+// source is degraded meanwhile — Health says why, Errors counts, one WARN —
+// and finds the containers once the engine answers.
 func TestFakeEngineUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	f := newFakeEngine(t, DriverCgroupfs)
 	c := f.client()
 	f.stop()
-	s, err := New(Options{Engine: c, Layout: hybridLayout})
+	var logs syncBuffer
+	s, err := New(Options{Engine: c, Layout: hybridLayout, ProcFS: t.TempDir(), MinBackoff: 10 * time.Millisecond,
+		MaxBackoff: 40 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = s.Run(ctx, make(chan source.Event))
-	if err == nil || ctx.Err() != nil {
-		t.Fatalf("Run with the engine down at start = %v (ctx %v), want an error at once", err, ctx.Err())
+	if h := s.Health(); h != "" {
+		t.Errorf("Health before Run = %q, want healthy", h)
 	}
-	t.Logf("Run: %v", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan source.Event, 8)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, out) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run after cancel = %v, want nil", err)
+		}
+		if t.Failed() {
+			t.Logf("source log:\n%s", logs.String())
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Errors() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s %d failed attempts, want >= 3", s.Errors())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v with the engine down at start, want it to retry", err)
+	default:
+	}
+	h := s.Health()
+	if !strings.Contains(h, "degraded") || !strings.Contains(h, "unreachable") {
+		t.Errorf("Health with the engine down = %q", h)
+	}
+	t.Logf("Health: %s", h)
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "docker engine unreachable") {
+		t.Errorf("%d WARN lines after %d failed attempts, want 1 (docker engine unreachable):\n%s", n, s.Errors(), logs.String())
+	}
+
+	f.put(fakeContainer{id: id1, name: "a", pid: 1})
+	f.start()
+	select {
+	case ev := <-out:
+		if ev.Kind != source.Added || ev.Workload.ID != id1 {
+			t.Errorf("first event %v %+v, want Added %s", ev.Kind, ev.Workload, id1)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no container reported within 5s of the engine coming up")
+	}
+	if h := s.Health(); h != "" {
+		t.Errorf("Health after the engine came up = %q, want healthy", h)
+	}
+	if !strings.Contains(logs.String(), "docker engine reachable again") {
+		t.Errorf("recovery not logged:\n%s", logs.String())
+	}
 }
 
 // TestCancelWhileReconnecting: Run returns nil when ctx ends during the

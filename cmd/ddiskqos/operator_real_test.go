@@ -1,0 +1,211 @@
+package main
+
+// The operator's side of the fault matrix on the real binary: what the
+// daemon says at start and on SIGHUP (see run_real_test.go for the rig).
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer collects a child's stderr; safe to read while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startLogged is runRig.start with the log kept for the test to read; args
+// replace the rig's defaults.
+func (r *runRig) startLogged(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
+		"--state-file", r.state, "--devices", r.loop.Name}, args...)...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
+	return cmd, logs
+}
+
+// waitLog waits until the log holds a line containing every one of parts,
+// and returns that line.
+func waitLog(t *testing.T, logs *lockedBuffer, within time.Duration, parts ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(line, p)
+			}
+			if all {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q within %s", parts, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRealRunWarnsListenBeyondLoopback: --listen on every address logs a
+// WARN naming the address and the missing authentication; loopback does not.
+func TestRealRunWarnsListenBeyondLoopback(t *testing.T) {
+	r := newRunRig(t)
+	_, port, _ := net.SplitHostPort(r.addr)
+	wide := "0.0.0.0:" + port
+	d, logs := r.startLogged(t, "--interval", "100ms", "--listen", wide)
+	line := waitLog(t, logs, 10*time.Second, "level=WARN", "no authentication")
+	if !strings.Contains(line, "addr="+wide) {
+		t.Errorf("warning does not name %s: %s", wide, line)
+	}
+	t.Logf("run --listen %s: %s", wide, line)
+	waitLog(t, logs, 10*time.Second, "api listening")
+	stopWith(t, d, syscall.SIGTERM)
+
+	d, logs = r.startLogged(t, "--interval", "100ms", "--listen", r.addr)
+	waitLog(t, logs, 10*time.Second, "api listening", "addr="+r.addr)
+	stopWith(t, d, syscall.SIGTERM)
+	if strings.Contains(logs.String(), "no authentication") {
+		t.Errorf("warned for loopback %s:\n%s", r.addr, logs)
+	}
+
+	var help bytes.Buffer
+	if code := runDaemon([]string{"--help"}, &help, &help); code != 0 {
+		t.Fatalf("run --help: exit %d", code)
+	}
+	if h := strings.Join(strings.Fields(help.String()), " "); !strings.Contains(h, "The API has no authentication") {
+		t.Errorf("run --help does not say the API has no authentication:\n%s", help.String())
+	}
+}
+
+// TestRealRunReloadAppliesOrNames: on SIGHUP the interval and the log
+// level change in the running daemon (the tick rate and which lines are
+// logged show it), and dry_run, which needs a restart, is named as such
+// and is not claimed as applied.
+func TestRealRunReloadAppliesOrNames(t *testing.T) {
+	r := newRunRig(t)
+	conf := filepath.Join(t.TempDir(), "ddiskqos.yaml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hup := func(d *exec.Cmd) {
+		t.Helper()
+		if err := d.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// tickRate is the ticks per second over one second, and the interval
+	// the snapshot reports.
+	tickRate := func() (float64, time.Duration) {
+		t.Helper()
+		a, err := r.snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		b, err := r.snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(b.Tick-a.Tick) / b.At.Sub(a.At).Seconds(), b.Interval
+	}
+	// tracked waits until the snapshot has a workload of that name.
+	tracked := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if s, err := r.snapshot(); err == nil {
+				for _, w := range s.Workloads {
+					if w.Name == name {
+						return
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s never tracked", name)
+	}
+
+	write("interval: 500ms\nlog: {level: info}\n")
+	d, logs := r.startLogged(t, "--config", conf, "--listen", r.addr)
+	r.child(t, "a")
+	tracked("a")
+	waitLog(t, logs, 5*time.Second, "level=INFO", `msg="tracking workload"`, "workload=a")
+	slow, iv := tickRate()
+	t.Logf("interval 500ms: %.1f ticks/s, snapshot interval %s", slow, iv)
+	if iv != 500*time.Millisecond || slow > 3 {
+		t.Fatalf("before reload: %.1f ticks/s, interval %s; want <= 3/s at 500ms", slow, iv)
+	}
+
+	// Faster ticks, INFO hidden, dry_run asked for.
+	write("interval: 100ms\nlog: {level: warn}\ndry_run: true\n")
+	hup(d)
+	line := waitLog(t, logs, 5*time.Second, `msg="reloaded configuration"`)
+	t.Logf("reload: %s", line)
+	if !strings.Contains(line, "applied=interval,log.level") || strings.Contains(line, "dry_run") {
+		t.Errorf("reload line does not list exactly what was applied: %s", line)
+	}
+	line = waitLog(t, logs, 5*time.Second, "level=WARN", "need a restart")
+	t.Logf("reload: %s", line)
+	if !strings.Contains(line, "keys=dry_run") {
+		t.Errorf("restart warning does not name dry_run: %s", line)
+	}
+	time.Sleep(300 * time.Millisecond) // the loop takes the interval after its next tick
+	fast, iv := tickRate()
+	t.Logf("after SIGHUP to interval 100ms: %.1f ticks/s, snapshot interval %s", fast, iv)
+	if iv != 100*time.Millisecond || fast < 6 {
+		t.Errorf("after reload: %.1f ticks/s, interval %s; want >= 6/s at 100ms", fast, iv)
+	}
+	if s, err := r.snapshot(); err != nil || s.DryRun {
+		t.Errorf("dry_run needs a restart, yet the snapshot says dry-run %v (%v)", s != nil && s.DryRun, err)
+	}
+	r.child(t, "b")
+	tracked("b")
+	time.Sleep(200 * time.Millisecond)
+	if strings.Contains(logs.String(), "workload=b") {
+		t.Errorf("at log level warn, INFO lines about b were logged")
+	}
+
+	// Back to debug: INFO (and DEBUG) lines show again.
+	write("interval: 100ms\nlog: {level: debug}\ndry_run: true\n")
+	hup(d)
+	r.child(t, "c")
+	tracked("c")
+	waitLog(t, logs, 5*time.Second, "level=INFO", `msg="tracking workload"`, "workload=c")
+	stopWith(t, d, syscall.SIGTERM)
+}
