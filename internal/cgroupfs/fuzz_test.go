@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,6 +117,17 @@ func FuzzParseMountInfo(f *testing.F) {
 		}
 		if _, err := l.IOHierarchy(); err != nil && l.Mode != ModeV1 {
 			t.Fatalf("mode %s without an I/O hierarchy: %v", l.Mode, err)
+		}
+		// Checked without the parser: a cgroup v1 line whose last field
+		// (the super options) names blkio makes blkio a v1 controller,
+		// whatever the source field holds (empty: two spaces).
+		for _, line := range strings.Split(data, "\n") {
+			opts := line[strings.LastIndexByte(line, ' ')+1:]
+			if strings.Contains(line, " - cgroup ") && slices.Contains(strings.Split(opts, ","), "blkio") {
+				if _, ok := l.V1Controller("blkio"); !ok {
+					t.Fatalf("blkio line %q, but no blkio hierarchy in %+v", line, l)
+				}
+			}
 		}
 	})
 }
