@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,6 +117,87 @@ func FuzzParseMountInfo(f *testing.F) {
 		}
 		if _, err := l.IOHierarchy(); err != nil && l.Mode != ModeV1 {
 			t.Fatalf("mode %s without an I/O hierarchy: %v", l.Mode, err)
+		}
+		// Checked without the parser: a cgroup v1 line whose last field
+		// (the super options) names blkio makes blkio a v1 controller,
+		// whatever the source field holds (empty: two spaces).
+		for _, line := range strings.Split(data, "\n") {
+			opts := line[strings.LastIndexByte(line, ' ')+1:]
+			if strings.Contains(line, " - cgroup ") && slices.Contains(strings.Split(opts, ","), "blkio") {
+				if _, ok := l.V1Controller("blkio"); !ok {
+					t.Fatalf("blkio line %q, but no blkio hierarchy in %+v", line, l)
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseMountLine: what ParseMountLine accepts, written back in the
+// kernel's format (octal escapes, single spaces, an empty source as two
+// spaces), parses to the same Mount.
+func FuzzParseMountLine(f *testing.F) {
+	f.Add("38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime shared:15 - cgroup  rw,blkio")
+	f.Add(`40 22 0:50 /a\040b /tmp/x\011y rw - overlay over\040lay rw,lowerdir=/x`)
+	f.Fuzz(func(t *testing.T, line string) {
+		m, err := ParseMountLine(line)
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d %d %s %s %s %s", m.ID, m.Parent, m.Dev, escapeMount(m.Root), escapeMount(m.Mountpoint), m.Options)
+		for _, o := range m.Optional {
+			b.WriteString(" " + o)
+		}
+		fmt.Fprintf(&b, " - %s %s %s", m.FSType, escapeMount(m.Source), m.SuperOpts)
+		again, err := ParseMountLine(b.String())
+		if err != nil {
+			t.Fatalf("%q parsed to %+v, written back as %q: %v", line, m, b.String(), err)
+		}
+		if !reflect.DeepEqual(m, again) {
+			t.Fatalf("round trip of %q via %q: %+v != %+v", line, b.String(), m, again)
+		}
+	})
+}
+
+// escapeMount writes s as the kernel's mangle() does, and also escapes '-'
+// so that a field that is just "-" cannot be taken for the separator.
+func escapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case ' ', '\t', '\n', '\\', '-':
+			fmt.Fprintf(&b, `\%03o`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// FuzzParseProcCgroup: accepted lines are well formed and survive a round
+// trip through the file's format.
+func FuzzParseProcCgroup(f *testing.F) {
+	f.Add("12:blkio:/docker/abc\n1:name=systemd:/x\n0::/system.slice/docker-abc.scope\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		lines, err := ParseProcCgroup(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		for _, l := range lines {
+			if l.ID < 0 || !strings.HasPrefix(l.Path, "/") {
+				t.Fatalf("accepted bad line %+v from %q", l, in)
+			}
+			fmt.Fprintf(&b, "%d:%s:%s\n", l.ID, strings.Join(l.Controllers, ","), l.Path)
+		}
+		again, err := ParseProcCgroup(strings.NewReader(b.String()))
+		if err != nil || len(again) != len(lines) {
+			t.Fatalf("round trip of %q via %q: %+v, %v", in, b.String(), again, err)
+		}
+		for i := range lines {
+			if lines[i].ID != again[i].ID || lines[i].Path != again[i].Path || strings.Join(lines[i].Controllers, ",") != strings.Join(again[i].Controllers, ",") {
+				t.Fatalf("round trip of %q: %+v != %+v", in, lines[i], again[i])
+			}
 		}
 	})
 }
