@@ -217,15 +217,18 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	recs := make([]*latencyRecorder, depth)
 	errs := make([]error, depth)
 	var wg sync.WaitGroup
+	// Each worker needs its own aligned buffer; worker 0 reuses j.buf (a
+	// write's pseudo-random data is the same for all). All are filled
+	// before any worker reads into j.buf.
+	bufs := make([][]byte, depth)
+	bufs[0] = j.buf
+	for w := 1; w < depth; w++ {
+		bufs[w] = alignedBuffer(len(j.buf))
+		copy(bufs[w], j.buf)
+	}
 	for w := range depth {
 		recs[w] = newLatencyRecorder()
-		// Each worker needs its own aligned buffer; worker 0 reuses j.buf
-		// (a write's pseudo-random data is the same for all).
-		buf := j.buf
-		if w > 0 {
-			buf = alignedBuffer(len(j.buf))
-			copy(buf, j.buf)
-		}
+		buf := bufs[w]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
