@@ -18,7 +18,8 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-const benchContentionHelp = `Usage: ddiskqos bench contention [--quick|--full] [--trials N] [--out DIR] [--json] [--dir DIR]
+const benchContentionHelp = `Usage: ddiskqos bench contention [--quick|--full] [--trials N] [--neighbours LIST]
+                                 [--configs LIST] [--out DIR] [--json] [--dir DIR]
 
 First prove that a noisy neighbour makes small reads slow, then measure what
 each answer to it does, side by side in one run.
@@ -64,14 +65,24 @@ Flags:
                  (default: 3 trials, every neighbour, 5 s web victim,
                  2 cold reads per size: about 16 minutes)
   --trials N     trials instead of the mode's
+  --neighbours LIST
+                 comma-separated neighbours instead of the mode's, e.g.
+                 seqread,bufwrite
+  --configs LIST comma-separated configurations instead of all; idle and
+                 original always run (every ratio is against them), e.g.
+                 --configs ddiskqos for a quick loop while tuning
   --out DIR      write contention.md, contention.svg and contention.json
   --json         print the JSON report on stdout instead of Markdown
   --dir DIR      where the loop device's backing file goes (a real disk,
                  not tmpfs; default /var/tmp)
   -h, --help     show this help
 
-Example: regenerate the committed report
+Examples:
+  # Regenerate the committed report.
   ddiskqos bench contention --full --out docs/bench
+
+  # Tune the daemon against one neighbour: 3 short trials, ~1 minute.
+  ddiskqos bench contention --quick --trials 3 --neighbours seqread --configs ddiskqos
 
 Progress goes to stderr. Exit status: 0 done, 1 failure, 2 usage error.
 `
@@ -90,6 +101,8 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "")
 	trials := fs.Int("trials", 0, "")
 	dir := fs.String("dir", "", "")
+	nbs := fs.String("neighbours", "", "")
+	cfgs := fs.String("configs", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, benchContentionHelp)
@@ -114,6 +127,15 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 	}
 	plan, err := contention.PlanFor(mode, *trials)
 	if err != nil {
+		return usage(err.Error())
+	}
+	list := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, ",")
+	}
+	if err := plan.Select(list(*nbs), list(*cfgs)); err != nil {
 		return usage(err.Error())
 	}
 	o := contention.Options{Plan: plan, Roots: host.Roots{Sys: "/sys", Proc: "/proc"}, Dir: *dir, Progress: stderr,

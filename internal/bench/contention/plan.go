@@ -15,6 +15,8 @@ package contention
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -180,6 +182,47 @@ func PlanFor(m Mode, trials int) (Plan, error) {
 		p.Trials = trials
 	}
 	return p, nil
+}
+
+// Select narrows the plan to the named neighbours and configurations
+// (nil: keep the mode's). Idle and Original are always kept, first: every
+// ratio in the report is against them.
+func (p *Plan) Select(neighbours []string, configs []string) error {
+	if len(neighbours) > 0 {
+		var nbs []Neighbour
+		for _, n := range neighbours {
+			if !slices.Contains(Neighbours, Neighbour(n)) {
+				return fmt.Errorf("unknown neighbour %q (want %s)", n, joinNames(Neighbours))
+			}
+			if !slices.Contains(nbs, Neighbour(n)) {
+				nbs = append(nbs, Neighbour(n))
+			}
+		}
+		p.Neighbours = nbs
+	}
+	if len(configs) > 0 {
+		cs := []Config{Idle, Original}
+		for _, c := range configs {
+			if !slices.Contains(Configs, Config(c)) {
+				return fmt.Errorf("unknown configuration %q (want %s)", c, joinNames(Configs))
+			}
+			if !slices.Contains(cs, Config(c)) {
+				cs = append(cs, Config(c))
+			}
+		}
+		// Keep the trial order of Configs.
+		slices.SortFunc(cs, func(a, b Config) int { return slices.Index(Configs, a) - slices.Index(Configs, b) })
+		p.Configs = cs
+	}
+	return nil
+}
+
+func joinNames[T ~string](xs []T) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, string(x))
+	}
+	return strings.Join(s, ", ")
 }
 
 // VolumeSize is what the plan's files need, with room to spare.
