@@ -87,6 +87,7 @@ type Result struct {
 	Kernel           string `json:"kernel"`
 	CPUs             int    `json:"cpus"`
 	Device           string `json:"device"`
+	Backing          string `json:"backing_file"` // the loop device's file, removed at the end
 	DefaultScheduler string `json:"default_scheduler"`
 	// Nice is the CPU priority the bench and its workloads ran at.
 	Nice  int       `json:"nice"`
@@ -154,7 +155,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if b.vol, err = volume.Create(ctx, volume.Options{Dir: o.Dir, Size: b.p.VolumeSize(), Sys: o.Roots.Sys}); err != nil {
 		return res, err
 	}
-	res.Device, res.DefaultScheduler = b.vol.Name, b.vol.DefaultScheduler
+	res.Device, res.DefaultScheduler, res.Backing = b.vol.Name, b.vol.DefaultScheduler, b.vol.Backing
 	if err := b.h.EnableV1Accounting(b.vol.Dev); err != nil {
 		return res, fmt.Errorf("enable v1 accounting on %s: %w", b.vol.Name, err)
 	}
