@@ -118,7 +118,11 @@ func TestRealBenchContentionQuick(t *testing.T) {
 			}
 		}
 	}
-	if n := len(rep.Summary.Bars); n != len(p.Neighbours)*(1+2*8) ||
+	// Per neighbour: original's "contention exists", and for each of the
+	// two ddiskqos configurations web p99, p50, each cold size, the
+	// neighbour during and after.
+	perDaemon := 2 + len(contention.ColdSizes) + 2
+	if n := len(rep.Summary.Bars); n != len(p.Neighbours)*(1+2*perDaemon) ||
 		strings.Count(string(md), "| met |")+strings.Count(string(md), "| **missed** |") != n {
 		t.Errorf("%d bars, Markdown:\n%s", n, md)
 	}
