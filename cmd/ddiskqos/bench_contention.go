@@ -37,6 +37,8 @@ histogram), then cold reads of a 1 MiB and a 10 MiB file.
 
 Configurations, interleaved within each trial:
   idle            the victims alone (the reference)
+  idle-bfq        the victims alone on BFQ (the reference of bfq, static
+                  and ddiskqos-bfq)
   original        the device's default scheduler, no QoS (the problem)
   bfq             BFQ, equal weights
   static          BFQ, weights 1000 (victims) / 100 (neighbour) by hand
@@ -68,8 +70,9 @@ Flags:
   --neighbours LIST
                  comma-separated neighbours instead of the mode's, e.g.
                  seqread,bufwrite
-  --configs LIST comma-separated configurations instead of all; idle and
-                 original always run (every ratio is against them), e.g.
+  --configs LIST comma-separated configurations instead of all; idle,
+                 idle-bfq and original always run (every ratio is against
+                 them), e.g.
                  --configs ddiskqos for a quick loop while tuning
   --out DIR      write contention.md, contention.svg and contention.json
   --json         print the JSON report on stdout instead of Markdown

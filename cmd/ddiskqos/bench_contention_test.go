@@ -54,7 +54,7 @@ func TestRealBenchContentionQuick(t *testing.T) {
 	if p.Mode != contention.ModeQuick || p.Trials != 1 || len(p.Neighbours) != 2 || len(p.Configs) != len(contention.Configs) {
 		t.Fatalf("quick plan %+v", p)
 	}
-	want := p.Trials * (1 + len(p.Neighbours)*(len(p.Configs)-1))
+	want := p.Trials * (2 + len(p.Neighbours)*(len(p.Configs)-2))
 	if len(rep.Cells) != want {
 		t.Errorf("%d cells, want %d", len(rep.Cells), want)
 	}
@@ -73,12 +73,11 @@ func TestRealBenchContentionQuick(t *testing.T) {
 				t.Errorf("%s: cold %d MiB reads %v, want %d", name, contention.ColdSizes[i]>>20, ms, p.ColdReads)
 			}
 		}
-		if wantSched := map[bool]string{true: "bfq", false: rep.DefaultScheduler}[c.Config == contention.BFQ ||
-			c.Config == contention.Static || c.Config == contention.DDiskQoSBFQ]; c.Scheduler != wantSched {
+		if wantSched := map[bool]string{true: "bfq", false: rep.DefaultScheduler}[c.Config.Reference() == contention.IdleBFQ]; c.Scheduler != wantSched {
 			t.Errorf("%s: scheduler %s, want %s", name, c.Scheduler, wantSched)
 		}
 		switch {
-		case c.Config == contention.Idle:
+		case c.Config == contention.Idle || c.Config == contention.IdleBFQ:
 			if c.NB != nil || c.Neighbour != "" {
 				t.Errorf("idle has a neighbour: %+v", c)
 			}
@@ -97,7 +96,7 @@ func TestRealBenchContentionQuick(t *testing.T) {
 	}
 	for _, cfg := range p.Configs {
 		for _, nb := range p.Neighbours {
-			if cfg == contention.Idle {
+			if cfg == contention.Idle || cfg == contention.IdleBFQ {
 				nb = ""
 			}
 			if !seen[string(cfg)+"/"+string(nb)] {
@@ -107,7 +106,7 @@ func TestRealBenchContentionQuick(t *testing.T) {
 	}
 	// Every ratio of the report has a value, and every bar a verdict in
 	// the Markdown.
-	if len(rep.Summary.Rows) != len(p.Neighbours)*(len(p.Configs)-1) {
+	if len(rep.Summary.Rows) != len(p.Neighbours)*(len(p.Configs)-2) {
 		t.Errorf("%d rows", len(rep.Summary.Rows))
 	}
 	for _, r := range rep.Summary.Rows {

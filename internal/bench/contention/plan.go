@@ -70,6 +70,9 @@ type Config string
 const (
 	// Idle is the victims alone on the device's default scheduler.
 	Idle Config = "idle"
+	// IdleBFQ is the victims alone on BFQ: the reference of the
+	// configurations that run on BFQ.
+	IdleBFQ Config = "idle-bfq"
 	// Original is the device's default scheduler, no QoS: the problem.
 	Original Config = "original"
 	// BFQ is BFQ with equal weights.
@@ -89,13 +92,15 @@ const (
 
 // Configs lists every configuration in the order a trial runs them;
 // Original must come before ThrottleFixed, whose cap it measures.
-var Configs = []Config{Idle, Original, BFQ, Static, ThrottleFixed, DDiskQoS, DDiskQoSBFQ}
+var Configs = []Config{Idle, IdleBFQ, Original, BFQ, Static, ThrottleFixed, DDiskQoS, DDiskQoSBFQ}
 
 // Describe says what the configuration is, for the report.
 func (c Config) Describe() string {
 	switch c {
 	case Idle:
 		return "the victims alone, default scheduler"
+	case IdleBFQ:
+		return "the victims alone, BFQ (the reference of bfq, static and ddiskqos-bfq)"
 	case Original:
 		return "default scheduler, no QoS"
 	case BFQ:
@@ -113,7 +118,18 @@ func (c Config) Describe() string {
 }
 
 // bfq reports whether c runs on BFQ.
-func (c Config) bfq() bool { return c == BFQ || c == Static || c == DDiskQoSBFQ }
+func (c Config) bfq() bool { return c == IdleBFQ || c == BFQ || c == Static || c == DDiskQoSBFQ }
+
+// idle reports whether c runs the victims alone.
+func (c Config) idle() bool { return c == Idle || c == IdleBFQ }
+
+// Reference is the idle configuration c's victims are compared with.
+func (c Config) Reference() Config {
+	if c.bfq() {
+		return IdleBFQ
+	}
+	return Idle
+}
 
 // daemon reports whether c runs ddiskqos.
 func (c Config) daemon() bool { return c == DDiskQoS || c == DDiskQoSBFQ }
@@ -185,8 +201,8 @@ func PlanFor(m Mode, trials int) (Plan, error) {
 }
 
 // Select narrows the plan to the named neighbours and configurations
-// (nil: keep the mode's). Idle and Original are always kept, first: every
-// ratio in the report is against them.
+// (nil: keep the mode's). Idle, IdleBFQ and Original are always kept,
+// first: every ratio in the report is against them.
 func (p *Plan) Select(neighbours []string, configs []string) error {
 	if len(neighbours) > 0 {
 		var nbs []Neighbour
@@ -201,7 +217,7 @@ func (p *Plan) Select(neighbours []string, configs []string) error {
 		p.Neighbours = nbs
 	}
 	if len(configs) > 0 {
-		cs := []Config{Idle, Original}
+		cs := []Config{Idle, IdleBFQ, Original}
 		for _, c := range configs {
 			if !slices.Contains(Configs, Config(c)) {
 				return fmt.Errorf("unknown configuration %q (want %s)", c, joinNames(Configs))

@@ -88,9 +88,13 @@ type Summary struct {
 	IdleWebP99us  Spread   `json:"idle_web_p99_us"`
 	IdleWebP999us Spread   `json:"idle_web_p99_9_us"`
 	IdleColdMs    []Spread `json:"idle_cold_ms"`
-	Rows          []Row    `json:"rows"`
-	Bars          []Bar    `json:"bars"`
-	Missed        int      `json:"bars_missed"`
+	// The same on BFQ, the reference of the configurations on BFQ.
+	IdleBFQWebP50us  Spread `json:"idle_bfq_web_p50_us"`
+	IdleBFQWebP99us  Spread `json:"idle_bfq_web_p99_us"`
+	IdleBFQWebP999us Spread `json:"idle_bfq_web_p99_9_us"`
+	Rows             []Row  `json:"rows"`
+	Bars             []Bar  `json:"bars"`
+	Missed           int    `json:"bars_missed"`
 }
 
 // nbRate is the neighbour's throughput in a window: its cgroup's counters,
@@ -106,14 +110,17 @@ func nbRate(n Neighbour, w Window) float64 {
 // Summarize computes the report from the cells.
 func Summarize(r *Result) Summary {
 	var s Summary
-	idle := map[int]Cell{}
+	idle := map[[2]string]Cell{} // trial, idle configuration
 	noqos := map[[2]string]Cell{}
-	var ip50, ip99, ip999 []float64
+	var ip50, ip99, ip999, bp50, bp99, bp999 []float64
 	icold := make([][]float64, len(ColdSizes))
 	for _, c := range r.Cells {
 		switch c.Config {
+		case IdleBFQ:
+			idle[[2]string{fmt.Sprint(c.Trial), string(c.Config)}] = c
+			bp50, bp99, bp999 = append(bp50, c.Web.P50), append(bp99, c.Web.P99), append(bp999, c.Web.P999)
 		case Idle:
-			idle[c.Trial] = c
+			idle[[2]string{fmt.Sprint(c.Trial), string(c.Config)}] = c
 			ip50, ip99, ip999 = append(ip50, c.Web.P50), append(ip99, c.Web.P99), append(ip999, c.Web.P999)
 			for i := range ColdSizes {
 				if i < len(c.Cold) && len(c.Cold[i]) > 0 {
@@ -125,12 +132,13 @@ func Summarize(r *Result) Summary {
 		}
 	}
 	s.IdleWebP50us, s.IdleWebP99us, s.IdleWebP999us = spread(ip50), spread(ip99), spread(ip999)
+	s.IdleBFQWebP50us, s.IdleBFQWebP99us, s.IdleBFQWebP999us = spread(bp50), spread(bp99), spread(bp999)
 	for i := range ColdSizes {
 		s.IdleColdMs = append(s.IdleColdMs, spread(icold[i]))
 	}
 	for _, nb := range r.Plan.Neighbours {
 		for _, cfg := range r.Plan.Configs {
-			if cfg == Idle {
+			if cfg.idle() {
 				continue
 			}
 			row := Row{Neighbour: nb, Config: cfg}
@@ -140,7 +148,7 @@ func Summarize(r *Result) Summary {
 				if c.Config != cfg || c.Neighbour != nb {
 					continue
 				}
-				id, ok := idle[c.Trial]
+				id, ok := idle[[2]string{fmt.Sprint(c.Trial), string(cfg.Reference())}]
 				if ok {
 					p50 = append(p50, ratio(c.Web.P50, id.Web.P50))
 					p99 = append(p99, ratio(c.Web.P99, id.Web.P99))
@@ -247,7 +255,7 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 	fmt.Fprintf(w, "Each neighbour runs alone in a cgroup of its own; after %s of warm-up the victims start, each in a new cgroup: "+
 		"a web-server-like reader (4k O_DIRECT random reads at %.0f requests/s for %s; latency counts from when a request was due), "+
 		"then %d cold read(s) each of a 1 MiB and a 10 MiB file (page cache of the file dropped first). The neighbour keeps running %s after them. "+
-		"Victims are compared with the same victims alone (idle) in the same trial; the neighbour's throughput (its cgroup's "+
+		"Victims are compared with the same victims alone on the same scheduler (idle, or idle-bfq for the BFQ configurations) in the same trial; the neighbour's throughput (its cgroup's "+
 		"blkio.throttle.io_service_bytes sampled every %s) with no QoS (original).\n\n",
 		p.Warmup, p.WebIOPS, p.Web, p.ColdReads, p.After, p.SampleEvery)
 	if plot != "" {
@@ -260,7 +268,9 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 			fmt.Fprintf(w, "; cold %d MiB %.1f ms", sz>>20, v.Median)
 		}
 	}
-	fmt.Fprintf(w, ".\n\n")
+	fmt.Fprintf(w, ".\n")
+	fmt.Fprintf(w, "Idle on BFQ (the reference of bfq, static and ddiskqos-bfq): web p50 %s, p99 %s, p99.9 %s.\n\n",
+		fmtAbs(s.IdleBFQWebP50us, "µs"), fmtAbs(s.IdleBFQWebP99us, "µs"), fmtAbs(s.IdleBFQWebP999us, "µs"))
 	for _, nb := range p.Neighbours {
 		fmt.Fprintf(w, "## Neighbour: %s (%s)\n\n", nb, nb.Describe())
 		fmt.Fprintf(w, "| configuration | web p50 ÷ idle | web p99 ÷ idle | web p99.9 ÷ idle | web p99 | cold 1 MiB ÷ idle | cold 10 MiB ÷ idle | neighbour during ÷ no QoS | after 0–1 s | after 1–2 s | neighbour during |\n")
@@ -281,7 +291,7 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 	}
 
 	fmt.Fprintf(w, "## The bars\n\n")
-	fmt.Fprintf(w, "Judged on the median. Idle is the default scheduler's, also for the BFQ configurations; no QoS is `original`.\n\n")
+	fmt.Fprintf(w, "Judged on the median. Idle is `idle` for the default scheduler and `idle-bfq` for ddiskqos-bfq; no QoS is `original`.\n\n")
 	fmt.Fprintf(w, "| neighbour | configuration | bar | measured | verdict |\n| --- | --- | --- | --- | --- |\n")
 	for _, b := range s.Bars {
 		op := "≤"
@@ -341,7 +351,7 @@ var configColors = map[Config]string{
 func WriteSVG(w io.Writer, r *Result, s Summary) {
 	var cfgs []Config
 	for _, c := range r.Plan.Configs {
-		if c != Idle {
+		if !c.idle() {
 			cfgs = append(cfgs, c)
 		}
 	}

@@ -174,7 +174,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	for t := range b.p.Trials {
 		for _, c := range b.p.Configs {
 			nbs := b.p.Neighbours
-			if c == Idle {
+			if c.idle() {
 				nbs = []Neighbour{""}
 			}
 			for _, nb := range nbs {
