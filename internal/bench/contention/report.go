@@ -252,6 +252,8 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 	fmt.Fprintf(w, "Measured %s on Linux %s, %d CPUs, cgroup v1 blkio, a loop device (%s, direct I/O, ext4) over a file in /var/tmp; default scheduler `%s`. "+
 		"%d trial(s), configurations interleaved within each trial; every cell shows the median over trials and, with more than one, the range.\n\n",
 		r.Start.UTC().Format(time.DateOnly), r.Kernel, r.CPUs, r.Device, r.DefaultScheduler, p.Trials)
+	fmt.Fprintf(w, "The host's load average (1 min) was %s at the start and %s at the end; the bench and its workloads ran at nice %d. "+
+		"On a busy host, CPU waits add to every latency here: compare only within one run.\n\n", r.LoadStart, r.LoadEnd, r.Nice)
 	fmt.Fprintf(w, "Each neighbour runs alone in a cgroup of its own; after %s of warm-up the victims start, each in a new cgroup: "+
 		"a web-server-like reader (4k O_DIRECT random reads at %.0f requests/s for %s; latency counts from when a request was due), "+
 		"then %d cold read(s) each of a 1 MiB and a 10 MiB file (page cache of the file dropped first). The neighbour keeps running %s after them. "+
@@ -358,7 +360,7 @@ func WriteSVG(w io.Writer, r *Result, s Summary) {
 	nbs := r.Plan.Neighbours
 	const left, top, chartH, gap, barW = 60.0, 40.0, 220.0, 60.0, 14.0
 	groupW := barW*float64(len(cfgs)) + 30
-	width := left + groupW*float64(len(nbs)) + 20
+	width := max(left+groupW*float64(len(nbs))+20, left+110*float64(len(cfgs)))
 	height := top + 2*chartH + 2*gap + 40
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")

@@ -89,6 +89,10 @@ type Result struct {
 	Device           string `json:"device"`
 	Backing          string `json:"backing_file"` // the loop device's file, removed at the end
 	DefaultScheduler string `json:"default_scheduler"`
+	// LoadStart and LoadEnd are the host's 1-minute load average when the
+	// run started and ended: other work on the host adds CPU waits.
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
 	// Nice is the CPU priority the bench and its workloads ran at.
 	Nice  int       `json:"nice"`
 	Start time.Time `json:"start"`
@@ -124,7 +128,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			fmt.Fprintf(o.Progress, "bench contention: "+format+"\n", a...)
 		}
 	}
-	res = &Result{Command: o.Command, Plan: o.Plan, CPUs: runtime.NumCPU(), Start: time.Now()}
+	res = &Result{Command: o.Command, Plan: o.Plan, CPUs: runtime.NumCPU(), Start: time.Now(), LoadStart: loadAvg(o.Roots.Proc)}
 	var uts syscall.Utsname
 	if syscall.Uname(&uts) == nil {
 		res.Kernel = utsString(uts.Release[:])
@@ -146,7 +150,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		if terr := b.teardown(); terr != nil {
 			err = errors.Join(err, fmt.Errorf("teardown: %w", terr))
 		}
-		res.End = time.Now()
+		res.End, res.LoadEnd = time.Now(), loadAvg(o.Roots.Proc)
 	}()
 	if _, err := b.h.Create(b.parent); err != nil {
 		return res, err
@@ -215,6 +219,15 @@ func raisePriority(n int) int {
 		return 0
 	}
 	return 20 - p
+}
+
+// loadAvg is the 1-minute load average, "" when unknown.
+func loadAvg(proc string) string {
+	b, err := os.ReadFile(filepath.Join(proc, "loadavg"))
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 func cmpOr(a, b string) string {
