@@ -5,7 +5,7 @@ import (
 	"io"
 )
 
-const benchKinds = `usage: ddiskqos bench paper|scale [flags]
+const benchKinds = `usage: ddiskqos bench paper|scale|contention [flags]
 
   paper   the dDiskQoS paper's experiments (Tables 3 and 5) in real Docker
           containers on a loop device of our own, comparing no QoS, BFQ,
@@ -13,9 +13,14 @@ const benchKinds = `usage: ddiskqos bench paper|scale [flags]
           and every sample as JSON
   scale   N real cgroups (1,000 to 10,000) under the daemon: CPU, wall time,
           allocations and RSS per tick, scan and churn costs, /metrics time
+  contention
+          noisy neighbours (sequential and random readers, direct and
+          buffered writers) against a web-like reader and cold file reads:
+          proves the contention with no QoS, then measures BFQ, static
+          weights, a fixed throttle and ddiskqos side by side
 
-Run "ddiskqos bench paper --help" or "ddiskqos bench scale --help" for flags.
-Both need root and tear down everything they set up, also on Ctrl-C.
+Run "ddiskqos bench KIND --help" for flags.
+All need root and tear down everything they set up, also on Ctrl-C.
 `
 
 // runBench dispatches `ddiskqos bench KIND`.
@@ -29,6 +34,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchPaper(args[1:], stdout, stderr)
 	case "scale":
 		return runBenchScale(args[1:], stdout, stderr)
+	case "contention":
+		return runBenchContention(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, benchKinds)
 		return 0

@@ -24,8 +24,10 @@ Usage:
   ddiskqos status [--json]      what the running daemon decided, per workload
   ddiskqos check [--json]       host preflight: cgroup layout, per-device
                                 mechanism, PSI, Docker engine, scale limits
-  ddiskqos bench paper|scale    the paper's experiments in real containers;
-                                the daemon's cost at 1,000-10,000 cgroups
+  ddiskqos bench paper|scale|contention
+                                the paper's experiments in real containers;
+                                the daemon's cost at 1,000-10,000 cgroups;
+                                noisy neighbours against small readers
   ddiskqos workload [flags] OP PATH
                                 the load generator the tests and benchmarks
                                 run (also inside containers)

@@ -31,8 +31,8 @@ const cmdName = "ddiskqos workload"
 const helpText = `Usage: ddiskqos workload [flags] read|write|randread PATH
 
 Generate disk I/O on one file or block device, one request at a time (queue
-depth 1), and report throughput and per-request latency. Run several
-processes for several streams.
+depth 1) or --iodepth at a time, and report throughput and per-request
+latency. Run several processes for several streams.
 
 Operations:
   read      read the region sequentially, --bs bytes per request
@@ -61,6 +61,15 @@ Flags:
                      (posix_fadvise DONTNEED), for a cold read
   --rate SIZE        cap throughput at SIZE bytes per second, e.g. 50MB/s;
                      applied per request, so a smaller --bs is smoother
+  --iodepth N        keep N requests in flight (N threads, one pread or
+                     pwrite each; with --direct the device sees N at
+                     once); a sequential job stays sequential as a whole
+                     (default 1)
+  --iops R           issue R requests per second, paced like a server's
+                     requests; a request's latency counts from when it was
+                     due, so a stall delays every request behind it
+  --fsync-every SIZE write: fdatasync each time SIZE more bytes are
+                     written (counted as "fsyncs" in the result)
   --sync             write: fdatasync at the end (counted in the time)
   --create           write: create PATH if missing
   --size SIZE        write: truncate or extend the file to SIZE first
@@ -82,6 +91,12 @@ Examples:
   # 4k random reads for 30 seconds in the second 50 GiB of a device.
   ddiskqos workload --direct --duration 30s --offset 50GiB --span 50GiB \
       randread /dev/vdb
+
+  # A noisy neighbour: stream a device at 32 requests in flight.
+  ddiskqos workload --direct --iodepth 32 --loop read /dev/vdb
+
+  # A web-server-like victim: 100 random 4k reads per second for 10 s.
+  ddiskqos workload --direct --iops 100 --duration 10s randread /data/db
 
   # Write 1 GiB to a new file and flush it to disk.
   ddiskqos workload --create --sync --bytes 1GiB write /data/scratch
@@ -174,10 +189,17 @@ func waitLine(ctx context.Context, r io.Reader) bool {
 // summary is the one-line human form of r.
 func summary(r Result) string {
 	l := r.Latency
-	return fmt.Sprintf("%s %s: %d bytes (%s) in %v, %s/s, %d ops, bs %s, latency us p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
+	line := fmt.Sprintf("%s %s: %d bytes (%s) in %v, %s/s, %d ops, bs %s, latency us p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f",
 		r.Op, r.Path, r.Bytes, humanBytes(float64(r.Bytes)), r.Elapsed.Round(time.Microsecond),
 		humanBytes(r.BytesPerSec), r.Ops, humanBytes(float64(r.BlockSize)),
 		l.P50, l.P90, l.P99, l.P999, l.Max)
+	if r.IODepth > 1 {
+		line += fmt.Sprintf(", iodepth %d", r.IODepth)
+	}
+	if r.Fsyncs > 0 {
+		line += fmt.Sprintf(", %d fsyncs", r.Fsyncs)
+	}
+	return line
 }
 
 // usageError prints err, every joined part on its own line, with Spec
@@ -204,6 +226,7 @@ func flagMessage(e *SpecError) string {
 		"Duration": "--duration", "Offset": "--offset", "Span": "--span",
 		"Loop": "--loop", "Direct": "--direct", "Sync": "--sync", "Create": "--create",
 		"Size": "--size", "DropCache": "--drop-cache", "RateLimit": "--rate", "Seed": "--seed",
+		"IODepth": "--iodepth", "IOPS": "--iops", "FsyncEvery": "--fsync-every",
 	}[e.Field]
 	if name == "" {
 		return e.Error()
@@ -304,6 +327,9 @@ func (c *cli) flagSet() *flag.FlagSet {
 	fs.BoolVar(&s.Create, "create", false, "")
 	fs.Var(sizeFlag{&s.Size, bytesize.Parse}, "size", "")
 	fs.Uint64Var(&s.Seed, "seed", 0, "")
+	fs.IntVar(&s.IODepth, "iodepth", 0, "")
+	fs.Float64Var(&s.IOPS, "iops", 0, "")
+	fs.Var(sizeFlag{&s.FsyncEvery, ParseSize}, "fsync-every", "")
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.BoolVar(&c.waitStdin, "wait-stdin", false, "")
 	return fs

@@ -80,6 +80,7 @@ func TestSpecArgsRoundTrip(t *testing.T) {
 		{Op: OpRandRead, Path: "-odd name", BlockSize: 8192, Bytes: 1, Duration: 1500 * time.Millisecond,
 			Offset: 4096, Span: 1 << 40, Direct: true, DropCache: true, RateLimit: 12345, Seed: 1 << 63},
 		{Op: OpWrite, Path: "f", Loop: true, Sync: true, Create: true, Size: 1 << 20},
+		{Op: OpWrite, Path: "f", IODepth: 32, IOPS: 12.5, FsyncEvery: 64 << 20, Direct: true},
 	} {
 		got, err := parseArgs(s.Args())
 		if err != nil {
@@ -122,6 +123,11 @@ func TestMainUsageErrors(t *testing.T) {
 		{[]string{"--bs", "2GiB", "read", "a"}, []string{"--bs 2147483648: must be at most"}},
 		{[]string{"--size", "1M", "--offset", "1M", "write", "a"}, []string{"--offset 1048576: must be below the size"}},
 		{[]string{"read", ""}, []string{`PATH "": must not be empty`}},
+		{[]string{"--iodepth", "-1", "read", "a"}, []string{"--iodepth -1: must be 1..1024"}},
+		{[]string{"--iodepth", "2000", "read", "a"}, []string{"--iodepth 2000: must be 1..1024"}},
+		{[]string{"--iops", "-5", "read", "a"}, []string{"--iops -5: must be a positive number"}},
+		{[]string{"--iops", "lots", "read", "a"}, []string{"--iops", `"lots"`}},
+		{[]string{"--fsync-every", "1M", "read", "a"}, []string{"--fsync-every 1048576: applies to write only"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

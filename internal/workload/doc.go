@@ -1,6 +1,8 @@
 // Package workload generates disk I/O and measures it: sequential reads,
 // sequential writes or random reads on one file or block device, one request
-// at a time, with per-request latency percentiles from an HDR histogram.
+// at a time or IODepth at a time, optionally paced (IOPS) or syncing every so
+// many bytes (FsyncEvery), with per-request latency percentiles from an HDR
+// histogram.
 //
 // It is the load side of ddiskqos's tests and benchmarks: a Spec describes a
 // job, Run runs it in-process, and Main is the command "ddiskqos workload",

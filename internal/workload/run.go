@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -34,8 +35,10 @@ type Result struct {
 	Op          Op            `json:"op"`
 	Path        string        `json:"path"`
 	BlockSize   int64         `json:"block_size"`
-	Bytes       int64         `json:"bytes"` // bytes transferred
-	Ops         int64         `json:"ops"`   // read or write calls made
+	IODepth     int           `json:"iodepth"`
+	Bytes       int64         `json:"bytes"`            // bytes transferred
+	Ops         int64         `json:"ops"`              // read or write calls made
+	Fsyncs      int64         `json:"fsyncs,omitempty"` // FsyncEvery's fdatasync calls
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	BytesPerSec float64       `json:"bytes_per_sec"`
 	Latency     Latency       `json:"latency_us"`
@@ -201,106 +204,228 @@ func modeName(m os.FileMode) string {
 
 func (j *job) run(ctx context.Context) (Result, error) {
 	s := j.s
-	lat := newLatencyRecorder()
-	var bytes, ops int64
-	start := time.Now()
-	var deadline time.Time
-	if s.Duration > 0 {
-		deadline = start.Add(s.Duration)
-	}
-	finish := func(err error) (Result, error) {
-		if err == nil && s.Op == OpWrite && s.Sync {
-			if e := fdatasync(j.fd); e != nil {
-				err = fmt.Errorf("fdatasync %s: %w", s.Path, e)
-			}
-		}
-		end := time.Now()
-		r := Result{
-			Op: s.Op, Path: s.Path, BlockSize: j.bs,
-			Bytes: bytes, Ops: ops, Elapsed: end.Sub(start),
-			Latency: lat.latency(), Start: start, End: end,
-		}
-		if r.Elapsed > 0 {
-			r.BytesPerSec = float64(bytes) / r.Elapsed.Seconds()
-		}
-		return r, err
-	}
-
-	var nblocks int64
+	depth := max(1, s.IODepth)
+	st := &runState{pos: j.start, start: time.Now()}
 	if s.Op == OpRandRead {
-		nblocks = (j.end - j.start) / j.bs
+		st.nblocks = (j.end - j.start) / j.bs
 	}
-	pos := j.start
-	for {
-		if ctx.Err() != nil || s.Bytes > 0 && bytes >= s.Bytes {
-			return finish(nil)
-		}
-		off, n := pos, j.bs
-		if s.Op == OpRandRead {
-			off = j.start + j.rng.Int64N(nblocks)*j.bs
-		} else {
-			if j.end >= 0 && pos >= j.end {
-				if !s.Loop {
-					return finish(nil)
-				}
-				pos, off = j.start, j.start
+	if s.Duration > 0 {
+		st.deadline = st.start.Add(s.Duration)
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	recs := make([]*latencyRecorder, depth)
+	errs := make([]error, depth)
+	var wg sync.WaitGroup
+	// Each worker needs its own aligned buffer; worker 0 reuses j.buf (a
+	// write's pseudo-random data is the same for all). All are filled
+	// before any worker reads into j.buf.
+	bufs := make([][]byte, depth)
+	bufs[0] = j.buf
+	for w := 1; w < depth; w++ {
+		bufs[w] = alignedBuffer(len(j.buf))
+		copy(bufs[w], j.buf)
+	}
+	for w := range depth {
+		recs[w] = newLatencyRecorder()
+		buf := bufs[w]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = j.worker(ctx, st, recs[w], buf)
+			if errs[w] != nil {
+				stop() // the first error ends the job
 			}
-			if j.end >= 0 {
-				n = min(n, j.end-pos)
-			}
+		}()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err == nil && s.Op == OpWrite && s.Sync {
+		if e := fdatasync(j.fd); e != nil {
+			err = fmt.Errorf("fdatasync %s: %w", s.Path, e)
 		}
-		if s.Bytes > 0 {
-			n = min(n, s.Bytes-bytes)
-		}
-		if s.Direct {
-			// A no-op for writes, whose lengths Validate keeps aligned. A
-			// read past end of file returns what is there.
-			n = roundUp(n, DirectAlign)
-		}
+	}
+	end := time.Now()
+	lat := recs[0]
+	for _, r := range recs[1:] {
+		lat.merge(r)
+	}
+	r := Result{
+		Op: s.Op, Path: s.Path, BlockSize: j.bs, IODepth: depth,
+		Bytes: st.bytes, Ops: st.ops, Fsyncs: st.fsyncs, Elapsed: end.Sub(st.start),
+		Latency: lat.latency(), Start: st.start, End: end,
+	}
+	if r.Elapsed > 0 {
+		r.BytesPerSec = float64(st.bytes) / r.Elapsed.Seconds()
+	}
+	return r, err
+}
 
-		if !j.pace(ctx, start, deadline, bytes, n) {
-			return finish(nil)
+// runState is what the workers of one job share, under mu.
+type runState struct {
+	mu       sync.Mutex
+	start    time.Time
+	deadline time.Time // zero: none
+	nblocks  int64     // randread: blocks in the region
+	pos      int64     // sequential: next offset
+	claimed  int64     // bytes of requests issued, less what came short
+	issued   int64     // requests issued (the IOPS schedule's index)
+	bytes    int64     // bytes transferred
+	ops      int64
+	synced   int64 // bytes written when fdatasync last ran (FsyncEvery)
+	fsyncs   int64
+	done     bool
+}
+
+// claim picks the next request: its offset and length, the bytes claimed
+// before it (for RateLimit) and when it is due (zero without IOPS). ok is
+// false when the job is over.
+func (j *job) claim(st *runState) (off, n, before int64, due time.Time, ok bool) {
+	s := j.s
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done || s.Bytes > 0 && st.claimed >= s.Bytes {
+		return 0, 0, 0, due, false
+	}
+	off, n = st.pos, j.bs
+	if s.Op == OpRandRead {
+		off = j.start + j.rng.Int64N(st.nblocks)*j.bs
+	} else {
+		if j.end >= 0 && st.pos >= j.end {
+			if !s.Loop {
+				return 0, 0, 0, due, false
+			}
+			st.pos, off = j.start, j.start
+		}
+		if j.end >= 0 {
+			n = min(n, j.end-st.pos)
+		}
+	}
+	if s.Bytes > 0 {
+		n = min(n, s.Bytes-st.claimed)
+	}
+	if s.Direct {
+		// A no-op for writes, whose lengths Validate keeps aligned. A
+		// read past end of file returns what is there.
+		n = roundUp(n, DirectAlign)
+	}
+	if s.Op != OpRandRead {
+		st.pos = off + n
+	}
+	if s.IOPS > 0 {
+		due = st.start.Add(time.Duration(float64(st.issued) / s.IOPS * float64(time.Second)))
+	}
+	before = st.claimed
+	st.claimed += n
+	st.issued++
+	return off, n, before, due, true
+}
+
+// worker issues requests one at a time until the job is over, ctx is done
+// or a request fails.
+func (j *job) worker(ctx context.Context, st *runState, lat *latencyRecorder, buf []byte) error {
+	s := j.s
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		off, n, before, due, ok := j.claim(st)
+		if !ok {
+			return nil
+		}
+		if !j.pace(ctx, st.start, st.deadline, before, n) || !j.waitDue(ctx, st, due) {
+			st.finish()
+			return nil
 		}
 		if ctx.Err() != nil {
-			return finish(nil)
+			return nil
 		}
-
 		t := time.Now()
+		if !due.IsZero() && due.Before(t) {
+			// Late: the request waited since it was due (behind a slow
+			// one, or for a free worker); that wait is latency too.
+			t = due
+		}
 		var got int
 		var err error
 		if s.Op == OpWrite {
-			got, err = pwrite(j.fd, j.buf[:n], off)
+			got, err = pwrite(j.fd, buf[:n], off)
 		} else {
-			got, err = pread(j.fd, j.buf[:n], off)
+			got, err = pread(j.fd, buf[:n], off)
 		}
 		now := time.Now()
 		if err != nil {
-			return finish(fmt.Errorf("%s %s at offset %d, %d bytes: %w", s.Op, s.Path, off, n, err))
+			return fmt.Errorf("%s %s at offset %d, %d bytes: %w", s.Op, s.Path, off, n, err)
 		}
 		lat.record(now.Sub(t))
-		ops++
-		bytes += int64(got)
-
-		switch {
-		case s.Op == OpWrite && got == 0:
-			return finish(fmt.Errorf("write %s at offset %d: %w", s.Path, off, io.ErrShortWrite))
-		case s.Op == OpRead && int64(got) < n:
-			// End of file: the pass is over (the file may also have shrunk).
-			if !s.Loop {
-				return finish(nil)
-			}
-			if got == 0 && off == j.start {
-				return finish(fmt.Errorf("read %s: nothing at offset %d any more", s.Path, off))
-			}
-			pos = j.end // the next round starts again at the region's start
-		default:
-			pos = off + int64(got)
+		syncNow, serr := j.account(st, off, n, int64(got))
+		if serr != nil {
+			return serr
 		}
-
-		if !deadline.IsZero() && !now.Before(deadline) {
-			return finish(nil)
+		if syncNow {
+			if e := fdatasync(j.fd); e != nil {
+				return fmt.Errorf("fdatasync %s: %w", s.Path, e)
+			}
+		}
+		if !st.deadline.IsZero() && !now.Before(st.deadline) {
+			st.finish()
+			return nil
 		}
 	}
+}
+
+// account books a finished request. It ends the job at the end of a
+// non-looping read, and says when a fdatasync is due (FsyncEvery).
+func (j *job) account(st *runState, off, n, got int64) (syncNow bool, err error) {
+	s := j.s
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.ops++
+	st.bytes += got
+	st.claimed -= n - got
+	switch {
+	case s.Op == OpWrite && got == 0:
+		st.done = true
+		return false, fmt.Errorf("write %s at offset %d: %w", s.Path, off, io.ErrShortWrite)
+	case s.Op == OpRead && got < n:
+		// End of file: the pass is over (the file may also have shrunk).
+		if !s.Loop {
+			st.done = true
+			return false, nil
+		}
+		if got == 0 && off == j.start {
+			st.done = true
+			return false, fmt.Errorf("read %s: nothing at offset %d any more", s.Path, off)
+		}
+		st.pos = j.end // the next round starts again at the region's start
+	}
+	if s.FsyncEvery > 0 && st.bytes-st.synced >= s.FsyncEvery {
+		st.synced = st.bytes
+		st.fsyncs++
+		return true, nil
+	}
+	return false, nil
+}
+
+// finish ends the job for every worker.
+func (st *runState) finish() {
+	st.mu.Lock()
+	st.done = true
+	st.mu.Unlock()
+}
+
+// waitDue sleeps until due (IOPS pacing). It returns false when due lies
+// past the deadline, after sleeping until the deadline.
+func (j *job) waitDue(ctx context.Context, st *runState, due time.Time) bool {
+	if due.IsZero() {
+		return true
+	}
+	if !st.deadline.IsZero() && due.After(st.deadline) {
+		sleep(ctx, time.Until(st.deadline))
+		return false
+	}
+	sleep(ctx, time.Until(due))
+	return true
 }
 
 // pace waits until a request of n more bytes keeps the job at or below
@@ -397,6 +522,12 @@ func newLatencyRecorder() *latencyRecorder {
 func (l *latencyRecorder) record(d time.Duration) {
 	l.max = max(l.max, d)
 	_ = l.h.RecordValue(int64(min(max(d, 1), maxTrackedLatency))) // in range: cannot fail
+}
+
+// merge adds o's latencies to l.
+func (l *latencyRecorder) merge(o *latencyRecorder) {
+	l.max = max(l.max, o.max)
+	l.h.Merge(o.h) // same range and precision: drops nothing
 }
 
 func (l *latencyRecorder) latency() Latency {

@@ -158,6 +158,62 @@ func TestRunSequentialReadIsExact(t *testing.T) {
 	}
 }
 
+// TestRunIODepth runs sequential and random jobs with many requests in
+// flight: a sequential pass still reads every block exactly once, and the
+// limits hold for the job as a whole.
+func TestRunIODepth(t *testing.T) {
+	t.Parallel()
+	const size = 10<<20 + 123
+	path := testFile(t, t.TempDir(), size)
+	for _, tc := range []struct {
+		s          Spec
+		bytes, ops int64
+	}{
+		{Spec{Op: OpRead, IODepth: 8}, size, 11},
+		{Spec{Op: OpRead, IODepth: 4, BlockSize: 4096}, size, (size + 4095) / 4096},
+		{Spec{Op: OpRead, IODepth: 16, Bytes: 5<<20 + 7}, 5<<20 + 7, 6},
+		{Spec{Op: OpRead, IODepth: 3, Bytes: 25 << 20, Loop: true}, 25 << 20, 27}, // 11 per pass, the 11th short
+		{Spec{Op: OpRandRead, IODepth: 32, Bytes: 1 << 20}, 1 << 20, 256},
+	} {
+		s := tc.s
+		s.Path = path
+		r := mustRun(t, s)
+		if r.Bytes != tc.bytes || r.Ops != tc.ops || r.IODepth != s.IODepth {
+			t.Errorf("%+v: %d bytes in %d ops at iodepth %d; want %d bytes in %d ops", tc.s, r.Bytes, r.Ops, r.IODepth, tc.bytes, tc.ops)
+		}
+		if l := r.Latency; !(0 < l.P50 && l.P50 <= l.P99 && l.P99 <= l.Max) {
+			t.Errorf("%+v: latency %+v", tc.s, l)
+		}
+	}
+}
+
+// TestRunIOPS paces requests: 21 requests at 100 per second take 200 ms at
+// least (the first is due at once), and a job stopped by its duration does
+// not run requests faster to catch up.
+func TestRunIOPS(t *testing.T) {
+	t.Parallel()
+	path := testFile(t, t.TempDir(), 1<<20)
+	r := mustRun(t, Spec{Path: path, Op: OpRandRead, IOPS: 100, Bytes: 21 * 4096})
+	if r.Ops != 21 || r.Elapsed < 200*time.Millisecond {
+		t.Errorf("21 requests at 100 IOPS: %d ops in %v; want 21 in 200ms or more", r.Ops, r.Elapsed)
+	}
+	r = mustRun(t, Spec{Path: path, Op: OpRandRead, IOPS: 50, IODepth: 4, Duration: 300 * time.Millisecond})
+	if r.Ops < 1 || r.Ops > 16 {
+		t.Errorf("300ms at 50 IOPS: %d ops; want 15 (one due at 0ms, none past the deadline)", r.Ops)
+	}
+}
+
+// TestRunFsyncEvery counts the fdatasync calls of a writer that syncs
+// every 1 MiB.
+func TestRunFsyncEvery(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "w")
+	r := mustRun(t, Spec{Path: path, Op: OpWrite, Create: true, Bytes: 4<<20 + 4096, BlockSize: 256 << 10, FsyncEvery: 1 << 20})
+	if r.Fsyncs != 4 || r.Bytes != 4<<20+4096 {
+		t.Errorf("%d bytes with --fsync-every 1MiB: %d fsyncs; want 4", r.Bytes, r.Fsyncs)
+	}
+}
+
 // TestRunDirectReadUnalignedFile reads a file whose size is not a multiple
 // of 4096 with O_DIRECT: the last read is short and must not fail.
 func TestRunDirectReadUnalignedFile(t *testing.T) {

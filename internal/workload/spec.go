@@ -34,7 +34,7 @@ const (
 )
 
 // Spec describes one job: one file or block device, one request at a time
-// (queue depth 1). The zero value of every field except Path and Op is a
+// (queue depth 1) unless IODepth says more. The zero value of every field except Path and Op is a
 // usable default. Run more processes for more parallel streams.
 type Spec struct {
 	Path string // file or block device
@@ -86,7 +86,27 @@ type Spec struct {
 	RateLimit int64
 	// Seed seeds randread's offsets and write's data; 0 picks one at random.
 	Seed uint64
+
+	// IODepth is how many requests are in flight at once: that many
+	// goroutines each issue one pread or pwrite at a time, taking the next
+	// offset from the one region (sequential jobs stay sequential as a
+	// whole). 0 and 1 mean one request at a time.
+	IODepth int
+	// IOPS paces requests at this many per second over the whole job (a
+	// server answering requests, not a stream); 0 means as fast as they
+	// complete. A request's latency counts from when it was due, not from
+	// when a late request could be issued, so a stall shows as the time
+	// every request waited behind it (no coordinated omission).
+	IOPS float64
+	// FsyncEvery calls fdatasync each time the job has written this many
+	// more bytes (a database's checkpoint, a log's commit); 0 means never.
+	// The calls are counted in Result.Fsyncs, their time is not a request's
+	// latency. Write only.
+	FsyncEvery int64
 }
+
+// MaxIODepth bounds IODepth.
+const MaxIODepth = 1024
 
 // SpecError is one invalid field of a Spec. Validate joins several with
 // errors.Join; find one with errors.As.
@@ -133,6 +153,7 @@ func (s Spec) Validate() error {
 	}{
 		{"BlockSize", s.BlockSize}, {"Bytes", s.Bytes}, {"Offset", s.Offset},
 		{"Span", s.Span}, {"Size", s.Size}, {"RateLimit", s.RateLimit},
+		{"FsyncEvery", s.FsyncEvery},
 	} {
 		if f.v < 0 {
 			bad(f.name, f.v, "must not be negative")
@@ -147,6 +168,12 @@ func (s Spec) Validate() error {
 	if s.Duration < 0 {
 		bad("Duration", s.Duration, "must not be negative")
 	}
+	if s.IODepth < 0 || s.IODepth > MaxIODepth {
+		bad("IODepth", s.IODepth, fmt.Sprintf("must be 1..%d", MaxIODepth))
+	}
+	if s.IOPS < 0 || math.IsNaN(s.IOPS) || math.IsInf(s.IOPS, 0) {
+		bad("IOPS", s.IOPS, "must be a positive number of requests per second")
+	}
 	if s.Op != OpWrite {
 		if s.Sync {
 			bad("Sync", s.Sync, "applies to write only")
@@ -156,6 +183,9 @@ func (s Spec) Validate() error {
 		}
 		if s.Size != 0 {
 			bad("Size", s.Size, "applies to write only")
+		}
+		if s.FsyncEvery != 0 {
+			bad("FsyncEvery", s.FsyncEvery, "applies to write only")
 		}
 	}
 	if s.Op == OpRandRead && s.Loop {
@@ -212,6 +242,13 @@ func (s Spec) Args() []string {
 	num("--size", s.Size)
 	boolean("--drop-cache", s.DropCache)
 	num("--rate", s.RateLimit)
+	if s.IODepth > 1 {
+		a = append(a, "--iodepth", strconv.Itoa(s.IODepth))
+	}
+	if s.IOPS != 0 {
+		a = append(a, "--iops", strconv.FormatFloat(s.IOPS, 'g', -1, 64))
+	}
+	num("--fsync-every", s.FsyncEvery)
 	if s.Seed != 0 {
 		a = append(a, "--seed", strconv.FormatUint(s.Seed, 10))
 	}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ddiskqos/ddiskqos/internal/bench/contention"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+// TestRealBenchContentionQuick runs `ddiskqos bench contention --quick` for
+// real (loop device, v1 blkio cgroups, the in-process daemon, workload
+// processes) and checks that it measured every cell of the report and left
+// nothing behind. It never asserts speed: that is the report's business.
+func TestRealBenchContentionQuick(t *testing.T) {
+	testkit.NeedRoot(t)
+	_, err := os.Stat("/sys/fs/cgroup/blkio/cgroup.procs")
+	testkit.Need(t, err == nil, "cgroup v1 blkio mounted at /sys/fs/cgroup/blkio (%v)", err)
+	t.Setenv(workload.EnvMain, "1") // the workloads are this test binary
+	out := t.TempDir()
+	args := []string{"--quick", "--json", "--out", out}
+	var stdout, stderr bytes.Buffer
+	if code := runBenchContention(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("bench contention %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
+	}
+	var rep struct {
+		contention.Result
+		Summary contention.Summary `json:"summary"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("JSON report: %v: %s", err, stdout.String())
+	}
+	file, err := os.ReadFile(filepath.Join(out, "contention.json"))
+	if err != nil || !bytes.Equal(file, stdout.Bytes()) {
+		t.Errorf("contention.json differs from stdout (%v)", err)
+	}
+	for _, f := range []string{"contention.md", "contention.svg"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v, %d bytes", f, err, len(b))
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "contention.md"))
+
+	// Every cell was measured: the victims in all, the neighbour in all
+	// but idle.
+	p := rep.Plan
+	if p.Mode != contention.ModeQuick || p.Trials != 1 || len(p.Neighbours) != 2 || len(p.Configs) != len(contention.Configs) {
+		t.Fatalf("quick plan %+v", p)
+	}
+	want := p.Trials * (2 + len(p.Neighbours)*(len(p.Configs)-2))
+	if len(rep.Cells) != want {
+		t.Errorf("%d cells, want %d", len(rep.Cells), want)
+	}
+	seen := map[string]bool{}
+	for _, c := range rep.Cells {
+		name := string(c.Config) + "/" + string(c.Neighbour)
+		seen[name] = true
+		if c.WebOps < 2 || !(0 < c.Web.P50 && c.Web.P50 <= c.Web.P99 && c.Web.P99 <= c.Web.P999) {
+			t.Errorf("%s: web victim %d ops, latency %+v", name, c.WebOps, c.Web)
+		}
+		if len(c.Cold) != len(contention.ColdSizes) {
+			t.Errorf("%s: cold reads %v", name, c.Cold)
+		}
+		for i, ms := range c.Cold {
+			if len(ms) != p.ColdReads || ms[0] <= 0 {
+				t.Errorf("%s: cold %d MiB reads %v, want %d", name, contention.ColdSizes[i]>>20, ms, p.ColdReads)
+			}
+		}
+		if wantSched := map[bool]string{true: "bfq", false: rep.DefaultScheduler}[c.Config.Reference() == contention.IdleBFQ]; c.Scheduler != wantSched {
+			t.Errorf("%s: scheduler %s, want %s", name, c.Scheduler, wantSched)
+		}
+		switch {
+		case c.Config == contention.Idle || c.Config == contention.IdleBFQ:
+			if c.NB != nil || c.Neighbour != "" {
+				t.Errorf("idle has a neighbour: %+v", c)
+			}
+		case c.NB == nil:
+			t.Errorf("%s: no neighbour figures", name)
+		case c.NB.Samples < 100 || c.NB.Warm.Cgroup <= 0 || c.NB.During.Cgroup <= 0 || c.NB.After2.Cgroup <= 0 || c.NB.Process <= 0:
+			t.Errorf("%s: neighbour not measured: %+v", name, *c.NB)
+		}
+		if c.Config == contention.ThrottleFixed && (c.NB == nil || c.NB.Cap == 0) {
+			t.Errorf("%s: no fixed cap", name)
+		}
+		daemon := c.Config == contention.DDiskQoS || c.Config == contention.DDiskQoSBFQ
+		if daemon != (c.Daemon != nil) || daemon && (c.Daemon.Ticks < 2 || len(c.Daemon.Errors) > 0) {
+			t.Errorf("%s: daemon %+v", name, c.Daemon)
+		}
+	}
+	for _, cfg := range p.Configs {
+		for _, nb := range p.Neighbours {
+			if cfg == contention.Idle || cfg == contention.IdleBFQ {
+				nb = ""
+			}
+			if !seen[string(cfg)+"/"+string(nb)] {
+				t.Errorf("no cell for %s with %q", cfg, nb)
+			}
+		}
+	}
+	// Every ratio of the report has a value, and every bar a verdict in
+	// the Markdown.
+	if len(rep.Summary.Rows) != len(p.Neighbours)*(len(p.Configs)-2) {
+		t.Errorf("%d rows", len(rep.Summary.Rows))
+	}
+	for _, r := range rep.Summary.Rows {
+		for name, v := range map[string]contention.Spread{"web p50": r.WebP50, "web p99": r.WebP99, "web p99.9": r.WebP999,
+			"cold 1 MiB": r.Cold[0], "cold 10 MiB": r.Cold[1], "during": r.NBDuring, "after 0-1 s": r.NBAfter1, "after 1-2 s": r.NBAfter2} {
+			if v.N != 1 || v.Median <= 0 {
+				t.Errorf("%s/%s: %s %+v", r.Neighbour, r.Config, name, v)
+			}
+		}
+	}
+	// Per neighbour: original's "contention exists", and for each of the
+	// two ddiskqos configurations web p99, p50, each cold size, the
+	// neighbour during and after.
+	perDaemon := 2 + len(contention.ColdSizes) + 2
+	if n := len(rep.Summary.Bars); n != len(p.Neighbours)*(1+2*perDaemon) ||
+		strings.Count(string(md), "| met |")+strings.Count(string(md), "| **missed** |") != n {
+		t.Errorf("%d bars, Markdown:\n%s", n, md)
+	}
+
+	// Nothing is left: cgroups, loop device, processes.
+	ents, _ := os.ReadDir("/sys/fs/cgroup/blkio")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), contention.ParentPrefix) {
+			t.Errorf("left behind: cgroup %s", e.Name())
+		}
+	}
+	if b, err := os.ReadFile("/sys/block/" + rep.Device + "/loop/backing_file"); err == nil && strings.Contains(string(b), rep.Backing) {
+		t.Errorf("loop device %s still attached to %s", rep.Device, b)
+	}
+	if _, err := os.Stat(rep.Backing); err == nil {
+		t.Errorf("backing file %s left behind", rep.Backing)
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
+	}
+	if b, _ := os.ReadFile("/sys/block/" + rep.Device + "/queue/scheduler"); len(b) > 0 && !strings.Contains(string(b), "["+rep.DefaultScheduler+"]") {
+		t.Errorf("scheduler of %s not restored: %s", rep.Device, b)
+	}
+	t.Logf("%d cells; %d of %d bars missed (on this host, now)", len(rep.Cells), rep.Summary.Missed, len(rep.Summary.Bars))
+}
+
+// children lists the processes whose parent is this one.
+func children() []string {
+	self := strconv.Itoa(os.Getpid())
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces; split after ')'.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == self {
+			out = append(out, p.Name()+" "+s[:strings.LastIndexByte(s, ')')+1])
+		}
+	}
+	return out
+}
+
+func TestBenchContentionUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--quick", "--full"}, "exclude each other"},
+		{[]string{"--trials", "-1"}, "--trials -1"},
+		{[]string{"--neighbours", "seqread,disco"}, `unknown neighbour "disco"`},
+		{[]string{"--configs", "cfq"}, `unknown configuration "cfq"`},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--bogus"}, "--bogus"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := runBenchContention(tc.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.msg) || stdout.Len() > 0 {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.msg)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runBenchContention([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "--neighbours LIST") ||
+		!strings.Contains(stdout.String(), "--full --out docs/bench") {
+		t.Errorf("--help: exit %d: %s", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := runBench([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "contention") {
+		t.Errorf("bench --help does not list contention: %s", stdout.String())
+	}
+}

@@ -1,0 +1,594 @@
+package contention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/bench/volume"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+// ParentPrefix names the bench's parent cgroups; the pid of the bench
+// follows, so a leftover of a killed run is recognised and removed.
+const ParentPrefix = "ddiskqos-bench-contention-"
+
+// Options configure Run.
+type Options struct {
+	Plan Plan
+	// Exe and ExeArgs start a workload process: Exe ExeArgs... followed by
+	// the workload's flags. Normally the ddiskqos binary and ["workload"];
+	// a test binary with Env DDISKQOS_WORKLOAD_MAIN=1 and no ExeArgs.
+	Exe     string
+	ExeArgs []string
+	Env     []string
+	// Roots are the kernel filesystems (/sys, /proc).
+	Roots host.Roots
+	// Dir holds the volume's backing file; "" is /var/tmp.
+	Dir string
+	// Progress receives a line per phase; nil discards them.
+	Progress io.Writer
+	// Command is the command line, for the report.
+	Command string
+}
+
+// Window is the neighbour's throughput in one window, bytes per second.
+type Window struct {
+	Cgroup float64 `json:"cgroup_bps"` // its cgroup's counters (what v1 charges it)
+	Device float64 `json:"device_bps"` // the whole device (reads of readers, writes of writers)
+}
+
+// NeighbourStats is what the neighbour did in one cell.
+type NeighbourStats struct {
+	Warm   Window `json:"warm"`    // second half of the warm-up, alone
+	During Window `json:"during"`  // while the victims ran
+	After1 Window `json:"after_1"` // 0-1 s after the victims stopped
+	After2 Window `json:"after_2"` // 1-2 s after the victims stopped
+	// Process is what the process itself moved per second over its life.
+	Process float64 `json:"process_bps"`
+	Fsyncs  int64   `json:"fsyncs,omitempty"`
+	// Cap is the fixed throttle's cap (ThrottleFixed), bytes/s.
+	Cap     uint64 `json:"cap_bps,omitempty"`
+	Samples int    `json:"samples"`
+}
+
+// Cell is one configuration with one neighbour in one trial.
+type Cell struct {
+	Trial     int       `json:"trial"`
+	Config    Config    `json:"config"`
+	Neighbour Neighbour `json:"neighbour,omitempty"` // "" for Idle
+	Scheduler string    `json:"scheduler"`
+	// Web is the web-like victim's latency, µs.
+	Web    workload.Latency `json:"web_us"`
+	WebOps int64            `json:"web_ops"`
+	// Cold are the cold reads' times per size (ColdSizes order), ms.
+	Cold [][]float64     `json:"cold_ms"`
+	NB   *NeighbourStats `json:"neighbour_stats,omitempty"`
+	// Daemon is the in-process ddiskqos's view (ddiskqos configurations).
+	Daemon *DaemonStats `json:"daemon,omitempty"`
+	Wall   float64      `json:"wall_s"`
+}
+
+// Result is a whole run.
+type Result struct {
+	Command          string `json:"command"`
+	Plan             Plan   `json:"plan"`
+	Kernel           string `json:"kernel"`
+	CPUs             int    `json:"cpus"`
+	Device           string `json:"device"`
+	Backing          string `json:"backing_file"` // the loop device's file, removed at the end
+	DefaultScheduler string `json:"default_scheduler"`
+	// LoadStart and LoadEnd are the host's 1-minute load average when the
+	// run started and ended: other work on the host adds CPU waits.
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
+	// Nice is the CPU priority the bench and its workloads ran at.
+	Nice  int       `json:"nice"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	Cells []Cell    `json:"cells"`
+}
+
+// bench is one run's state.
+type bench struct {
+	o      Options
+	p      Plan
+	h      cgroupfs.Hierarchy
+	vol    *volume.Volume
+	parent string // relative cgroup of the run
+	files  struct{ big, web, dw, bw string }
+	cold   []string
+	procs  []*workload.Proc // live ones, for teardown
+	seq    int
+	log    func(format string, a ...any)
+}
+
+// Run runs the plan. The result so far is returned with any error.
+func Run(ctx context.Context, o Options) (res *Result, err error) {
+	if o.Exe == "" {
+		return nil, errors.New("contention: no workload executable")
+	}
+	if o.Roots.Sys == "" {
+		o.Roots = host.Roots{Sys: "/sys", Proc: "/proc"}
+	}
+	b := &bench{o: o, p: o.Plan}
+	b.log = func(format string, a ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "bench contention: "+format+"\n", a...)
+		}
+	}
+	res = &Result{Command: o.Command, Plan: o.Plan, CPUs: runtime.NumCPU(), Start: time.Now(), LoadStart: loadAvg(o.Roots.Proc)}
+	var uts syscall.Utsname
+	if syscall.Uname(&uts) == nil {
+		res.Kernel = utsString(uts.Release[:])
+	}
+	layout, err := host.Layout(o.Roots)
+	if err != nil {
+		return res, err
+	}
+	if b.h, err = layout.IOHierarchy(); err != nil {
+		return res, err
+	}
+	if b.h.Version != 1 {
+		return res, fmt.Errorf("cgroup v%d: this bench drives v1 blkio (the neighbour's writeback finding is v1's)", b.h.Version)
+	}
+	res.Nice = raisePriority(Nice)
+	removeStale(b.h.Mount)
+	b.parent = "/" + ParentPrefix + strconv.Itoa(os.Getpid())
+	defer func() {
+		if terr := b.teardown(); terr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", terr))
+		}
+		res.End, res.LoadEnd = time.Now(), loadAvg(o.Roots.Proc)
+	}()
+	if _, err := b.h.Create(b.parent); err != nil {
+		return res, err
+	}
+	b.log("creating a %d MiB volume", b.p.VolumeSize()>>20)
+	if b.vol, err = volume.Create(ctx, volume.Options{Dir: o.Dir, Size: b.p.VolumeSize(), Sys: o.Roots.Sys}); err != nil {
+		return res, err
+	}
+	res.Device, res.DefaultScheduler, res.Backing = b.vol.Name, b.vol.DefaultScheduler, b.vol.Backing
+	if err := b.h.EnableV1Accounting(b.vol.Dev); err != nil {
+		return res, fmt.Errorf("enable v1 accounting on %s: %w", b.vol.Name, err)
+	}
+	if err := b.writeFiles(ctx); err != nil {
+		return res, err
+	}
+	// Let the host finish writing what setting up wrote before the first
+	// cell measures anything.
+	syscall.Sync()
+	if !sleepCtx(ctx, 2*time.Second) {
+		return res, ctx.Err()
+	}
+	b.log("device %s (default scheduler %s), %d trials × %d neighbours × %d configurations",
+		b.vol.Name, b.vol.DefaultScheduler, b.p.Trials, len(b.p.Neighbours), len(b.p.Configs))
+
+	for t := range b.p.Trials {
+		for _, c := range b.p.Configs {
+			nbs := b.p.Neighbours
+			if c.idle() {
+				nbs = []Neighbour{""}
+			}
+			for _, nb := range nbs {
+				if err := ctx.Err(); err != nil {
+					return res, err
+				}
+				cell, err := b.cell(ctx, res, t, c, nb)
+				if err != nil {
+					return res, fmt.Errorf("trial %d, %s, %s: %w", t+1, c, cmpOr(string(nb), "no neighbour"), err)
+				}
+				res.Cells = append(res.Cells, cell)
+				b.log("%s", cellLine(cell))
+			}
+		}
+	}
+	return res, nil
+}
+
+// Nice is the CPU priority Run gives itself and so its workloads: on a
+// host busy with other work the victims' latency must be the disk's, not
+// the CPU run queue's. Neighbours and victims get the same priority.
+const Nice = -10
+
+// raisePriority sets every thread of this process to nice n (Linux nice
+// values are per thread; threads and processes started later inherit it
+// from the thread that starts them). It returns the nice value of the
+// main thread afterwards.
+func raisePriority(n int) int {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, n)
+		}
+	}
+	// getpriority(2) returns 20-nice through the raw syscall.
+	p, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err != nil {
+		return 0
+	}
+	return 20 - p
+}
+
+// loadAvg is the 1-minute load average, "" when unknown.
+func loadAvg(proc string) string {
+	b, err := os.ReadFile(filepath.Join(proc, "loadavg"))
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func utsString(b []int8) string {
+	var s strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s.WriteByte(byte(c))
+	}
+	return s.String()
+}
+
+// writeFiles writes the files the workloads read; the writers' files are
+// made (and allocated) by their first pass.
+func (b *bench) writeFiles(ctx context.Context) error {
+	var err error
+	b.log("writing %d MiB for the readers", (b.p.BigFile+b.p.WebFile)>>20)
+	if b.files.big, err = b.vol.WriteFile(ctx, "big", b.p.BigFile); err != nil {
+		return err
+	}
+	if b.files.web, err = b.vol.WriteFile(ctx, "web", b.p.WebFile); err != nil {
+		return err
+	}
+	for _, s := range ColdSizes {
+		f, err := b.vol.WriteFile(ctx, fmt.Sprintf("cold-%dMiB", s>>20), s)
+		if err != nil {
+			return err
+		}
+		b.cold = append(b.cold, f)
+	}
+	b.files.dw = filepath.Join(b.vol.Mount, "direct-writer")
+	b.files.bw = filepath.Join(b.vol.Mount, "buffered-writer")
+	return nil
+}
+
+// neighbourSpec is the workload of a neighbour, until stopped.
+func (b *bench) neighbourSpec(n Neighbour) workload.Spec {
+	switch n {
+	case SeqRead:
+		return workload.Spec{Op: workload.OpRead, Path: b.files.big, Direct: true, BlockSize: 1 << 20, IODepth: 32, Loop: true}
+	case RandRead:
+		return workload.Spec{Op: workload.OpRandRead, Path: b.files.big, Direct: true, BlockSize: 4 << 10, IODepth: 32}
+	case DirectWrite:
+		return workload.Spec{Op: workload.OpWrite, Path: b.files.dw, Create: true, Size: b.p.WriteSpan, Direct: true,
+			BlockSize: 1 << 20, IODepth: 32, Loop: true}
+	case BufWrite:
+		return workload.Spec{Op: workload.OpWrite, Path: b.files.bw, Create: true, Size: b.p.WriteSpan,
+			BlockSize: 1 << 20, Loop: true, FsyncEvery: b.p.FsyncEvery}
+	}
+	panic("unknown neighbour " + string(n))
+}
+
+// scheduler of a configuration.
+func (b *bench) scheduler(c Config) string {
+	if c.bfq() {
+		return "bfq"
+	}
+	return b.vol.DefaultScheduler
+}
+
+// cgroup makes a new child cgroup of the run named after what runs in it.
+func (b *bench) cgroup(name string) (string, error) {
+	b.seq++
+	rel := fmt.Sprintf("%s/%s-%d", b.parent, name, b.seq)
+	_, err := b.h.Create(rel)
+	return rel, err
+}
+
+// start starts a workload in cgroup rel; it has done no I/O yet (Go).
+func (b *bench) start(ctx context.Context, rel string, s workload.Spec) (*workload.Proc, error) {
+	args := append(append([]string(nil), b.o.ExeArgs...), "--wait-stdin", "--json")
+	args = append(args, s.Args()...)
+	p, err := workload.Start(ctx, b.o.Exe, b.o.Env, args)
+	if err != nil {
+		return nil, err
+	}
+	b.procs = append(b.procs, p)
+	if err := b.h.AddProcess(rel, p.Pid()); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// wait reaps p and forgets it.
+func (b *bench) wait(p *workload.Proc) (workload.Result, error) {
+	r, err := p.Wait()
+	b.procs = slices.DeleteFunc(b.procs, func(q *workload.Proc) bool { return q == p })
+	return r, err
+}
+
+// runVictim runs s in a new cgroup to its end and removes the cgroup.
+func (b *bench) runVictim(ctx context.Context, name string, c Config, s workload.Spec) (workload.Result, error) {
+	rel, err := b.cgroup(name)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	if c == Static {
+		if err := b.setBFQWeight(rel, VictimWeight); err != nil {
+			return workload.Result{}, err
+		}
+	}
+	p, err := b.start(ctx, rel, s)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	if err := p.Go(); err != nil {
+		return workload.Result{}, err
+	}
+	r, err := b.wait(p)
+	if err != nil {
+		return r, err
+	}
+	return r, b.h.Remove(rel)
+}
+
+func (b *bench) setBFQWeight(rel string, w int) error {
+	dir, err := b.h.Path(rel)
+	if err != nil {
+		return err
+	}
+	f := filepath.Join(dir, "blkio.bfq.weight")
+	if err := os.WriteFile(f, []byte(strconv.Itoa(w)), 0); err != nil {
+		return fmt.Errorf("write %d to %s: %w", w, f, err)
+	}
+	return nil
+}
+
+// noQoSWarm is the neighbour's warm-up throughput (cgroup counters) under
+// Original in this trial, or an earlier one: the fixed throttle's base.
+func noQoSWarm(res *Result, trial int, nb Neighbour) (float64, bool) {
+	for i := len(res.Cells) - 1; i >= 0; i-- {
+		c := res.Cells[i]
+		if c.Config == Original && c.Neighbour == nb && c.Trial <= trial && c.NB != nil {
+			return max(c.NB.Warm.Cgroup, c.NB.Process), true
+		}
+	}
+	return 0, false
+}
+
+// cell runs one configuration with one neighbour (none for Idle).
+func (b *bench) cell(ctx context.Context, res *Result, trial int, c Config, nb Neighbour) (cell Cell, err error) {
+	t0 := time.Now()
+	cell = Cell{Trial: trial + 1, Config: c, Neighbour: nb, Scheduler: b.scheduler(c)}
+	if err := b.vol.SetScheduler(cell.Scheduler); err != nil {
+		return cell, err
+	}
+	defer func() {
+		if serr := b.vol.SetScheduler(b.vol.DefaultScheduler); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		cell.Wall = time.Since(t0).Seconds()
+	}()
+	var d *runningDaemon
+	if c.daemon() {
+		if d, err = startDaemon(ctx, b.o.Roots, b.h, b.vol.Name, b.parent); err != nil {
+			return cell, fmt.Errorf("start ddiskqos: %w", err)
+		}
+		defer func() {
+			st, derr := d.stop()
+			cell.Daemon = &st
+			if derr != nil {
+				err = errors.Join(err, fmt.Errorf("ddiskqos: %w", derr))
+			}
+		}()
+	}
+
+	var nbProc *workload.Proc
+	var smp *sampler
+	var nbRel string
+	if nb != "" {
+		if nbRel, err = b.cgroup(string(nb)); err != nil {
+			return cell, err
+		}
+		cell.NB = &NeighbourStats{}
+		switch c {
+		case Static:
+			if err := b.setBFQWeight(nbRel, NeighbourWeight); err != nil {
+				return cell, err
+			}
+		case ThrottleFixed:
+			base, ok := noQoSWarm(res, trial+1, nb)
+			if !ok {
+				return cell, errors.New("no original cell before it to size the fixed throttle from")
+			}
+			cell.NB.Cap = uint64(base * ThrottleShare)
+			if err := b.h.SetLimits(nbRel, b.vol.Dev, cgroupfs.Limits{RBps: cell.NB.Cap, WBps: cell.NB.Cap}); err != nil {
+				return cell, err
+			}
+		}
+		if nbProc, err = b.start(ctx, nbRel, b.neighbourSpec(nb)); err != nil {
+			return cell, err
+		}
+		if smp, err = startSampler(b.h, nbRel, b.vol.Dev, filepath.Join(b.o.Roots.Sys, "block", b.vol.Name, "stat"), b.p.SampleEvery); err != nil {
+			return cell, err
+		}
+		defer smp.stop()
+		if err := nbProc.Go(); err != nil {
+			return cell, err
+		}
+		smp.mark() // the neighbour's start
+		if !sleepCtx(ctx, b.p.Warmup) {
+			return cell, ctx.Err()
+		}
+	}
+
+	// The victims, each in a new cgroup, one after the other.
+	vStart := time.Now()
+	web, err := b.runVictim(ctx, "web", c, workload.Spec{Op: workload.OpRandRead, Path: b.files.web, Direct: true,
+		BlockSize: 4 << 10, IOPS: b.p.WebIOPS, Duration: b.p.Web})
+	if err != nil {
+		return cell, fmt.Errorf("web victim: %w", err)
+	}
+	cell.Web, cell.WebOps = web.Latency, web.Ops
+	cell.Cold = make([][]float64, len(ColdSizes))
+	for range b.p.ColdReads {
+		for i, s := range ColdSizes {
+			r, err := b.runVictim(ctx, fmt.Sprintf("cold%dm", s>>20), c, workload.Spec{Op: workload.OpRead,
+				Path: b.cold[i], DropCache: true, BlockSize: 1 << 20})
+			if err != nil {
+				return cell, fmt.Errorf("cold %d MiB read: %w", s>>20, err)
+			}
+			if r.Bytes != s {
+				return cell, fmt.Errorf("cold %d MiB read moved %d bytes", s>>20, r.Bytes)
+			}
+			cell.Cold[i] = append(cell.Cold[i], float64(r.Elapsed)/1e6)
+		}
+	}
+	vEnd := time.Now()
+
+	if nb != "" {
+		if !sleepCtx(ctx, b.p.After) {
+			return cell, ctx.Err()
+		}
+		if err := nbProc.Stop(); err != nil {
+			return cell, err
+		}
+		r, err := b.wait(nbProc)
+		if err != nil {
+			return cell, fmt.Errorf("neighbour: %w", err)
+		}
+		smp.stop()
+		if err := smp.err(); err != nil {
+			return cell, err
+		}
+		s := cell.NB
+		warmEnd := vStart
+		s.Warm = smp.window(warmEnd.Add(-b.p.Warmup/2), warmEnd)
+		s.During = smp.window(vStart, vEnd)
+		s.After1 = smp.window(vEnd, vEnd.Add(time.Second))
+		s.After2 = smp.window(vEnd.Add(time.Second), vEnd.Add(2*time.Second))
+		s.Process, s.Fsyncs, s.Samples = r.BytesPerSec, r.Fsyncs, smp.count()
+		if err := b.h.Remove(nbRel); err != nil {
+			return cell, err
+		}
+	}
+	return cell, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// cellLine is the progress line of a cell.
+func cellLine(c Cell) string {
+	s := fmt.Sprintf("trial %d %-14s %-11s web p50 %7.0f µs p99 %8.0f µs", c.Trial, c.Config, cmpOr(string(c.Neighbour), "-"), c.Web.P50, c.Web.P99)
+	for i, sz := range ColdSizes {
+		if len(c.Cold) > i && len(c.Cold[i]) > 0 {
+			s += fmt.Sprintf(", cold %d MiB %.1f ms", sz>>20, median(c.Cold[i]))
+		}
+	}
+	if c.NB != nil {
+		s += fmt.Sprintf(", neighbour %.0f/%.0f/%.0f MiB/s warm/during/after", c.NB.Warm.Cgroup/(1<<20), c.NB.During.Cgroup/(1<<20), c.NB.After2.Cgroup/(1<<20))
+	}
+	return s
+}
+
+// teardown stops every process, removes the run's cgroups and the volume.
+func (b *bench) teardown() error {
+	var errs []error
+	for _, p := range b.procs {
+		_ = p.Kill()
+		_, _ = p.Wait()
+	}
+	b.procs = nil
+	if b.parent != "" {
+		if dir, err := b.h.Path(b.parent); err == nil {
+			if err := removeTree(dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if b.vol != nil {
+		if err := b.vol.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeStale removes the parents a bench killed with SIGKILL left behind
+// (their pid is gone). Best effort.
+func removeStale(mount string) {
+	ents, _ := os.ReadDir(mount)
+	for _, e := range ents {
+		pid, ok := strings.CutPrefix(e.Name(), ParentPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) == nil {
+			continue
+		}
+		_ = removeTree(filepath.Join(mount, e.Name()))
+	}
+}
+
+// removeTree kills what runs in dir's cgroups and removes them, deepest
+// first.
+func removeTree(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var errs []error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			pids, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			for _, f := range strings.Fields(string(pids)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			err := os.Remove(d)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return errors.Join(errs...)
+}
