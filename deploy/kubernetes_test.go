@@ -47,7 +47,7 @@ type k8sObject struct {
 type podSpec struct {
 	HostPID     bool        `yaml:"hostPID"`
 	HostNetwork bool        `yaml:"hostNetwork"`
-	Containers  []container `yaml:"containers"`
+	Containers  []k8sContainer `yaml:"containers"`
 	Volumes     []struct {
 		Name     string `yaml:"name"`
 		HostPath *struct {
@@ -57,7 +57,7 @@ type podSpec struct {
 	} `yaml:"volumes"`
 }
 
-type container struct {
+type k8sContainer struct {
 	Name            string   `yaml:"name"`
 	Image           string   `yaml:"image"`
 	ImagePullPolicy string   `yaml:"imagePullPolicy"`
