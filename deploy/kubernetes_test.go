@@ -45,8 +45,8 @@ type k8sObject struct {
 }
 
 type podSpec struct {
-	HostPID     bool        `yaml:"hostPID"`
-	HostNetwork bool        `yaml:"hostNetwork"`
+	HostPID     bool           `yaml:"hostPID"`
+	HostNetwork bool           `yaml:"hostNetwork"`
 	Containers  []k8sContainer `yaml:"containers"`
 	Volumes     []struct {
 		Name     string `yaml:"name"`
