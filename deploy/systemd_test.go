@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -199,14 +201,20 @@ func TestSystemdUnitVerify(t *testing.T) {
 // capabilities the unit leaves it (its CapabilityBoundingSet, through
 // setpriv, with no_new_privs) over a real cgroup and a BFQ loop device, and
 // checks that it demotes a streaming process — the weight written into
-// the kernel — and restores the original on SIGTERM. This is what lets the
-// unit drop every capability; the rest of the sandbox (ProtectSystem and
-// the others) needs systemd as PID 1, which this machine has not, and is
+// the kernel —, reloads on the unit's ExecReload signal and restores the
+// original on SIGTERM. The run is traced (strace): every system call the
+// daemon made must be in the unit's SystemCallFilter, every socket family
+// in RestrictAddressFamilies, and no mapping writable and executable
+// (MemoryDenyWriteExecute). The rest of the sandbox (ProtectSystem and the
+// others) needs systemd as PID 1, which this machine has not, and is
 // checked by systemd-analyze only.
 func TestRealSystemdUnitCapabilities(t *testing.T) {
 	testkit.NeedRoot(t)
 	setpriv, err := exec.LookPath("setpriv")
 	testkit.Need(t, err == nil, "setpriv (util-linux) not in PATH")
+	strace, err := exec.LookPath("strace")
+	testkit.Need(t, err == nil, "strace not in PATH (Debian package strace: apt-get install strace)")
+	sa := systemdAnalyze(t)
 	u := parseUnit(t, unitPath)
 	caps := "-all"
 	for _, c := range u.words("Service", "CapabilityBoundingSet") {
@@ -237,10 +245,12 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	}
 
 	tmp := t.TempDir()
-	var log bytes.Buffer
-	d := exec.Command(setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
+	var log syncBuffer
+	trace := filepath.Join(tmp, "strace.out")
+	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
+		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
 		bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name,
-		"--interval", "200ms", "--listen", "", "--state-file", tmp+"/state.json")
+		"--interval", "200ms", "--listen", freeAddr(t), "--state-file", tmp+"/state.json")
 	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
 	d.Stdout, d.Stderr = &log, &log
 	if err := d.Start(); err != nil {
@@ -256,15 +266,19 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 		}
 	})
 
-	// setpriv execs the daemon in the same process: its capabilities are
-	// those of the unit.
+	// strace forks setpriv, which execs the daemon in the same process:
+	// its capabilities are those of the unit.
 	var status string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Process.Pid))
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d.Process.Pid))
-		if strings.TrimSpace(string(cmd)) == "ddiskqos" {
-			status = string(b)
-			break
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && status == ""; time.Sleep(20 * time.Millisecond) {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", d.Process.Pid, d.Process.Pid))
+		for _, k := range strings.Fields(string(kids)) {
+			cmd, _ := os.ReadFile("/proc/" + k + "/comm")
+			if strings.TrimSpace(string(cmd)) == "ddiskqos" {
+				b, _ := os.ReadFile("/proc/" + k + "/status")
+				status = string(b)
+				pid, _ = strconv.Atoi(k)
+			}
 		}
 	}
 	capEff := regexp.MustCompile(`(?m)^CapEff:\s*(\S+)$`).FindStringSubmatch(status)
@@ -302,8 +316,19 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	}
 	t.Logf("without capabilities the daemon demoted the stream: %s has %q", knob, want)
 
+	// ExecReload: SIGHUP re-reads the configuration.
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(log.String(), "reloaded configuration"); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(log.String(), "reloaded configuration") {
+		t.Errorf("no \"reloaded configuration\" 10 s after SIGHUP (the unit's ExecReload)\n%s", log.String())
+	}
+
 	// SIGTERM: exit 0, the original back.
-	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -327,4 +352,139 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 			t.Errorf("daemon without capabilities logged: %s", l)
 		}
 	}
+	checkTrace(t, sa, u, trace, bin)
+}
+
+// checkTrace compares what the daemon did under strace (from its execve
+// on) with the unit's SystemCallFilter, RestrictAddressFamilies and
+// MemoryDenyWriteExecute.
+func checkTrace(t *testing.T, systemdAnalyze string, u unit, trace, bin string) {
+	t.Helper()
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{}
+	groups := syscallGroups(t, systemdAnalyze)
+	var expand func(string)
+	expand = func(name string) {
+		if allowed[name] {
+			return
+		}
+		allowed[name] = true
+		for _, m := range groups[name] {
+			expand(m)
+		}
+	}
+	filter := u.words("Service", "SystemCallFilter")
+	if len(filter) == 0 {
+		t.Fatal("the unit has no SystemCallFilter")
+	}
+	for _, f := range filter {
+		if strings.HasPrefix(f, "~") {
+			t.Fatalf("SystemCallFilter=%s: this test reads allow-lists only", f)
+		}
+		if strings.HasPrefix(f, "@") && groups[f] == nil {
+			t.Fatalf("SystemCallFilter=%s: systemd-analyze syscall-filter knows no such group", f)
+		}
+		expand(f)
+	}
+	families := u.words("Service", "RestrictAddressFamilies")
+	call := regexp.MustCompile(`^\d+\s+([a-z0-9_]+)\((.*)$`)
+	started := false
+	used := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		m := call.FindStringSubmatch(line)
+		if m == nil {
+			continue // resumed, signals, exits
+		}
+		name, args := m[1], m[2]
+		if !started {
+			started = name == "execve" && strings.HasPrefix(args, strconv.Quote(bin)) && strings.HasSuffix(line, "= 0")
+			continue
+		}
+		used[name]++
+		if name == "socket" {
+			fam, _, _ := strings.Cut(args, ",")
+			if !slices.Contains(families, fam) {
+				t.Errorf("socket family %s (%s) not in RestrictAddressFamilies=%s", fam, line, strings.Join(families, " "))
+			}
+		}
+		if (name == "mmap" || name == "mprotect") && strings.Contains(args, "PROT_WRITE") && strings.Contains(args, "PROT_EXEC") {
+			t.Errorf("writable and executable mapping, refused by MemoryDenyWriteExecute: %s", line)
+		}
+	}
+	if !started {
+		t.Fatalf("strace output %s has no successful execve of %s", trace, bin)
+	}
+	var names, denied []string
+	for n := range used {
+		names = append(names, n)
+		if !allowed[n] {
+			denied = append(denied, n)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(denied)
+	if len(denied) > 0 {
+		t.Errorf("system calls the daemon made that SystemCallFilter=%s refuses (EPERM): %s", strings.Join(filter, " "), strings.Join(denied, " "))
+		return
+	}
+	t.Logf("strace: %d distinct system calls, all in SystemCallFilter=%s: %s", len(names), strings.Join(filter, " "), strings.Join(names, " "))
+}
+
+// syscallGroups parses `systemd-analyze syscall-filter`: group -> members
+// (system calls and nested groups).
+func syscallGroups(t *testing.T, systemdAnalyze string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command(systemdAnalyze, "syscall-filter", "--no-pager").Output()
+	if err != nil {
+		t.Fatalf("systemd-analyze syscall-filter: %v", err)
+	}
+	groups := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.TrimSpace(line)
+		switch {
+		case f == "" || strings.HasPrefix(f, "#"):
+		case !strings.HasPrefix(line, " ") && strings.HasPrefix(f, "@"):
+			cur = f
+			groups[cur] = []string{}
+		case cur != "" && strings.HasPrefix(line, " "):
+			groups[cur] = append(groups[cur], f)
+		}
+	}
+	if len(groups["@system-service"]) == 0 {
+		t.Fatalf("systemd-analyze syscall-filter: no @system-service group in:\n%s", out)
+	}
+	return groups
+}
+
+// freeAddr returns a loopback address with a port free just now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
