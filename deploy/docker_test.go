@@ -188,16 +188,17 @@ func TestRealContainerImage(t *testing.T) {
 		}
 	})
 
-	// The daemons, as the README runs them (but --network none: the
-	// status containers join their network namespace).
+	// The daemons, as the README runs them (read-only root, as the
+	// DaemonSet's readOnlyRootFilesystem; but --network none: the status
+	// containers join their network namespace).
 	binds := []string{cgroupRoot + ":" + cgroupRoot, "/proc:/host/proc:ro"}
 	common := []string{"--devices", loop.Name, "--interval", "250ms"}
 	writer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-cgroup-%d", os.Getpid()),
 		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "cgroup", "--cgroup-parent", parent}, common...)...)},
-		&container.HostConfig{NetworkMode: "none", Binds: append(slices.Clone(binds), t.TempDir()+":/run/ddiskqos")})
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, Binds: append(slices.Clone(binds), t.TempDir()+":/run/ddiskqos")})
 	observer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-docker-%d", os.Getpid()),
 		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "docker", "--dry-run"}, common...)...)},
-		&container.HostConfig{NetworkMode: "none", Binds: append(slices.Clone(binds), t.TempDir()+":/run/ddiskqos", "/var/run/docker.sock:/var/run/docker.sock")})
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, Binds: append(slices.Clone(binds), t.TempDir()+":/run/ddiskqos", "/var/run/docker.sock:/var/run/docker.sock")})
 	daemons := map[string]string{writer: "cgroup source", observer: "docker source, dry-run"}
 	dump := func() string {
 		var b strings.Builder
