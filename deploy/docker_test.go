@@ -141,6 +141,60 @@ func status(t *testing.T, c *client.Client, tag, daemon string) (*snapshot.Snaps
 	return &s, ""
 }
 
+// readmeDockerRun is the README's `docker run -d --name ddiskqos ...` line,
+// continuation lines joined: its volumes, whether the root is read-only,
+// the network, the image and the arguments after it.
+type dockerRun struct {
+	volumes  []string
+	readOnly bool
+	network  string
+	image    string
+	args     []string
+}
+
+func readmeDockerRun(t *testing.T) dockerRun {
+	t.Helper()
+	sec := installSection(t)
+	i := strings.Index(sec, "docker run -d --name ddiskqos ")
+	if i < 0 {
+		t.Fatal("README's Installing section has no `docker run -d --name ddiskqos ...` line")
+	}
+	var joined []string
+	for _, l := range strings.Split(sec[i:], "\n") {
+		l, _, _ = strings.Cut(l, "#")
+		l = strings.TrimSpace(l)
+		cont := strings.HasSuffix(l, "\\")
+		joined = append(joined, strings.TrimSuffix(l, "\\"))
+		if !cont {
+			break
+		}
+	}
+	f := strings.Fields(strings.Join(joined, " "))[2:] // after "docker run"
+	var r dockerRun
+	for j := 0; j < len(f); j++ {
+		switch a := f[j]; {
+		case a == "-v" || a == "--volume":
+			j++
+			r.volumes = append(r.volumes, f[j])
+		case a == "--network":
+			j++
+			r.network = f[j]
+		case a == "--name" || a == "--restart":
+			j++
+		case a == "--read-only":
+			r.readOnly = true
+		case a == "-d":
+		case strings.HasPrefix(a, "-"):
+			t.Fatalf("README's docker run: flag %s unknown to this test", a)
+		default:
+			r.image, r.args = a, f[j+1:]
+			return r
+		}
+	}
+	t.Fatalf("README's docker run %q: no image", f)
+	return r
+}
+
 // TestRealContainerImage builds the image of deploy/docker on this
 // machine's engine and runs the daemon in it, as the README says, managing
 // other containers: two daemons from the image, one with the cgroup source
@@ -188,17 +242,32 @@ func TestRealContainerImage(t *testing.T) {
 		}
 	})
 
-	// The daemons, as the README runs them (read-only root, as the
-	// DaemonSet's readOnlyRootFilesystem; but --network none: the status
-	// containers join their network namespace).
-	binds := []string{cgroupRoot + ":" + cgroupRoot, "/proc:/host/proc:ro"}
+	// The daemons, as the README runs them: its volumes (the state
+	// directory a temporary one of each daemon's own), its read-only root,
+	// the image's default arguments, but --network none (the status
+	// containers join that network namespace) and this test's flags.
+	rd := readmeDockerRun(t)
+	if rd.image != ImageRef || len(rd.args) != 0 || !rd.readOnly {
+		t.Fatalf("README's docker run: image %s, arguments %q, read-only %v; want %s, none (the image's default), --read-only",
+			rd.image, rd.args, rd.readOnly, ImageRef)
+	}
+	binds := func() []string {
+		var out []string
+		for _, v := range rd.volumes {
+			if src, dst, _ := strings.Cut(v, ":"); src == "/run/ddiskqos" {
+				v = t.TempDir() + ":" + dst
+			}
+			out = append(out, v)
+		}
+		return out
+	}
 	common := []string{"--devices", loop.Name, "--interval", "250ms"}
 	writer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-cgroup-%d", os.Getpid()),
 		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "cgroup", "--cgroup-parent", parent}, common...)...)},
-		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, Binds: append(slices.Clone(binds), t.TempDir()+":/run/ddiskqos")})
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds()})
 	observer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-docker-%d", os.Getpid()),
 		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "docker", "--dry-run"}, common...)...)},
-		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, Binds: append(slices.Clone(binds), t.TempDir()+":/run/ddiskqos", "/var/run/docker.sock:/var/run/docker.sock")})
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds()})
 	daemons := map[string]string{writer: "cgroup source", observer: "docker source, dry-run"}
 	dump := func() string {
 		var b strings.Builder
