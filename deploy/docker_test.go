@@ -361,3 +361,45 @@ func TestRealContainerImage(t *testing.T) {
 	}
 	t.Logf("docker stop: daemon exited %d, %s back to %q", ci.State.ExitCode, knob, strings.TrimSpace(string(after)))
 }
+
+// TestDockerfile checks the Dockerfile without an engine: an image of
+// nothing but the binary, whose default arguments `ddiskqos run` accepts
+// and read the host's /proc where the README's docker run mounts it.
+func TestDockerfile(t *testing.T) {
+	var from, entry, cmd string
+	var copies []string
+	for _, l := range strings.Split(string(mustRead(t, "docker/Dockerfile")), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		ins, arg, _ := strings.Cut(l, " ")
+		switch strings.ToUpper(ins) {
+		case "FROM":
+			from = arg
+		case "COPY":
+			copies = append(copies, arg)
+		case "ENTRYPOINT":
+			entry = arg
+		case "CMD":
+			cmd = arg
+		default:
+			t.Errorf("Dockerfile: instruction %s: the image is the binary only", ins)
+		}
+	}
+	if from != "scratch" || !slices.Equal(copies, []string{"ddiskqos /ddiskqos"}) || entry != `["/ddiskqos"]` {
+		t.Errorf("Dockerfile: FROM %s, COPY %q, ENTRYPOINT %s; want FROM scratch, COPY ddiskqos /ddiskqos, ENTRYPOINT [\"/ddiskqos\"] (built offline, no base image)", from, copies, entry)
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(cmd), &args); err != nil || len(args) == 0 || args[0] != "run" {
+		t.Fatalf("Dockerfile: CMD %s: want the JSON form [\"run\", flags...] (%v)", cmd, err)
+	}
+	cfg := parseRunArgs(t, args[1:])
+	rd := readmeDockerRun(t)
+	if !slices.Contains(rd.volumes, "/proc:"+cfg.Paths.Proc+":ro") {
+		t.Errorf("the image reads the host's /proc at %s, but README's docker run mounts %q", cfg.Paths.Proc, rd.volumes)
+	}
+	if !strings.Contains(installSection(t), "docker build -t "+ImageRef+" deploy/docker") {
+		t.Errorf("README's Installing section does not build %s from deploy/docker", ImageRef)
+	}
+}
