@@ -1,0 +1,405 @@
+package deploy
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/ddiskqos/ddiskqos/internal/dockertest"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+)
+
+// buildImage builds deploy/docker/Dockerfile on the engine, with the
+// static binary of this tree as the only other file of the context (what
+// the README's go build puts there), as tag, and removes the image when
+// the test ends. It returns how long the build took.
+func buildImage(t *testing.T, c *client.Client, tag string, bin []byte) time.Duration {
+	t.Helper()
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"Dockerfile", 0o644, mustRead(t, "docker/Dockerfile")},
+		{".dockerignore", 0o644, mustRead(t, "docker/.dockerignore")},
+		{"ddiskqos", 0o755, bin},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		_, err := c.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			t.Errorf("remove image %s: %v", tag, err)
+		}
+	})
+	start := time.Now()
+	resp, err := c.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Dockerfile: "Dockerfile",
+		Remove: true, ForceRemove: true, Version: build.BuilderV1, Labels: map[string]string{dockertest.LabelTest: t.Name()}})
+	if err != nil {
+		t.Fatalf("docker build %s: %v", tag, err)
+	}
+	var out bytes.Buffer
+	err = jsonmessage.DisplayJSONMessagesStream(resp.Body, &out, 0, false, nil)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("docker build deploy/docker: %v\n%s", err, out.String())
+	}
+	return time.Since(start)
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// startContainer creates and starts a container of tag running args, and
+// removes it when the test ends (also after a failure).
+func startContainer(t *testing.T, c *client.Client, name string, cfg *container.Config, hc *container.HostConfig) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg.Labels = map[string]string{dockertest.LabelTest: t.Name()}
+	cr, err := c.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		t.Fatalf("create container %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		err := c.ContainerRemove(context.Background(), cr.ID, container.RemoveOptions{Force: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			t.Errorf("remove container %s: %v", name, err)
+		}
+	})
+	if err := c.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start container %s: %v", name, err)
+	}
+	return cr.ID
+}
+
+// logs returns a container's stdout and stderr.
+func logs(c *client.Client, id string) (string, string) {
+	rc, err := c.ContainerLogs(context.Background(), id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return "", "logs: " + err.Error()
+	}
+	defer rc.Close()
+	var o, e bytes.Buffer
+	stdcopy.StdCopy(&o, &e, rc)
+	return o.String(), e.String()
+}
+
+// status runs `ddiskqos status --json` from the image in the network
+// namespace of the daemon's container (which has no other network) and
+// returns the snapshot, nil while the daemon does not answer yet.
+func status(t *testing.T, c *client.Client, tag, daemon string) (*snapshot.Snapshot, string) {
+	t.Helper()
+	name := fmt.Sprintf("ddiskqos-test-status-%d-%d", os.Getpid(), time.Now().UnixNano())
+	id := startContainer(t, c, name, &container.Config{Image: tag, Cmd: []string{"status", "--json"}},
+		&container.HostConfig{NetworkMode: container.NetworkMode("container:" + daemon)})
+	code := dockertest.WaitExit(t, c, id, 30*time.Second)
+	stdout, stderr := logs(c, id)
+	dockertest.RemoveContainer(t, c, id)
+	if code != 0 {
+		return nil, stderr
+	}
+	var s snapshot.Snapshot
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("ddiskqos status --json: %v\n%s", err, stdout)
+	}
+	return &s, ""
+}
+
+// readmeDockerRun is the README's `docker run -d --name ddiskqos ...` line,
+// continuation lines joined: its volumes, whether the root is read-only,
+// the network, the image and the arguments after it.
+type dockerRun struct {
+	volumes  []string
+	readOnly bool
+	network  string
+	image    string
+	args     []string
+}
+
+func readmeDockerRun(t *testing.T) dockerRun {
+	t.Helper()
+	sec := installSection(t)
+	i := strings.Index(sec, "docker run -d --name ddiskqos ")
+	if i < 0 {
+		t.Fatal("README's Installing section has no `docker run -d --name ddiskqos ...` line")
+	}
+	var joined []string
+	for _, l := range strings.Split(sec[i:], "\n") {
+		l, _, _ = strings.Cut(l, "#")
+		l = strings.TrimSpace(l)
+		cont := strings.HasSuffix(l, "\\")
+		joined = append(joined, strings.TrimSuffix(l, "\\"))
+		if !cont {
+			break
+		}
+	}
+	f := strings.Fields(strings.Join(joined, " "))[2:] // after "docker run"
+	var r dockerRun
+	for j := 0; j < len(f); j++ {
+		switch a := f[j]; {
+		case a == "-v" || a == "--volume":
+			j++
+			r.volumes = append(r.volumes, f[j])
+		case a == "--network":
+			j++
+			r.network = f[j]
+		case a == "--name" || a == "--restart":
+			j++
+		case a == "--read-only":
+			r.readOnly = true
+		case a == "-d":
+		case strings.HasPrefix(a, "-"):
+			t.Fatalf("README's docker run: flag %s unknown to this test", a)
+		default:
+			r.image, r.args = a, f[j+1:]
+			return r
+		}
+	}
+	t.Fatalf("README's docker run %q: no image", f)
+	return r
+}
+
+// TestRealContainerImage builds the image of deploy/docker on this
+// machine's engine and runs the daemon in it, as the README says, managing
+// other containers: two daemons from the image, one with the cgroup source
+// over a parent cgroup of this test's own (it writes: a daemon with the
+// Docker source would act on every container of the shared engine) and one
+// with the Docker source through the mounted socket, in dry-run (it
+// decides for every container but writes nothing). A container from the
+// same image streams from a BFQ loop device under that parent; both
+// daemons must put it at level 4, the first must write level 4's weight
+// into its cgroup (read back from the kernel), and `docker stop` of it
+// must put the original back.
+func TestRealContainerImage(t *testing.T) {
+	testkit.NeedRoot(t)
+	c := dockertest.Client(t)
+	bin := dockertest.Binary(t)
+	tag := dockertest.UniqueTag("deploy")
+	took := buildImage(t, c, tag, bin)
+	ctx := context.Background()
+	ii, err := c.ImageInspect(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ii.Config == nil || !slices.Equal(ii.Config.Entrypoint, []string{"/ddiskqos"}) || len(ii.Config.Cmd) == 0 || ii.Config.Cmd[0] != "run" {
+		t.Fatalf("image %s: config %+v, want entrypoint /ddiskqos and cmd run ...", tag, ii.Config)
+	}
+	parseRunArgs(t, ii.Config.Cmd[1:])
+	t.Logf("image %s built from deploy/docker/Dockerfile in %s: %.1f MB (binary %.1f MB), cmd %q",
+		tag, took.Round(time.Millisecond), float64(ii.Size)/1e6, float64(len(bin))/1e6, ii.Config.Cmd)
+
+	loop := testkit.LoopDevice(t, 256)
+	testkit.SetScheduler(t, loop.Name, "bfq")
+	const cgroupRoot = "/sys/fs/cgroup"
+	parent := fmt.Sprintf("/ddiskqos-deploy-image-%d", os.Getpid())
+	testkit.Cgroup(t, cgroupRoot+"/blkio"+parent)
+	// Docker creates the parent in the other hierarchies too; removed
+	// after the containers (cleanups run last first).
+	t.Cleanup(func() {
+		hs, _ := os.ReadDir(cgroupRoot)
+		for _, h := range hs {
+			if d := filepath.Join(cgroupRoot, h.Name(), parent); h.Name() != "blkio" {
+				if _, err := os.Stat(d); err == nil {
+					testkit.RemoveCgroup(t, d)
+				}
+			}
+		}
+	})
+
+	// The daemons, as the README runs them: its volumes (the state
+	// directory a temporary one of each daemon's own), its read-only root,
+	// the image's default arguments, but --network none (the status
+	// containers join that network namespace) and this test's flags.
+	rd := readmeDockerRun(t)
+	if rd.image != ImageRef || len(rd.args) != 0 || !rd.readOnly {
+		t.Fatalf("README's docker run: image %s, arguments %q, read-only %v; want %s, none (the image's default), --read-only",
+			rd.image, rd.args, rd.readOnly, ImageRef)
+	}
+	binds := func() []string {
+		var out []string
+		for _, v := range rd.volumes {
+			if src, dst, _ := strings.Cut(v, ":"); src == "/run/ddiskqos" {
+				v = t.TempDir() + ":" + dst
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	common := []string{"--devices", loop.Name, "--interval", "250ms"}
+	writer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-cgroup-%d", os.Getpid()),
+		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "cgroup", "--cgroup-parent", parent}, common...)...)},
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds()})
+	observer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-docker-%d", os.Getpid()),
+		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "docker", "--dry-run"}, common...)...)},
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds()})
+	daemons := map[string]string{writer: "cgroup source", observer: "docker source, dry-run"}
+	dump := func() string {
+		var b strings.Builder
+		for id, what := range daemons {
+			o, e := logs(c, id)
+			fmt.Fprintf(&b, "--- daemon (%s) log:\n%s%s", what, o, e)
+		}
+		return b.String()
+	}
+	for id, what := range daemons {
+		var s *snapshot.Snapshot
+		var why string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+			if s, why = status(t, c, tag, id); s != nil && s.Tick > 0 {
+				break
+			}
+		}
+		if s == nil || s.Tick == 0 {
+			t.Fatalf("daemon (%s) in a container: no tick within 30 s (%s)\n%s", what, why, dump())
+		}
+	}
+
+	// The streamer, from the same image, under the parent.
+	streamer := dockertest.RunContainer(t, c, dockertest.RunOptions{Image: tag, CgroupParent: parent,
+		Args:    []string{"workload", "--direct", "--loop", "--duration", "120s", "read", loop.Path},
+		Devices: []dockertest.Device{{Host: loop.Path}}})
+	knob := filepath.Join(cgroupRoot, "blkio", parent, streamer.ID, "blkio.bfq.weight_device")
+	want := loop.Dev() + " 100" // level 4's weight
+	var got []byte
+	start := time.Now()
+	for deadline := start.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got, _ = os.ReadFile(knob); slices.Contains(strings.Split(string(got), "\n"), want) {
+			break
+		}
+	}
+	if !slices.Contains(strings.Split(string(got), "\n"), want) {
+		t.Fatalf("%s = %q 30 s after the streamer started, want a line %q (level 4)\n%s", knob, got, want, dump())
+	}
+	demoted := time.Since(start)
+
+	// What each daemon says about the streamer.
+	find := func(s *snapshot.Snapshot, match func(*snapshot.Workload) bool) *snapshot.Workload {
+		for _, w := range s.Workloads {
+			if match(w) {
+				return w
+			}
+		}
+		return nil
+	}
+	sw, _ := status(t, c, tag, writer)
+	w := find(sw, func(w *snapshot.Workload) bool { return strings.HasSuffix(w.Cgroup, "/"+streamer.ID) })
+	if !strings.HasPrefix(sw.Source, "cgroup") || sw.DryRun || w == nil || w.Level != 4 {
+		t.Fatalf("cgroup-source daemon: source %s, dry-run %v, streamer %+v; want it at level 4\n%s", sw.Source, sw.DryRun, w, dump())
+	}
+	if len(w.Applied) != 1 || w.Applied[0].Device != loop.Name || w.Applied[0].Mechanism != "bfq-weight" || w.Applied[0].Weight != 100 || w.Applied[0].Error != "" {
+		t.Errorf("cgroup-source daemon: applied %+v, want bfq-weight 100 on %s", w.Applied, loop.Name)
+	}
+	var so *snapshot.Snapshot
+	var wo *snapshot.Workload
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		so, _ = status(t, c, tag, observer)
+		if wo = find(so, func(w *snapshot.Workload) bool { return w.ID == streamer.ID }); wo != nil && wo.Level == 4 {
+			break
+		}
+	}
+	if !strings.HasPrefix(so.Source, "docker") || !so.DryRun || wo == nil || wo.Level != 4 || wo.Name != streamer.Name {
+		t.Fatalf("docker-source daemon: source %s, dry-run %v, streamer %+v; want %s at level 4\n%s", so.Source, so.DryRun, wo, streamer.Name, dump())
+	}
+	t.Logf("streamer at level 4 after %s: weight %q in its cgroup (cgroup-source daemon), level 4 by name %s through the Docker socket (docker-source daemon, %d containers seen)",
+		demoted.Round(time.Millisecond), want, wo.Name, len(so.Workloads))
+
+	// docker stop: SIGTERM to the daemon, which restores the original
+	// (no per-device weight: only the "default" line) and exits 0.
+	timeout := 20
+	if err := c.ContainerStop(ctx, writer, container.StopOptions{Timeout: &timeout}); err != nil {
+		t.Fatal(err)
+	}
+	ci, err := c.ContainerInspect(ctx, writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.State.ExitCode != 0 {
+		t.Errorf("daemon container exited %d after docker stop, want 0\n%s", ci.State.ExitCode, dump())
+	}
+	after, err := os.ReadFile(knob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(after), loop.Dev()+" ") {
+		t.Errorf("%s after docker stop = %q: the weight of %s is still there", knob, after, loop.Dev())
+	}
+	t.Logf("docker stop: daemon exited %d, %s back to %q", ci.State.ExitCode, knob, strings.TrimSpace(string(after)))
+}
+
+// TestDockerfile checks the Dockerfile without an engine: an image of
+// nothing but the binary, whose default arguments `ddiskqos run` accepts
+// and read the host's /proc where the README's docker run mounts it.
+func TestDockerfile(t *testing.T) {
+	var from, entry, cmd string
+	var copies []string
+	for _, l := range strings.Split(string(mustRead(t, "docker/Dockerfile")), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		ins, arg, _ := strings.Cut(l, " ")
+		switch strings.ToUpper(ins) {
+		case "FROM":
+			from = arg
+		case "COPY":
+			copies = append(copies, arg)
+		case "ENTRYPOINT":
+			entry = arg
+		case "CMD":
+			cmd = arg
+		default:
+			t.Errorf("Dockerfile: instruction %s: the image is the binary only", ins)
+		}
+	}
+	if from != "scratch" || !slices.Equal(copies, []string{"ddiskqos /ddiskqos"}) || entry != `["/ddiskqos"]` {
+		t.Errorf("Dockerfile: FROM %s, COPY %q, ENTRYPOINT %s; want FROM scratch, COPY ddiskqos /ddiskqos, ENTRYPOINT [\"/ddiskqos\"] (built offline, no base image)", from, copies, entry)
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(cmd), &args); err != nil || len(args) == 0 || args[0] != "run" {
+		t.Fatalf("Dockerfile: CMD %s: want the JSON form [\"run\", flags...] (%v)", cmd, err)
+	}
+	cfg := parseRunArgs(t, args[1:])
+	rd := readmeDockerRun(t)
+	if !slices.Contains(rd.volumes, "/proc:"+cfg.Paths.Proc+":ro") {
+		t.Errorf("the image reads the host's /proc at %s, but README's docker run mounts %q", cfg.Paths.Proc, rd.volumes)
+	}
+	if !strings.Contains(installSection(t), "docker build -t "+ImageRef+" deploy/docker") {
+		t.Errorf("README's Installing section does not build %s from deploy/docker", ImageRef)
+	}
+}

@@ -1,0 +1,490 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/dockertest"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+)
+
+const unitPath = "systemd/ddiskqos.service"
+
+// unit is a parsed unit file: section -> key -> values in order (a key
+// may repeat; an empty assignment resets the list, as systemd does).
+type unit map[string]map[string][]string
+
+func parseUnit(t *testing.T, path string) unit {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u := unit{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+		case line[0] == '[' && line[len(line)-1] == ']':
+			section = line[1 : len(line)-1]
+			u[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("%s:%d: %q is neither a section nor Key=Value", path, n, line)
+			}
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if v == "" {
+				u[section][k] = []string{}
+			} else {
+				u[section][k] = append(u[section][k], v)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// one returns the single value of a key, failing when it is not set once.
+func (u unit) one(t *testing.T, section, key string) string {
+	t.Helper()
+	vs, ok := u[section][key]
+	if !ok || len(vs) != 1 {
+		t.Fatalf("%s: [%s] %s is %q, want exactly one value", unitPath, section, key, vs)
+	}
+	return vs[0]
+}
+
+// words splits the values of a space-separated list key.
+func (u unit) words(section, key string) []string {
+	var out []string
+	for _, v := range u[section][key] {
+		out = append(out, strings.Fields(v)...)
+	}
+	return out
+}
+
+// TestSystemdUnit checks the unit's content against the code: the binary
+// where the README installs it, flags `ddiskqos run` accepts, the state
+// directory writable, enough descriptors for `ddiskqos check`.
+func TestSystemdUnit(t *testing.T) {
+	u := parseUnit(t, unitPath)
+	exec := strings.Fields(u.one(t, "Service", "ExecStart"))
+	if len(exec) < 2 || exec[0] != InstallPath || exec[1] != "run" {
+		t.Fatalf("ExecStart %q: want %s run [flags]", exec, InstallPath)
+	}
+	cfg := parseRunArgs(t, exec[2:])
+	inst := installSection(t)
+	for _, want := range []string{InstallPath, unitPath} {
+		if !strings.Contains(inst, want) {
+			t.Errorf("README's Installing section does not mention %s", want)
+		}
+	}
+
+	stateDir := filepath.Dir(cfg.StateFile)
+	if rd := u.one(t, "Service", "RuntimeDirectory"); "/run/"+rd != stateDir {
+		t.Errorf("RuntimeDirectory=%s (/run/%s), but the state file is %s", rd, rd, cfg.StateFile)
+	}
+	rw := u.words("Service", "ReadWritePaths")
+	for _, want := range []string{"/sys/fs/cgroup", stateDir} {
+		if !slices.Contains(rw, want) {
+			t.Errorf("ReadWritePaths=%q lacks %s", rw, want)
+		}
+	}
+	for key, want := range map[string]string{
+		"ProtectSystem":   "strict",
+		"ProtectHome":     "yes",
+		"NoNewPrivileges": "yes",
+		"Restart":         "on-failure",
+	} {
+		if got := u.one(t, "Service", key); got != want {
+			t.Errorf("%s=%s, want %s", key, got, want)
+		}
+	}
+	if v := u["Service"]["ProtectControlGroups"]; len(v) > 0 && v[len(v)-1] != "no" {
+		t.Errorf("ProtectControlGroups=%s makes the cgroup tree read-only: ddiskqos writes it", v[len(v)-1])
+	}
+	if r := u.one(t, "Service", "ExecReload"); !regexp.MustCompile(`^/\S*kill -HUP \$MAINPID$`).MatchString(r) {
+		t.Errorf("ExecReload=%s: want kill -HUP $MAINPID (SIGHUP reloads the config)", r)
+	}
+	nofile, err := strconv.ParseUint(u.one(t, "Service", "LimitNOFILE"), 10, 64)
+	if err != nil {
+		t.Fatalf("LimitNOFILE: %v", err)
+	}
+	if nofile < host.MinSelfNoFile {
+		t.Errorf("LimitNOFILE=%d: `ddiskqos check` (limits.nofile) wants at least %d for 10,000 containers", nofile, host.MinSelfNoFile)
+	}
+	if got := u.one(t, "Install", "WantedBy"); got != "multi-user.target" {
+		t.Errorf("WantedBy=%s, want multi-user.target", got)
+	}
+}
+
+// systemdAnalyze returns the path of systemd-analyze, or skips (fails
+// under DDISKQOS_REQUIRE_REAL=1) naming the package that has it.
+func systemdAnalyze(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("systemd-analyze")
+	testkit.Need(t, err == nil, "systemd-analyze not in PATH (Debian package systemd: apt-get install systemd)")
+	return p
+}
+
+// unitForVerify copies the unit with ExecStart's binary replaced by exe:
+// systemd-analyze verify rejects a unit whose binary does not exist, and
+// the test must not install one into /usr/local/bin. Only that path differs.
+func unitForVerify(t *testing.T, exe string) string {
+	t.Helper()
+	b, err := os.ReadFile(unitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^ExecStart=` + regexp.QuoteMeta(InstallPath) + ` `)
+	if n := len(re.FindAllIndex(b, -1)); n != 1 {
+		t.Fatalf("%s has %d lines starting %q, want 1", unitPath, n, re)
+	}
+	p := filepath.Join(t.TempDir(), filepath.Base(unitPath))
+	if err := os.WriteFile(p, re.ReplaceAllLiteral(b, []byte("ExecStart="+exe+" ")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSystemdUnitVerify runs systemd-analyze verify (offline: it needs no
+// running systemd) and the offline security review. verify exits 0 even
+// for unknown keys and bad values ("ignoring"), so any output fails.
+func TestSystemdUnitVerify(t *testing.T) {
+	sa := systemdAnalyze(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := unitForVerify(t, exe)
+	out, err := exec.Command(sa, "verify", p).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("systemd-analyze verify %s: %v\n%s", unitPath, err, out)
+	}
+
+	// Exposure 0 (locked down) .. 10 (none), printed with one decimal;
+	// --threshold counts tenths. The unit must stay at 3.0 or below.
+	const threshold = "30"
+	out, err = exec.Command(sa, "security", "--offline=yes", "--threshold="+threshold, "--no-pager", p).CombinedOutput()
+	m := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+) (\S+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("systemd-analyze security: no overall exposure level in its output (%v):\n%s", err, out)
+	}
+	if err != nil {
+		t.Fatalf("systemd-analyze security: exposure %s %s, over the threshold %s tenths: %v\n%s", m[1], m[2], threshold, err, out)
+	}
+	t.Logf("systemd-analyze verify: clean; security exposure level %s %s (threshold %s tenths)", m[1], m[2], threshold)
+}
+
+// TestRealSystemdUnitCapabilities runs the daemon as root with exactly the
+// capabilities the unit leaves it (its CapabilityBoundingSet, through
+// setpriv, with no_new_privs) over a real cgroup and a BFQ loop device, and
+// checks that it demotes a streaming process — the weight written into
+// the kernel —, reloads on the unit's ExecReload signal and restores the
+// original on SIGTERM. The run is traced (strace): every system call the
+// daemon made must be in the unit's SystemCallFilter, every socket family
+// in RestrictAddressFamilies, and no mapping writable and executable
+// (MemoryDenyWriteExecute). The rest of the sandbox (ProtectSystem and the
+// others) needs systemd as PID 1, which this machine has not, and is
+// checked by systemd-analyze only.
+func TestRealSystemdUnitCapabilities(t *testing.T) {
+	testkit.NeedRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	testkit.Need(t, err == nil, "setpriv (util-linux) not in PATH")
+	strace, err := exec.LookPath("strace")
+	testkit.Need(t, err == nil, "strace not in PATH (Debian package strace: apt-get install strace)")
+	sa := systemdAnalyze(t)
+	u := parseUnit(t, unitPath)
+	caps := "-all"
+	for _, c := range u.words("Service", "CapabilityBoundingSet") {
+		caps += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
+	}
+	if amb := u.words("Service", "AmbientCapabilities"); len(amb) > 0 {
+		t.Fatalf("AmbientCapabilities=%q: this test models a root service without ambient capabilities", amb)
+	}
+
+	// The daemon binary of this tree.
+	bin := filepath.Join(t.TempDir(), "ddiskqos")
+	if err := os.WriteFile(bin, dockertest.Binary(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loop := testkit.LoopDevice(t, 256)
+	testkit.SetScheduler(t, loop.Name, "bfq")
+	blkio := "/sys/fs/cgroup/blkio"
+	parent := fmt.Sprintf("/ddiskqos-deploy-caps-%d", os.Getpid())
+	testkit.Cgroup(t, blkio+parent)
+	child := blkio + parent + "/stream"
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	knob := child + "/blkio.bfq.weight_device"
+	before, err := os.ReadFile(knob)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tmp := t.TempDir()
+	var log syncBuffer
+	trace := filepath.Join(tmp, "strace.out")
+	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
+		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
+		bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name,
+		"--interval", "200ms", "--listen", freeAddr(t), "--state-file", tmp+"/state.json")
+	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
+	d.Stdout, d.Stderr = &log, &log
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			d.Process.Kill()
+			<-done
+		}
+	})
+
+	// strace forks setpriv, which execs the daemon in the same process:
+	// its capabilities are those of the unit.
+	var status string
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && status == ""; time.Sleep(20 * time.Millisecond) {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", d.Process.Pid, d.Process.Pid))
+		for _, k := range strings.Fields(string(kids)) {
+			cmd, _ := os.ReadFile("/proc/" + k + "/comm")
+			if strings.TrimSpace(string(cmd)) == "ddiskqos" {
+				b, _ := os.ReadFile("/proc/" + k + "/status")
+				status = string(b)
+				pid, _ = strconv.Atoi(k)
+			}
+		}
+	}
+	capEff := regexp.MustCompile(`(?m)^CapEff:\s*(\S+)$`).FindStringSubmatch(status)
+	capBnd := regexp.MustCompile(`(?m)^CapBnd:\s*(\S+)$`).FindStringSubmatch(status)
+	if capEff == nil || capBnd == nil {
+		t.Fatalf("daemon's /proc/PID/status without CapEff/CapBnd (did it start?):\n%s\nlog:\n%s", status, log.String())
+	}
+	t.Logf("daemon runs with CapEff %s, CapBnd %s (unit: CapabilityBoundingSet=%s)", capEff[1], capBnd[1], strings.Join(u.words("Service", "CapabilityBoundingSet"), " "))
+	if caps == "-all" && (strings.Trim(capEff[1], "0") != "" || strings.Trim(capBnd[1], "0") != "") {
+		t.Fatalf("setpriv left capabilities: CapEff %s CapBnd %s", capEff[1], capBnd[1])
+	}
+
+	// A streaming reader in the workload's cgroup.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := exec.CommandContext(ctx, "/bin/sh", "-c", `echo $$ > "$1" && exec "$2" workload --direct --loop --duration 60s read "$3"`,
+		"sh", child+"/cgroup.procs", bin, loop.Path)
+	var slog bytes.Buffer
+	s.Stdout, s.Stderr = &slog, &slog
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); s.Wait() })
+
+	want := fmt.Sprintf("%s 100", loop.Dev()) // level 4's weight
+	var got []byte
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		got, _ = os.ReadFile(knob)
+		if slices.Contains(strings.Split(string(got), "\n"), want) {
+			break
+		}
+	}
+	if !slices.Contains(strings.Split(string(got), "\n"), want) {
+		t.Fatalf("%s = %q after 20 s of streaming, want a line %q (level 4)\ndaemon log:\n%s\nstreamer:\n%s", knob, got, want, log.String(), slog.String())
+	}
+	t.Logf("without capabilities the daemon demoted the stream: %s has %q", knob, want)
+
+	// ExecReload: SIGHUP re-reads the configuration.
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(log.String(), "reloaded configuration"); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(log.String(), "reloaded configuration") {
+		t.Errorf("no \"reloaded configuration\" 10 s after SIGHUP (the unit's ExecReload)\n%s", log.String())
+	}
+
+	// SIGTERM: exit 0, the original back.
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("daemon after SIGTERM: %v\n%s", err, log.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("daemon did not stop 15 s after SIGTERM\n%s", log.String())
+	}
+	after, err := os.ReadFile(knob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after, before) {
+		t.Errorf("%s after SIGTERM = %q, want the original %q", knob, after, before)
+	}
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") || strings.Contains(l, "permission denied") || strings.Contains(l, "operation not permitted") {
+			t.Errorf("daemon without capabilities logged: %s", l)
+		}
+	}
+	checkTrace(t, sa, u, trace, bin)
+}
+
+// checkTrace compares what the daemon did under strace (from its execve
+// on) with the unit's SystemCallFilter, RestrictAddressFamilies and
+// MemoryDenyWriteExecute.
+func checkTrace(t *testing.T, systemdAnalyze string, u unit, trace, bin string) {
+	t.Helper()
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{}
+	groups := syscallGroups(t, systemdAnalyze)
+	var expand func(string)
+	expand = func(name string) {
+		if allowed[name] {
+			return
+		}
+		allowed[name] = true
+		for _, m := range groups[name] {
+			expand(m)
+		}
+	}
+	filter := u.words("Service", "SystemCallFilter")
+	if len(filter) == 0 {
+		t.Fatal("the unit has no SystemCallFilter")
+	}
+	for _, f := range filter {
+		if strings.HasPrefix(f, "~") {
+			t.Fatalf("SystemCallFilter=%s: this test reads allow-lists only", f)
+		}
+		if strings.HasPrefix(f, "@") && groups[f] == nil {
+			t.Fatalf("SystemCallFilter=%s: systemd-analyze syscall-filter knows no such group", f)
+		}
+		expand(f)
+	}
+	families := u.words("Service", "RestrictAddressFamilies")
+	call := regexp.MustCompile(`^\d+\s+([a-z0-9_]+)\((.*)$`)
+	started := false
+	used := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		m := call.FindStringSubmatch(line)
+		if m == nil {
+			continue // resumed, signals, exits
+		}
+		name, args := m[1], m[2]
+		if !started {
+			started = name == "execve" && strings.HasPrefix(args, strconv.Quote(bin)) && strings.HasSuffix(line, "= 0")
+			continue
+		}
+		used[name]++
+		if name == "socket" {
+			fam, _, _ := strings.Cut(args, ",")
+			if !slices.Contains(families, fam) {
+				t.Errorf("socket family %s (%s) not in RestrictAddressFamilies=%s", fam, line, strings.Join(families, " "))
+			}
+		}
+		if (name == "mmap" || name == "mprotect") && strings.Contains(args, "PROT_WRITE") && strings.Contains(args, "PROT_EXEC") {
+			t.Errorf("writable and executable mapping, refused by MemoryDenyWriteExecute: %s", line)
+		}
+	}
+	if !started {
+		t.Fatalf("strace output %s has no successful execve of %s", trace, bin)
+	}
+	var names, denied []string
+	for n := range used {
+		names = append(names, n)
+		if !allowed[n] {
+			denied = append(denied, n)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(denied)
+	if len(denied) > 0 {
+		t.Errorf("system calls the daemon made that SystemCallFilter=%s refuses (EPERM): %s", strings.Join(filter, " "), strings.Join(denied, " "))
+		return
+	}
+	t.Logf("strace: %d distinct system calls, all in SystemCallFilter=%s: %s", len(names), strings.Join(filter, " "), strings.Join(names, " "))
+}
+
+// syscallGroups parses `systemd-analyze syscall-filter`: group -> members
+// (system calls and nested groups).
+func syscallGroups(t *testing.T, systemdAnalyze string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command(systemdAnalyze, "syscall-filter", "--no-pager").Output()
+	if err != nil {
+		t.Fatalf("systemd-analyze syscall-filter: %v", err)
+	}
+	groups := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.TrimSpace(line)
+		switch {
+		case f == "" || strings.HasPrefix(f, "#"):
+		case !strings.HasPrefix(line, " ") && strings.HasPrefix(f, "@"):
+			cur = f
+			groups[cur] = []string{}
+		case cur != "" && strings.HasPrefix(line, " "):
+			groups[cur] = append(groups[cur], f)
+		}
+	}
+	if len(groups["@system-service"]) == 0 {
+		t.Fatalf("systemd-analyze syscall-filter: no @system-service group in:\n%s", out)
+	}
+	return groups
+}
+
+// freeAddr returns a loopback address with a port free just now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
