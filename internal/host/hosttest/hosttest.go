@@ -197,6 +197,9 @@ func (tr *Tree) Bridge(name string, ports int) {
 // Engine is what a fake Docker engine answers.
 type Engine struct {
 	Version, APIVersion, CgroupDriver, CgroupVersion string
+	// StorageDriver and RootDir are /info's Driver and DockerRootDir;
+	// empty leaves them out, as engines older than the fields do.
+	StorageDriver, RootDir string
 }
 
 // FakeEngine serves /version and /info on a unix socket under dir until the
@@ -213,7 +216,14 @@ func FakeEngine(t testing.TB, dir string, e Engine) string {
 		json.NewEncoder(w).Encode(map[string]string{"Version": e.Version, "ApiVersion": e.APIVersion, "MinAPIVersion": "1.12"})
 	})
 	mux.HandleFunc("GET /info", func(w http.ResponseWriter, _ *http.Request) {
-		json.NewEncoder(w).Encode(map[string]any{"CgroupDriver": e.CgroupDriver, "CgroupVersion": e.CgroupVersion, "Containers": 0})
+		info := map[string]any{"CgroupDriver": e.CgroupDriver, "CgroupVersion": e.CgroupVersion, "Containers": 0}
+		if e.StorageDriver != "" {
+			info["Driver"] = e.StorageDriver
+		}
+		if e.RootDir != "" {
+			info["DockerRootDir"] = e.RootDir
+		}
+		json.NewEncoder(w).Encode(info)
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(l)
