@@ -138,7 +138,7 @@ func writebackCheck(version int) Check {
 		c.Value = "v1 blkio: buffered writes are charged to the flusher (root cgroup), not the writer"
 		c.Why = "a container's write() lands in the page cache; the kernel's flusher threads write it back later from the root blkio cgroup, " +
 			"so those bytes are neither counted against the container's level nor slowed by its weight or cap. " +
-			"Reads, O_DIRECT writes and what the writer forces out itself (fsync, sync_file_range) are charged to it"
+			"Reads, O_DIRECT writes, and the pages the writer forces out itself while still dirty (fsync, O_SYNC) are charged to it"
 		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2, with the memory and io controllers enabled for the containers) " +
 			"so writeback is charged to the cgroup that dirtied the pages"
 		return c

@@ -161,6 +161,21 @@ func (tr *Tree) Mountinfo(mounts ...string) {
 	tr.Write("proc/self/mountinfo", b.String())
 }
 
+// Mount appends a filesystem mount to proc/self/mountinfo (written by
+// Mountinfo first): mountpoint, its MAJ:MIN, fstype and source, such as
+// Mount("/var/lib/docker", "252:0", "xfs", "/dev/mapper/vg-docker").
+func (tr *Tree) Mount(mountpoint, dev, fstype, source string) {
+	tr.t.Helper()
+	p := filepath.Join(tr.Root, "proc/self/mountinfo")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tr.t.Fatalf("Mount before Mountinfo: %v", err)
+	}
+	n := strings.Count(string(b), "\n")
+	line := fmt.Sprintf("%d 22 %s / %s rw,relatime shared:%d - %s %s rw\n", 100+n, dev, mountpoint, 100+n, fstype, source)
+	tr.Write("proc/self/mountinfo", string(b)+line)
+}
+
 // Limits writes proc/<pid>/limits with the given open-files and processes
 // rows (and the others at their usual values).
 func (tr *Tree) Limits(pid, nofileSoft, nofileHard, nproc string) {
