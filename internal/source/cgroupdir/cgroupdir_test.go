@@ -69,7 +69,13 @@ func TestNewValidates(t *testing.T) {
 		want string // Name()
 	}{
 		{"plain", Options{Hierarchy: h, Parent: "/lxc"}, true, "cgroup:/lxc"},
-		{"relative is made absolute", Options{Hierarchy: h, Parent: "kubepods.slice"}, true, "cgroup:/kubepods.slice"},
+		{"relative is made absolute", Options{Hierarchy: h, Parent: "kubepods.slice"}, true, "cgroup:/kubepods.slice (kubepods)"},
+		{"mount path accepted", Options{Hierarchy: h, Parent: h.Mount + "/lxc"}, true, "cgroup:/lxc"},
+		{"layout forced", Options{Hierarchy: h, Parent: "/k8s", Layout: LayoutKubepods}, true, "cgroup:/k8s (kubepods)"},
+		{"layout children on kubepods", Options{Hierarchy: h, Parent: "/kubepods", Layout: LayoutChildren}, true, "cgroup:/kubepods"},
+		{"bad layout", Options{Hierarchy: h, Parent: "/x", Layout: "flat"}, false, ""},
+		{"bad exempt glob", Options{Hierarchy: h, Parent: "/x", Exempt: []string{"[x"}}, false, ""},
+		{"bad level", Options{Hierarchy: h, Parent: "/x", Levels: []LevelGlob{{"db-*", 5}}}, false, ""},
 		{"dot-dot cannot leave the hierarchy", Options{Hierarchy: h, Parent: "/../../etc"}, true, "cgroup:/etc"},
 		{"root", Options{Hierarchy: h, Parent: "/"}, true, "cgroup:/"},
 		{"empty parent", Options{Hierarchy: h}, false, ""},
