@@ -175,6 +175,10 @@ func TestTree(t *testing.T) {
 			}
 			expect(t, ch, tc.within, source.Removed, "a", "/lxc/a")
 			expect(t, ch, tc.within, source.Removed, "d", "/lxc/d")
+			// Let the rescans the removal's events queued run first: one
+			// that ran after the mkdir below would find the new parent
+			// (seen once under load).
+			expectNone(t, ch, 100*time.Millisecond)
 			if err := os.MkdirAll(filepath.Join(parent, "e"), 0o755); err != nil {
 				t.Fatal(err)
 			}
