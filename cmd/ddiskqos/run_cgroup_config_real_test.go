@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -103,4 +106,69 @@ func TestRealRunCgroupParentOutsideMount(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut.String(), want) {
 		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errOut.String(), want)
 	}
+}
+
+// A Kubernetes node's tree (systemd driver, containerd) made of real v1
+// cgroups under <blkio>/ddiskqos-test-kubepods-<rand>/kubepods.slice:
+// the daemon finds the layout from the name, tracks every container as
+// pod<uid>/<id> with its QoS class, leaves the Guaranteed pod's container
+// alone (--cgroup-exempt-guaranteed) and gives the others level 1.
+func TestRealRunKubepods(t *testing.T) {
+	r := newRunRig(t)
+	root := fmt.Sprintf("/ddiskqos-test-kubepods-%d", rand.IntN(1<<30))
+	rootDir := testkit.Cgroup(t, r.h.Mount+root) // removed with everything below it
+	const (
+		uidG, uidB = "0a0a0a0a-1111-4222-8333-444444444444", "0b0b0b0b-1111-4222-8333-444444444444"
+		idG, idB   = "6a7b8c9d0e1f6a7b8c9d0e1f6a7b8c9d0e1f6a7b8c9d0e1f6a7b8c9d0e1f6a7b", "1f2e3d4c5b6a1f2e3d4c5b6a1f2e3d4c5b6a1f2e3d4c5b6a1f2e3d4c5b6a1f2e"
+	)
+	g := "kubepods.slice/kubepods-pod" + strings.ReplaceAll(uidG, "-", "_") + ".slice/cri-containerd-" + idG + ".scope"
+	b := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uidB, "-", "_") + ".slice/cri-containerd-" + idB + ".scope"
+	for _, d := range []string{g, b} {
+		if err := os.MkdirAll(filepath.Join(rootDir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.h.SetNativeDeviceWeight(root+"/"+g, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+		t.Fatal(err)
+	}
+	d := r.start(t, "--cgroup-parent", root+"/kubepods.slice", "--cgroup-exempt-guaranteed")
+	nameB, nameG := "pod"+uidB+"/"+idB, "pod"+uidG+"/"+idG
+	r.waitLevel(t, nameB, 1)
+	s, err := r.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, w := range s.Workloads {
+		switch w.Name {
+		case nameB:
+			seen++
+			if w.Labels["ddiskqos.qos_class"] != "Burstable" || w.Labels["io.kubernetes.pod.uid"] != uidB || w.Cgroup != root+"/"+b {
+				t.Errorf("burstable container: %+v", w)
+			}
+		case nameG:
+			seen++
+			if !w.Exempt || w.Labels["ddiskqos.qos_class"] != "Guaranteed" {
+				t.Errorf("guaranteed container: %+v", w)
+			}
+		}
+	}
+	if seen != 2 || len(s.Workloads) != 2 || !strings.Contains(s.Source, "kubepods") {
+		t.Fatalf("source %q, workloads %+v", s.Source, s.Workloads)
+	}
+	if v, _ := r.weight(t, root+"/"+b); v != 1000 {
+		t.Errorf("burstable container weight %d, want 1000", v)
+	}
+	if v, _ := r.weight(t, root+"/"+g); v != 300 {
+		t.Errorf("exempt guaranteed container weight %d, want its own 300", v)
+	}
+	// A new pod appears: it is tracked without waiting for a rescan.
+	uidN, idN := "0c0c0c0c-1111-4222-8333-444444444444", "2c3d4e5f6a7b2c3d4e5f6a7b2c3d4e5f6a7b2c3d4e5f6a7b2c3d4e5f6a7b2c3d"
+	n := "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(uidN, "-", "_") + ".slice/cri-containerd-" + idN + ".scope"
+	if err := os.MkdirAll(filepath.Join(rootDir, n), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.waitLevel(t, "pod"+uidN+"/"+idN, 1)
+	stopWith(t, d, syscall.SIGTERM)
+	t.Logf("source %s: %s level 1, %s exempt, new BestEffort pod tracked", s.Source, nameB, nameG)
 }
