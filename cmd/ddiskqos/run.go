@@ -230,7 +230,11 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 		}
 		return s, s.Name(), nil
 	case config.SourceCgroup:
-		dir, err := h.Path(cfg.CgroupParent)
+		parent, err := cgroupdir.ParentPath(h, cfg.CgroupParent) // also /sys/fs/cgroup/blkio/x
+		if err != nil {
+			return nil, "", fmt.Errorf("--cgroup-parent: %w", err)
+		}
+		dir, err := h.Path(parent)
 		if err != nil {
 			return nil, "", fmt.Errorf("--cgroup-parent %s: %w", cfg.CgroupParent, err)
 		}
@@ -238,7 +242,12 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 			return nil, "", fmt.Errorf("--cgroup-parent %s: %s is not a cgroup directory of the %s hierarchy at %s",
 				cfg.CgroupParent, dir, map[int]string{1: "v1 blkio", 2: "cgroup v2"}[h.Version], h.Mount)
 		}
-		s, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: cfg.CgroupParent, Logger: log})
+		var pins []cgroupdir.LevelGlob
+		for _, p := range cfg.CgroupPins() {
+			pins = append(pins, cgroupdir.LevelGlob{Glob: p.Glob, Level: p.Level})
+		}
+		s, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: parent, Layout: cgroupdir.Layout(cfg.CgroupLayout),
+			Exempt: cfg.CgroupExempt, Levels: pins, ExemptGuaranteed: cfg.CgroupExemptGuaranteed, Logger: log})
 		if err != nil {
 			return nil, "", err
 		}
