@@ -7,10 +7,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
@@ -116,16 +115,13 @@ func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
 }
 
 func (r *runRig) snapshot() (*snapshot.Snapshot, error) {
-	resp, err := http.Get("http://" + r.addr + "/v1/workloads")
+	c, err := api.NewClient(r.addr)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %s", resp.Status)
-	}
-	var s snapshot.Snapshot
-	return &s, json.NewDecoder(resp.Body).Decode(&s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Workloads(ctx, nil)
 }
 
 func (r *runRig) waitLevel(t *testing.T, name string, level int) {

@@ -193,11 +193,15 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Stale says why the loop that published snap is not healthy at now, or ""
-// when it is: a nil snapshot (no tick yet), or a last tick older than
-// 3×interval + 1 s.
+// when it is: a nil snapshot (no tick yet), a state file that cannot be
+// saved (new workloads' knobs are then not written), or a last tick older
+// than 3×interval + 1 s.
 func Stale(snap *snapshot.Snapshot, now time.Time) string {
 	if snap == nil {
 		return "not ready: the daemon has not finished its first tick"
+	}
+	if snap.StateError != "" {
+		return "state file not saved; knobs whose original it would keep are not written: " + snap.StateError
 	}
 	limit := 3*snap.Interval + staleSlack
 	age := now.Sub(snap.At)

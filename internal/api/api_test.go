@@ -375,6 +375,18 @@ func TestAPIServeRealAddr(t *testing.T) {
 	}
 }
 
+// TestAPIHealthzStateError: while the state file cannot be saved the
+// daemon is not healthy, and /healthz says why.
+func TestAPIHealthzStateError(t *testing.T) {
+	t.Parallel()
+	snap := fixture()
+	snap.StateError = "open /run/ddiskqos/.state-1.tmp: read-only file system"
+	rec := do(testHandler(t, snap, t0), "GET", "/healthz")
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "read-only file system") {
+		t.Errorf("healthz with a state error: %d %s, want 503 naming it", rec.Code, rec.Body.String())
+	}
+}
+
 func TestAPIStale(t *testing.T) {
 	t.Parallel()
 	if Stale(nil, t0) == "" {
