@@ -82,7 +82,12 @@ type Options struct {
 	// actuator (actuate.New).
 	NewActuator func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error)
 	Interval    time.Duration
-	// StateFile is where originals and levels are kept ("" = nowhere).
+	// StateFile is where originals and levels are kept ("" = nowhere). A
+	// knob is written only once its original is saved there (the
+	// actuator's Config.Persist); a failed save is retried every tick,
+	// counted as a "state" error and shown in Snapshot.StateError. At
+	// start, entries of cgroups that are gone or were created again (their
+	// directory inode changed) are dropped.
 	StateFile string
 	// HostPressure is the host's PSI file (/proc/pressure/io), "" for none.
 	HostPressure string
