@@ -11,7 +11,7 @@ BIN       := $(CURDIR)/bin
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 FUZZTIME  ?= 50000x
 
-.PHONY: all build test deps vet test-host test-v2 fuzz clean
+.PHONY: all build test deps vet test-host test-v2 fuzz clean hoststate-save hoststate-check
 
 all: build
 
@@ -27,8 +27,17 @@ deps:
 vet:
 	$(GO) vet ./...
 
-# Every test. Missing prerequisites fail instead of skipping.
-test: deps vet test-host test-v2 fuzz
+# Every test. Missing prerequisites fail instead of skipping. The host must
+# be as the tests found it (test/hoststate.sh: docker0, containers, images,
+# loop devices, schedulers, cgroups, mounts).
+test: deps vet hoststate-save test-host test-v2 fuzz hoststate-check
+
+hoststate-save:
+	@mkdir -p $(BIN)
+	bash test/hoststate.sh save $(BIN)/hoststate.before
+
+hoststate-check:
+	bash test/hoststate.sh check $(BIN)/hoststate.before
 
 test-host:
 	DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 -timeout 30m ./...

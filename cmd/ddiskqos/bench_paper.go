@@ -17,8 +17,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/paper"
+	"github.com/ddiskqos/ddiskqos/internal/bytesize"
 	"github.com/ddiskqos/ddiskqos/internal/host"
-	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
 const benchPaperHelp = `Usage: ddiskqos bench paper [--quick|--full] [--out DIR] [--json] [--trials N] [--size SIZE]
@@ -84,7 +84,7 @@ func runBenchPaper(args []string, stdout, stderr io.Writer) int {
 	}
 	var volSize int64
 	if *size != "" {
-		if volSize, err = workload.ParseSize(*size); err != nil || volSize <= 0 {
+		if volSize, err = bytesize.Parse(*size); err != nil || volSize <= 0 {
 			return benchUsage(stderr, fmt.Sprintf("--size %q: want a size such as 4GiB", *size))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,7 @@ func TestRealBenchPaperQuick(t *testing.T) {
 	c.Close()
 	testkit.Need(t, err == nil, "docker engine not reachable: %v", err)
 
+	before := benchLeftovers(t)
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
@@ -128,6 +130,26 @@ func TestRealBenchPaperQuick(t *testing.T) {
 		if daemon && p.Daemon != nil && len(p.Daemon.Errors) > 0 {
 			t.Errorf("%s: daemon errors %v", cfg, p.Daemon.Errors)
 		}
+		if !daemon || p.Daemon == nil {
+			continue
+		}
+		t.Logf("%s: daemon %+v", cfg, *p.Daemon)
+		// What it decided, not only that it ticked: it tracked the bulk
+		// container and every gated reader, demoted the bulk container,
+		// and put a weight or a cap in force on it.
+		if min := 1 + len(rep.Plan.Sizes); p.Daemon.Tracked < min {
+			t.Errorf("%s: the daemon tracked %d containers, want at least %d (bulk and the Table 3 readers)", cfg, p.Daemon.Tracked, min)
+		}
+		if b := p.Daemon.Bulk; b.MaxLevel < 2 || (b.Weight == 0 && !b.Capped) {
+			t.Errorf("%s: bulk container not demoted and limited: %+v", cfg, b)
+		}
+	}
+	// The readers were tracked before their release: every Table 3
+	// sample of a daemon phase names a level.
+	for _, s := range rep.Samples {
+		if (s.Config == paper.CfgDdiskqos || s.Config == paper.CfgPaper) && s.Scenario == "table3" && !strings.HasPrefix(s.Daemon, "level ") {
+			t.Errorf("%s %s %s: the daemon's view at release is %q, want a level", s.Config, s.Scenario, s.Reader, s.Daemon)
+		}
 	}
 	if len(rep.Summary.Bar) != 4 {
 		t.Errorf("bar checks = %+v, want 4", rep.Summary.Bar)
@@ -145,24 +167,36 @@ func TestRealBenchPaperQuick(t *testing.T) {
 		}
 	}
 	// Nothing left behind: no container of the run, no loop device of it.
-	assertNoLeftovers(t)
+	for _, l := range benchLeftovers(t) {
+		if !slices.Contains(before, l) {
+			t.Errorf("left by the bench: %s", l)
+		}
+	}
 }
 
 func sizeName(n int64) string { return strings.TrimSuffix(paper.Reader{Size: n}.Label(), "@0s") }
 
-func assertNoLeftovers(t *testing.T) {
+// benchLeftovers lists the paper bench's loop devices and containers on
+// the host. The test compares the lists before and after its run, so what
+// an earlier, killed run left does not count against this one.
+func benchLeftovers(t *testing.T) []string {
 	t.Helper()
+	var got []string
 	out, err := exec.Command("losetup", "-a").CombinedOutput()
-	if err == nil && strings.Contains(string(out), "ddiskqos-bench-paper-") {
-		t.Errorf("loop device of the bench left attached:\n%s", out)
-	}
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		return
+		t.Fatalf("losetup -a: %v: %s", err, out)
 	}
-	defer c.Close()
-	out, _ = exec.Command("docker", "ps", "-a", "--filter", "label="+paper.LabelRun, "--format", "{{.Names}}").CombinedOutput()
-	if s := strings.TrimSpace(string(out)); s != "" {
-		t.Errorf("containers of the bench left: %s", s)
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "ddiskqos-bench-paper-") {
+			got = append(got, "loop device "+strings.TrimSpace(l))
+		}
 	}
+	out, err = exec.Command("docker", "ps", "-a", "--filter", "label="+paper.LabelRun, "--format", "{{.Names}}").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker ps: %v: %s", err, out)
+	}
+	for _, n := range strings.Fields(string(out)) {
+		got = append(got, "container "+n)
+	}
+	return got
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/scale"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
@@ -45,6 +46,23 @@ func benchScale(t *testing.T, n int, args ...string) scale.Result {
 		res.RSSMiB <= 0 || res.FirstScan.WallMS <= 0 || res.MetricsPlain.Status != 200 || res.MetricsGzip.Status != 200 ||
 		res.Series < n {
 		t.Fatalf("bench scale reported too little: %+v", res)
+	}
+	// Figures checked against what the test measures itself: the
+	// ticks the window's length allows, and this process's own peak RSS
+	// (the bench runs the daemon in-process), which bounds the reported one.
+	iv, err1 := time.ParseDuration(res.Interval)
+	win, err2 := time.ParseDuration(res.Duration)
+	if err1 != nil || err2 != nil || iv <= 0 {
+		t.Fatalf("interval %q, duration %q: %v %v", res.Interval, res.Duration, err1, err2)
+	}
+	if want := int(win / iv); res.Ticks < want/2 || res.Ticks > want+2 {
+		t.Errorf("%d ticks in a %s window at %s, want about %d", res.Ticks, win, iv, want)
+	}
+	if hwm := vmHWMMiB(t); res.RSSPeakMiB > hwm+1 || res.RSSMiB > res.RSSPeakMiB+1 {
+		t.Errorf("RSS %.1f MiB, peak %.1f MiB reported; this process's VmHWM is %.1f MiB", res.RSSMiB, res.RSSPeakMiB, hwm)
+	}
+	if res.ReadsPerTick < float64(res.IOWorkloads) {
+		t.Errorf("%.0f counter reads per tick, fewer than the %d workloads doing I/O", res.ReadsPerTick, res.IOWorkloads)
 	}
 	if res.Churn.Removed != n/10 || res.Churn.Added != n/10 || res.Churn.WallMS <= 0 {
 		t.Fatalf("churn: %+v", res.Churn)
@@ -106,4 +124,24 @@ func TestBenchScaleUsage(t *testing.T) {
 	if code := runBenchScale([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "--workloads N") {
 		t.Errorf("--help: exit %d: %s", code, stdout.String())
 	}
+}
+
+// vmHWMMiB is this process's peak resident set size from /proc/self/status.
+func vmHWMMiB(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmHWM:" && f[2] == "kB" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", l, err)
+			}
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // go test ./cmd/ddiskqos/ -run Status -update rewrites testdata/status/*.
@@ -210,9 +211,7 @@ func TestStatusErrors(t *testing.T) {
 	t.Parallel()
 	// An address nothing listens on: listen, then close.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no loopback: %v", err)
-	}
+	testkit.Need(t, err == nil, "no loopback listener: %v", err)
 	dead := ln.Addr().String()
 	ln.Close()
 	notReady := statusServer(t, nil)

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ddiskqos/ddiskqos/internal/bytesize"
 	"github.com/ddiskqos/ddiskqos/internal/vmrig"
 )
 
@@ -47,7 +48,7 @@ func run() int {
 			"Runs PROGRAM in a qemu VM with a cgroup-v2 kernel; usable as go test -exec.\n\n")
 		fs.PrintDefaults()
 	}
-	diskSize := fs.String("disk-size", "1G", "size of the sparse test disk /dev/vda (K, M, G, T suffixes)")
+	diskSize := fs.String("disk-size", "1G", "size of the sparse test disk /dev/vda (k, M, G, T or KiB..TiB: powers of 1024; kB, MB, GB, TB: of 1000)")
 	diskBPS := fs.Int64("disk-bps", def.DiskBPS, "throttle the test disk to this many bytes/s, reads and writes together (0: unthrottled)")
 	mem := fs.String("mem", def.Mem, "guest memory (qemu -m)")
 	smp := fs.Int("smp", def.SMP, "guest CPUs")
@@ -65,7 +66,10 @@ func run() int {
 		return 2
 	}
 
-	size, err := vmrig.ParseSize(*diskSize)
+	size, err := bytesize.Parse(*diskSize)
+	if err == nil && size <= 0 {
+		err = fmt.Errorf("size %q: want a positive number of bytes", *diskSize)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmexec: -disk-size: %v\n", err)
 		return 2

@@ -3,6 +3,7 @@ package actuate
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -32,6 +33,12 @@ const (
 	throttleReadBudget = 5000
 	// throttleMinIOPS is the lowest IOPS cap set on a workload.
 	throttleMinIOPS = 50
+	// DefaultThrottleBurst: see Throttle.MaxBurst.
+	DefaultThrottleBurst = 5 * time.Millisecond
+	// blk-throttle's slices: HZ/10 on rotational devices, HZ/50 on others
+	// (block/blk-throttle.c, DFL_THROTL_SLICE_HD and _SSD).
+	sliceRotational    = 100 * time.Millisecond
+	sliceNonRotational = 20 * time.Millisecond
 	// capacityWindow is the span over which the device's rate is measured.
 	capacityWindow = 200 * time.Millisecond
 )
@@ -63,6 +70,13 @@ type Throttle struct {
 	Hold time.Duration
 	// Period: see DefaultThrottlePeriod; 0 means that.
 	Period time.Duration
+	// MaxBurst bounds, while a better level is active, how long one
+	// slice's worth of a capped workload's cap may keep the device busy:
+	// blk-throttle lets a backlogged group dispatch a whole slice's bytes
+	// and I/Os at the start of each slice, and a better level's request
+	// that arrives then waits behind all of it. A cap is therefore at
+	// most capacity × MaxBurst / slice. 0: no bound.
+	MaxBurst time.Duration
 }
 
 // DefaultThrottleShares are the throttle's default Shares, the one place
@@ -74,7 +88,8 @@ type throttle struct {
 	limitsKnob
 	cfg      Throttle
 	name     string
-	statPath string // "" when the device's counters are not available
+	statPath string        // "" when the device's counters are not available
+	slice    time.Duration // blk-throttle's slice on this device
 	dryRun   bool
 	log      *slog.Logger
 	now      func() time.Time
@@ -85,11 +100,12 @@ type throttle struct {
 	setNew  bool // members changed: parents and baseline are rebuilt
 	demoted int  // members at level 2..4
 
-	seen     [levels]time.Time // when level l last did I/O on the device (index l-1)
-	top      int
-	other    int64 // parents' bytes minus the demoted workloads' bytes
-	otherMax int64
-	baseOK   bool
+	better time.Time // when a better level (1, or a new cgroup) last did I/O on the device
+	top    int
+	// base is the last exact value of the parents' bytes minus the
+	// demoted workloads' bytes: the better levels' I/O so far.
+	base   int64
+	baseOK bool
 
 	stat            *cgroupfs.BlockStatFile
 	statErr         bool
@@ -138,6 +154,19 @@ func newThrottle(cfg Config, d Device) *throttle {
 	}
 	if cfg.SysRoot != "" && d.Name != "" {
 		t.statPath = path.Join(cfg.SysRoot, "class", "block", d.Name, "stat")
+	}
+	t.slice = sliceRotational // unknown: assume the longer one
+	if cfg.SysRoot != "" && d.Name != "" {
+		// A partition has no queue of its own: its disk's is one up.
+		for _, q := range []string{path.Join(cfg.SysRoot, "class", "block", d.Name, "queue", "rotational"),
+			path.Join(cfg.SysRoot, "class", "block", d.Name, "..", "queue", "rotational")} {
+			if b, err := os.ReadFile(q); err == nil {
+				if strings.TrimSpace(string(b)) == "0" {
+					t.slice = sliceNonRotational
+				}
+				break
+			}
+		}
 	}
 	return t
 }
@@ -188,8 +217,12 @@ func (t *throttle) Update(ms []Member) {
 			if t.Wants(in.Level) && !t.Wants(m.level) {
 				// Newly demoted: what it did while better is no longer
 				// a better level's I/O (a boosted stream must not cap
-				// itself with its own past).
-				t.seen[0] = time.Time{}
+				// itself with its own past). It used its allowance, so
+				// it is active — at its new level: the worse levels stay
+				// capped meanwhile, with no gap in which their queued
+				// requests would be let go at once.
+				t.better = time.Time{}
+				m.active = t.now()
 			}
 			m.level = in.Level
 			t.setNew = true
@@ -285,22 +318,68 @@ func (t *throttle) step() time.Duration {
 		t.setNew = false
 		t.baseOK = false
 	}
-	// Parents first, then the demoted: a demoted workload's bytes that
-	// land between the two reads can only make "other" smaller, never
-	// invent a better level's I/O.
+	// The demoted, the parents, the demoted again. What the parents did
+	// beyond the demoted workloads is a better level's I/O; since the
+	// parents are read between two reads of the demoted, it lies between
+	// lo and hi, and lo == hi when no demoted counter moved meanwhile —
+	// almost always, a few µs apart. Growth is proven when lo exceeds the
+	// last exact value: a 4 KiB read beside a stream of 1 MiB requests is
+	// seen in one period, never invented by the stream's own timing.
+	sumD1, reads := t.readDemoted(now, true)
 	var sumP int64
 	for _, p := range t.parents {
 		st, err := p.cg.ReadIO()
+		reads++
 		if err != nil {
 			t.baseOK = false
 			t.setNew = true
 			continue
 		}
-		d := DeviceIOFor(st.Devices, t.dev)
+		d := cgroupfs.DeviceIn(st.Devices, t.dev)
 		sumP += int64(d.RBytes + d.WBytes)
 	}
-	var sumD int64
-	reads := len(t.parents)
+	sumD2, n := t.readDemoted(now, false)
+	reads += n
+	lo, hi := sumP-sumD2, sumP-sumD1
+	switch {
+	case !t.baseOK:
+		if lo == hi {
+			t.base, t.baseOK = lo, true
+		}
+	case lo > t.base:
+		t.better = now
+		if lo == hi {
+			t.base = lo
+		}
+	case lo == hi:
+		t.base = lo // exact; lower after a cgroup went
+	}
+	// The best level active within Hold: 1 for the parents' other I/O,
+	// else the best current level of a demoted workload that did I/O — its
+	// activity counts at the level it has now, so a stream moving down
+	// the levels is never capped by what it did one level up.
+	t.top = 0
+	if !t.better.IsZero() && now.Sub(t.better) < t.cfg.Hold {
+		t.top = 1
+	} else {
+		for _, m := range t.members {
+			if t.Wants(m.level) && !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold && (t.top == 0 || m.level < t.top) {
+				t.top = m.level
+			}
+		}
+	}
+	t.applyCaps(now)
+	period := t.cfg.Period
+	if budget := time.Duration(reads) * time.Second / throttleReadBudget; budget > period {
+		period = budget
+	}
+	return period
+}
+
+// readDemoted sums the device's bytes of every demoted workload. With mark
+// it also records which of them did I/O since the last period (their
+// level's activity).
+func (t *throttle) readDemoted(now time.Time, mark bool) (sum int64, reads int) {
 	for _, m := range t.members {
 		if !t.Wants(m.level) {
 			continue
@@ -317,35 +396,17 @@ func (t *throttle) step() time.Duration {
 		if err != nil {
 			continue
 		}
-		d := DeviceIOFor(st.Devices, t.dev)
+		d := cgroupfs.DeviceIn(st.Devices, t.dev)
 		b := d.RBytes + d.WBytes
-		if m.lastOK && b != m.last {
-			m.active = now
-			t.seen[m.level-1] = now
+		if mark {
+			if m.lastOK && b != m.last {
+				m.active = now
+			}
+			m.last, m.lastOK = b, true
 		}
-		m.last, m.lastOK = b, true
-		sumD += int64(b)
+		sum += int64(b)
 	}
-	t.other = sumP - sumD
-	if !t.baseOK {
-		t.otherMax, t.baseOK = t.other, true
-	} else if t.other > t.otherMax {
-		t.seen[0] = now
-		t.otherMax = t.other
-	}
-	t.top = 0
-	for l := 1; l <= levels; l++ {
-		if at := t.seen[l-1]; !at.IsZero() && now.Sub(at) < t.cfg.Hold {
-			t.top = l
-			break
-		}
-	}
-	t.applyCaps(now)
-	period := t.cfg.Period
-	if budget := time.Duration(reads) * time.Second / throttleReadBudget; budget > period {
-		period = budget
-	}
-	return period
+	return sum, reads
 }
 
 // measure updates the device's capacity from its own counters.
@@ -418,11 +479,15 @@ func (t *throttle) applyCaps(now time.Time) {
 		want := cgroupfs.Limits{}
 		if t.Wants(m.level) && t.top != 0 && m.level > t.top && t.capBps > 0 {
 			n := float64(max(active[m.level-1], 1))
-			b := uint64(scale[m.level-1] * t.capBps / n)
+			share := scale[m.level-1]
+			if t.cfg.MaxBurst > 0 {
+				share = min(share, t.cfg.MaxBurst.Seconds()/t.slice.Seconds())
+			}
+			b := uint64(share * t.capBps / n)
 			b = max(b, t.cfg.Min)
 			want = cgroupfs.Limits{RBps: b, WBps: b}
 			if t.capIOPS > 0 {
-				io := max(uint64(scale[m.level-1]*t.capIOPS/n), throttleMinIOPS)
+				io := max(uint64(share*t.capIOPS/n), throttleMinIOPS)
 				want.RIOps, want.WIOps = io, io
 			}
 		}
@@ -500,16 +565,6 @@ func (t *throttle) closeParents() {
 		p.cg.Close()
 	}
 	t.parents = nil
-}
-
-// DeviceIOFor returns the counters of dev in devs, zero if absent.
-func DeviceIOFor(devs []cgroupfs.DeviceIO, dev cgroupfs.Dev) cgroupfs.DeviceIO {
-	for _, d := range devs {
-		if d.Dev == dev {
-			return d
-		}
-	}
-	return cgroupfs.DeviceIO{Dev: dev}
 }
 
 var _ dynamic = (*throttle)(nil)

@@ -216,3 +216,59 @@ func TestThrottleReadBudget(t *testing.T) {
 		t.Fatalf("period %s for %d demoted workloads: %.0f reads/s, want at most %d", period, len(names), reads, throttleReadBudget)
 	}
 }
+
+// TestThrottleBurstBound: while a better level is active, a cap is at most
+// capacity × MaxBurst / slice, the slice being blk-throttle's on the
+// device: 100 ms when it says it is rotational, 20 ms when not.
+func TestThrottleBurstBound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rotational string
+		share      float64 // of capacity, for level 4 at share 0.3
+	}{
+		{"1", 0.005 / 0.1},  // 5 ms of a 100 ms slice
+		{"0", 0.005 / 0.02}, // 5 ms of a 20 ms slice
+		{"", 0.005 / 0.1},   // unknown: the longer slice
+	} {
+		t.Run("rotational="+tc.rotational, func(t *testing.T) {
+			f := newFakeThrottleTree(t, "/p/hi", "/p/l4")
+			if tc.rotational != "" {
+				q := filepath.Join(f.sys, "class", "block", "loop0", "queue")
+				if err := os.MkdirAll(q, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(q, "rotational"), []byte(tc.rotational+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
+				Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20, MaxBurst: 5 * time.Millisecond}},
+				Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+			defer th.Stop()
+			now := time.Unix(1000, 0)
+			th.now = func() time.Time { return now }
+			step := func(d time.Duration) {
+				now = now.Add(d)
+				f.flush()
+				th.step()
+			}
+			th.mu.Lock()
+			th.members["/p/hi"] = &tmember{cgroup: "/p/hi", level: 1, durable: true}
+			th.members["/p/l4"] = &tmember{cgroup: "/p/l4", level: 4, durable: true}
+			th.demoted, th.setNew = 1, true
+			th.mu.Unlock()
+			for range 5 {
+				f.read("/p/l4", 40<<20)
+				f.device(200<<20, 200, 200)
+				step(200 * time.Millisecond)
+			}
+			f.read("/p/hi", 4096)
+			step(10 * time.Millisecond)
+			want := uint64(tc.share * th.capBps)
+			near := func(a, b uint64) bool { return max(a, b)-min(a, b) <= 1 } // float rounding
+			if l := f.limits("/p/l4"); !near(l.RBps, want) || !near(l.RIOps, uint64(tc.share*th.capIOPS)) {
+				t.Fatalf("l4 limits %+v, want rbps %d (%.2f of %.0f B/s) and riops %d", l, want, tc.share, th.capBps, uint64(tc.share*th.capIOPS))
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/metrics"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -292,9 +293,7 @@ func (b *syncBuffer) String() string {
 func TestAPIServeShutsDownOnCancel(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no loopback listener: %v", err)
-	}
+	testkit.Need(t, err == nil, "no loopback listener: %v", err)
 	logs := newSyncBuffer()
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -333,9 +332,7 @@ func TestAPIServeShutsDownOnCancel(t *testing.T) {
 func TestAPIServeWarnsBeyondLoopback(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Skipf("cannot listen on all interfaces: %v", err)
-	}
+	testkit.Need(t, err == nil, "cannot listen on all interfaces: %v", err)
 	logs := newSyncBuffer()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -350,9 +347,7 @@ func TestAPIServeWarnsBeyondLoopback(t *testing.T) {
 func TestAPIServeListenError(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no loopback listener: %v", err)
-	}
+	testkit.Need(t, err == nil, "no loopback listener: %v", err)
 	defer ln.Close()
 	addr := ln.Addr().String() // in use
 	for _, bad := range []string{addr, "127.0.0.1:99999", "not-an-address"} {

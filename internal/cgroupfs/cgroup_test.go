@@ -2,8 +2,10 @@ package cgroupfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -151,5 +153,43 @@ func TestKnobsOnFakeTree(t *testing.T) {
 	}
 	if _, err := h.ReadWeights("c", WeightCFQ); !errors.Is(err, ErrNotAvailable) {
 		t.Fatalf("absent CFQ file: %v", err)
+	}
+}
+
+// Reading io.pressure fails with EOPNOTSUPP when PSI was disabled at boot
+// while the files exist; no file in a temporary tree can do that, so the
+// mapping that ReadPressure, Open and ReadHostPressure share is tested here.
+func TestPressureErrMapping(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	gone := filepath.Join(dir, "gone")
+	pe := func(errno syscall.Errno) error {
+		return fmt.Errorf("read x: %w", &os.PathError{Op: "read", Path: filepath.Join(dir, "io.pressure"), Err: errno})
+	}
+	for _, tc := range []struct {
+		name         string
+		dir          string
+		err          error
+		notAvailable bool
+	}{
+		{"ENOTSUP", dir, pe(syscall.ENOTSUP), true},
+		{"EOPNOTSUPP", dir, pe(syscall.EOPNOTSUPP), true},
+		{"ENOTSUP on a host file", "", pe(syscall.ENOTSUP), true},
+		{"EIO", dir, pe(syscall.EIO), false},
+		{"EACCES", dir, pe(syscall.EACCES), false},
+		{"file hidden, cgroup stays", dir, fmt.Errorf("read x: %w", ErrCgroupGone), true},
+		{"cgroup gone", gone, fmt.Errorf("read x: %w", ErrCgroupGone), false},
+	} {
+		got := pressureErr(tc.dir, tc.err)
+		if errors.Is(got, ErrNotAvailable) != tc.notAvailable {
+			t.Errorf("%s: pressureErr = %v, ErrNotAvailable %v, want %v", tc.name, got, errors.Is(got, ErrNotAvailable), tc.notAvailable)
+		}
+		if !tc.notAvailable && got != tc.err {
+			t.Errorf("%s: error changed to %v", tc.name, got)
+		}
+		// The cause stays visible.
+		if errors.Is(tc.err, syscall.ENOTSUP) && !errors.Is(got, syscall.ENOTSUP) {
+			t.Errorf("%s: errno lost: %v", tc.name, got)
+		}
 	}
 }

@@ -64,6 +64,11 @@ func FuzzParsePressure(f *testing.F) {
 		if !bytes.Contains(data, []byte("some")) {
 			t.Fatalf("accepted input without a some line: %q -> %+v", data, p)
 		}
+		for _, v := range []float64{p.Some.Avg10, p.Some.Avg60, p.Some.Avg300, p.Full.Avg10, p.Full.Avg60, p.Full.Avg300} {
+			if !(v >= 0 && v <= 100) {
+				t.Fatalf("percentage %v out of range in %+v", v, p)
+			}
+		}
 	})
 }
 

@@ -7,7 +7,6 @@
 package cgroupfs
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -90,42 +89,23 @@ func DetectLayout(mountinfoPath string) (Layout, error) {
 	return l, nil
 }
 
-// ParseMountInfo parses the mountinfo format of proc(5):
-//
-//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
-//	(1)(2)(3)   (4)   (5)      (6)      (7)   (8) (9)   (10)         (11)
-//
-// Field 7 is zero or more optional fields ended by a single "-". Only lines
-// whose filesystem type (9) is "cgroup" or "cgroup2" are kept. For cgroup v1
-// the controllers are the super options (11), less the generic ones.
+// ParseMountInfo parses a mountinfo file (see ParseMountLine) and returns
+// the cgroup layout it describes. Only lines whose filesystem type is
+// "cgroup" or "cgroup2" count, but every line must be well formed. For
+// cgroup v1 the controllers are the super options, less the generic ones.
 func ParseMountInfo(r io.Reader) (Layout, error) {
+	mounts, err := ParseMounts(r)
+	if err != nil {
+		return Layout{}, err
+	}
 	var l Layout
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	lineNo := 0
-	for sc.Scan() {
-		lineNo++
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
+	for _, m := range mounts {
+		if m.FSType != "cgroup" && m.FSType != "cgroup2" {
 			continue
 		}
-		fields := strings.Fields(line)
-		sep := slices.Index(fields, "-")
-		// Six fixed fields before the separator, three after it.
-		if sep < 6 || len(fields) < sep+3 {
-			return Layout{}, &ParseError{File: "mountinfo", Line: lineNo, Text: line, Msg: "expected at least 6 fields, '-', and 3 more"}
-		}
-		fstype := fields[sep+1]
-		if fstype != "cgroup" && fstype != "cgroup2" {
-			continue
-		}
-		root := unescapeMount(fields[3])
-		mountpoint := unescapeMount(fields[4])
-		superOpts := ""
-		if len(fields) > sep+3 {
-			superOpts = fields[sep+3]
-		}
-		if fstype == "cgroup2" {
+		root := filepath.Clean(m.Root)
+		mountpoint := filepath.Clean(m.Mountpoint)
+		if m.FSType == "cgroup2" {
 			if l.Unified == "" {
 				l.Unified = mountpoint
 				l.UnifiedRoot = root
@@ -133,7 +113,7 @@ func ParseMountInfo(r io.Reader) (Layout, error) {
 			continue
 		}
 		var ctls []string
-		for _, o := range strings.Split(superOpts, ",") {
+		for _, o := range strings.Split(m.SuperOpts, ",") {
 			switch {
 			case o == "", o == "rw", o == "ro", o == "clone_children", o == "noprefix",
 				o == "xattr", o == "cpuset_v2_mode", o == "favordynmods",
@@ -143,9 +123,6 @@ func ParseMountInfo(r io.Reader) (Layout, error) {
 			ctls = append(ctls, o)
 		}
 		l.V1 = append(l.V1, V1Mount{Mountpoint: mountpoint, Root: root, Controllers: ctls})
-	}
-	if err := sc.Err(); err != nil {
-		return Layout{}, err
 	}
 	hasV1Controller := false
 	for _, m := range l.V1 {
@@ -166,25 +143,4 @@ func ParseMountInfo(r io.Reader) (Layout, error) {
 		return Layout{}, ErrNoCgroupMounts
 	}
 	return l, nil
-}
-
-// unescapeMount undoes the octal escapes (\040 for space, \011, \012, \134)
-// that the kernel writes into mountinfo paths.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			o := s[i+1 : i+4]
-			if o[0] >= '0' && o[0] <= '3' && o[1] >= '0' && o[1] <= '7' && o[2] >= '0' && o[2] <= '7' {
-				b.WriteByte((o[0]-'0')<<6 | (o[1]-'0')<<3 | (o[2] - '0'))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return filepath.Clean(b.String())
 }

@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -98,6 +99,15 @@ func (s IOStat) Device(dev Dev) (DeviceIO, bool) {
 		}
 	}
 	return DeviceIO{}, false
+}
+
+// DeviceIn returns the counters of dev in devs, zeros (with Dev set) when
+// dev is not there: a cgroup that did no I/O on a device has no line for it.
+func DeviceIn(devs []DeviceIO, dev Dev) DeviceIO {
+	if d, ok := (IOStat{Devices: devs}).Device(dev); ok {
+		return d
+	}
+	return DeviceIO{Dev: dev}
 }
 
 // findOrAdd returns the index of dev in devs, appending a zero entry if new.
@@ -297,7 +307,11 @@ type Pressure struct {
 //	some avg10=0.00 avg60=0.00 avg300=0.00 total=0
 //	full avg10=0.00 avg60=0.00 avg300=0.00 total=0
 //
-// Unknown line kinds and keys are skipped; a malformed known one is an error.
+// It reads the host's /proc/pressure/io and a cgroup's io.pressure alike.
+// Unknown line kinds (cpu.pressure of old kernels has only "some") and
+// unknown keys are skipped; a field without "=", a known key with a bad
+// value (an average outside 0..100, NaN, a total that is not a count), or a
+// file without a "some" line is a *ParseError.
 func ParsePressure(data []byte) (Pressure, error) {
 	var p Pressure
 	lineNo := 0
@@ -331,11 +345,11 @@ func ParsePressure(data []byte) (Pressure, error) {
 			var err error
 			switch string(key) {
 			case "avg10":
-				dst.Avg10, err = strconv.ParseFloat(string(val), 64)
+				dst.Avg10, err = parsePercent(val)
 			case "avg60":
-				dst.Avg60, err = strconv.ParseFloat(string(val), 64)
+				dst.Avg60, err = parsePercent(val)
 			case "avg300":
-				dst.Avg300, err = strconv.ParseFloat(string(val), 64)
+				dst.Avg300, err = parsePercent(val)
 			case "total":
 				n, ok := parseUint(val)
 				if !ok {
@@ -352,6 +366,18 @@ func ParsePressure(data []byte) (Pressure, error) {
 		return p, &ParseError{File: "pressure", Line: lineNo, Text: string(data), Msg: "no 'some' line"}
 	}
 	return p, nil
+}
+
+// parsePercent parses a PSI average: a percentage of wall time, 0..100.
+func parsePercent(b []byte) (float64, error) {
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(v) || v < 0 || v > 100 {
+		return 0, fmt.Errorf("%v out of range 0..100", v)
+	}
+	return v, nil
 }
 
 // DeviceValue is one "MAJ:MIN value" line of a per-device knob.

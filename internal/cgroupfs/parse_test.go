@@ -145,9 +145,25 @@ func TestParsePressure(t *testing.T) {
 	if err != nil || p.HasFull || p.Some.Total != 7 {
 		t.Fatalf("some-only: %+v %v", p, err)
 	}
-	for _, bad := range []string{"", "full avg10=0.00 total=1\n", "some avg10=x\n", "some total=-1\n", "some avg10\n"} {
-		if _, err := ParsePressure([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
+	// The host's /proc/pressure/io as psi.rst shows it.
+	p, err = ParsePressure([]byte("some avg10=0.13 avg60=0.24 avg300=0.34 total=2256196\nfull avg10=0.13 avg60=0.21 avg300=0.31 total=2134438\n"))
+	want = Pressure{Some: PSI{0.13, 0.24, 0.34, 2256196}, Full: PSI{0.13, 0.21, 0.31, 2134438}, HasFull: true}
+	if err != nil || p != want {
+		t.Fatalf("psi.rst example: %+v, %v", p, err)
+	}
+	// Unknown keys and line kinds are skipped.
+	p, err = ParsePressure([]byte("some avg10=1.00 avg60=0.00 avg300=0.00 total=5 extra=1\nweird line\n"))
+	if err != nil || p.HasFull || p.Some.Avg10 != 1 || p.Some.Total != 5 {
+		t.Errorf("unknown key and line: %+v, %v", p, err)
+	}
+	if p, err := ParsePressure([]byte("some avg10=100.00 avg60=0 avg300=0 total=0")); err != nil || p.Some.Avg10 != 100 {
+		t.Errorf("100%%: %+v, %v", p, err)
+	}
+	for _, bad := range []string{"", "full avg10=0.00 total=1\n", "some avg10=x\n", "some total=-1\n", "some avg10\n",
+		"some avg10=101.00", "some avg60=-0.5", "some avg300=NaN", "some avg10=Inf", "some total=1.5"} {
+		var pe *ParseError
+		if _, err := ParsePressure([]byte(bad)); !errors.As(err, &pe) {
+			t.Errorf("%q: err = %v, want *ParseError", bad, err)
 		}
 	}
 }

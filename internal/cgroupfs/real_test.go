@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
@@ -374,17 +376,13 @@ func enableIOCost(t *testing.T, e realEnv) {
 // the kept descriptor re-read with pread (what the daemon does) against
 // opening, reading and closing the files each time.
 func BenchmarkRealV1ReadIO(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root to create a cgroup")
-	}
+	testkit.NeedRoot(b)
 	l, err := DetectLayout("/proc/self/mountinfo")
 	if err != nil {
 		b.Fatal(err)
 	}
 	m, ok := l.V1Controller("blkio")
-	if !ok {
-		b.Skip("no v1 blkio hierarchy")
-	}
+	testkit.Need(b, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
 	h := Hierarchy{Version: 1, Mount: m.Mountpoint}
 	rel := fmt.Sprintf("/ddiskqos-bench-%d", os.Getpid())
 	if _, err := h.Create(rel); err != nil {
@@ -420,18 +418,31 @@ func BenchmarkRealV1ReadIO(b *testing.B) {
 }
 
 // TestRealV1AccountingNeedsEnabling shows why the daemon enables v1
-// accounting per disk: on a brand-new disk (this kernel: blk-throttle set
-// up lazily) the v1 byte counters stay at zero until a throttle rule has
-// been written for it, even a no-op one.
+// accounting per disk: on a brand-new disk the v1 byte counters stay at
+// zero until a throttle rule has been written for it, even a no-op one,
+// since Linux 6.9 (blk-throttle is set up lazily); before 6.9 they count
+// from the start. The loop device is created for the test (LOOP_CTL_ADD at
+// a free index), so no rule was ever written for it.
 func TestRealV1AccountingNeedsEnabling(t *testing.T) {
 	e := newV1Env(t, 64)
+	lazy, release := kernelAtLeast(t, 6, 9)
+	if l, err := e.h.ReadLimits("/", e.dev); err != nil || !l.IsZero() {
+		t.Fatalf("the new device %s already has a root throttle rule: %+v, %v", e.dev, l, err)
+	}
 	cg := e.child(t, "r")
 	rs := []reader{{cg, 0, e.size}}
 
 	before := runReaders(t, e, 500*time.Millisecond, rs)[0]
-	t.Logf("fresh disk, no throttle rule: read %d bytes, counters grew by %d", before.res.Bytes, before.counted)
-	if before.counted != 0 && before.counted < uint64(before.res.Bytes) {
-		t.Errorf("counters grew by %d for %d bytes read: neither off nor counting", before.counted, before.res.Bytes)
+	t.Logf("kernel %s, fresh disk %s, no throttle rule: read %d bytes, counters grew by %d", release, e.dev, before.res.Bytes, before.counted)
+	if before.res.Bytes == 0 {
+		t.Fatal("reader read nothing")
+	}
+	if lazy {
+		if before.counted != 0 {
+			t.Errorf("kernel %s: counters grew by %d before any throttle rule for %s; want 0", release, before.counted, e.dev)
+		}
+	} else {
+		assertCounted(t, "before enabling (kernel before 6.9)", before)
 	}
 	if err := e.h.EnableV1Accounting(e.dev); err != nil {
 		t.Fatal(err)
@@ -445,4 +456,20 @@ func TestRealV1AccountingNeedsEnabling(t *testing.T) {
 	if l, err := e.h.ReadLimits("/", e.dev); err != nil || !l.IsZero() {
 		t.Fatalf("root limits on %s after enabling: %+v, %v", e.dev, l, err)
 	}
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or later,
+// and its release string.
+func kernelAtLeast(t *testing.T, major, minor int) (bool, string) {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	var ma, mi int
+	if _, err := fmt.Sscanf(release, "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", release, err)
+	}
+	return ma > major || ma == major && mi >= minor, release
 }

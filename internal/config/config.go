@@ -79,6 +79,9 @@ type Config struct {
 	// higher level is active. Level 1 is always 1 (uncapped).
 	ThrottleShares []float64 `yaml:"throttle_shares"`
 	ThrottleMin    Size      `yaml:"throttle_min"` // no cap below this, bytes/s
+	// ThrottleBurst bounds how long one capped workload's burst may keep
+	// the device busy while a better level is active; 0: no bound.
+	ThrottleBurst time.Duration `yaml:"throttle_burst"`
 	// Reassert: values already in place are not rewritten, except once
 	// per Reassert in case someone else changed them; 0 means never.
 	Reassert time.Duration `yaml:"reassert"`
@@ -142,6 +145,7 @@ func Default() Config {
 		Actuator:       ActuatorCgroup,
 		ThrottleShares: shares[:],
 		ThrottleMin:    8 * MiB,
+		ThrottleBurst:  actuate.DefaultThrottleBurst,
 		Reassert:       60 * time.Second,
 		Listen:         "127.0.0.1:9191",
 		StateFile:      "/run/ddiskqos/state.json",

@@ -176,6 +176,7 @@ actuator: cgroup
 dry_run: true
 throttle_shares: [1, 0.5, 0.5, 0.25]
 throttle_min: 4MiB
+throttle_burst: 0s
 reassert: 0s
 devices: ["sd*", "vd?"]
 listen: ":9000"

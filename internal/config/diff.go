@@ -17,6 +17,7 @@ var liveKeys = map[string]bool{
 	"dry_run":         true,
 	"throttle_shares": true,
 	"throttle_min":    true,
+	"throttle_burst":  true,
 	"reassert":        true,
 	"devices":         true,
 	"log.level":       true,

@@ -82,7 +82,7 @@ var flagDefs = []flagDef{
 			return err
 		}},
 	{name: "throttle-shares", key: "throttle_shares", arg: "F1,F2,F3,F4",
-		help: "on a throttle-only device: the fraction of its peak bandwidth levels 1-4 may use while a higher level is active; level 1 must be 1 (uncapped)",
+		help: "on a throttle-only device: the fraction of its present capacity (bytes/s and I/Os per second) levels 1-4 may use while a better level is active; level 1 must be 1 (uncapped)",
 		get:  func(c *Config) string { return joinList(c.ThrottleShares) },
 		set: func(c *Config, s string) error {
 			v, err := parseList(s, func(e string) (float64, error) {
@@ -107,6 +107,10 @@ var flagDefs = []flagDef{
 			}
 			return err
 		}},
+	{name: "throttle-burst", key: "throttle_burst", arg: "DUR",
+		help: "on a throttle-only device, while a better level is active: the longest a capped workload's burst may keep the device busy (blk-throttle lets a whole 100 ms slice go at once, 20 ms on non-rotational devices); 0 = no bound",
+		get:  func(c *Config) string { return fmtDuration(c.ThrottleBurst) },
+		set:  durationSetter(func(c *Config) *time.Duration { return &c.ThrottleBurst })},
 	{name: "reassert", key: "reassert", arg: "DUR",
 		help: "values already in place are skipped, but rewritten this often in case someone else changed them; 0 = never",
 		get:  func(c *Config) string { return fmtDuration(c.Reassert) },

@@ -36,7 +36,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--source", "cgroup", "--cgroup-parent", "/system.slice", "--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
 		"--boost-after", "1m", "--actuator", "cgroup", "--dry-run",
-		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--reassert", "0s",
+		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--reassert", "0s",
 		"--devices", "loop*,vd*", "--listen", "", "--state-file", "/tmp/s.json",
 		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
 	}
@@ -48,7 +48,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		Source: SourceCgroup, CgroupParent: "/system.slice", DockerHost: "tcp://h:2375",
 		Interval: 2 * time.Second, Thresholds: []Size{MiB, 2 * MiB, 3 * MiB, 4 * MiB},
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
-		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB,
+		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond,
 		Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
 		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: "debug", Format: "json"},
 	}

@@ -7,7 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ddiskqos/ddiskqos/internal/workload"
+	"github.com/ddiskqos/ddiskqos/internal/bytesize"
 )
 
 // Size units.
@@ -20,13 +20,13 @@ const (
 
 // Size is a byte count (or bytes per second). In the file and on the
 // command line it is a plain integer or a number with a unit, read by
-// workload.ParseSize: 4k, 8MiB, 1.5GiB (powers of 1024), 100MB (powers of
+// bytesize.Parse: 4k, 8MiB, 1.5GiB (powers of 1024), 100MB (powers of
 // 1000).
 type Size uint64
 
-// ParseSize reads s as workload.ParseSize does.
+// ParseSize reads s as bytesize.Parse does.
 func ParseSize(s string) (Size, error) {
-	n, err := workload.ParseSize(s)
+	n, err := bytesize.Parse(s)
 	if err != nil {
 		return 0, err
 	}
@@ -55,7 +55,7 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := ParseSize(n.Value)
 	if err != nil {
-		var se *workload.SizeError
+		var se *bytesize.Error
 		if errors.As(err, &se) {
 			return fmt.Errorf("want a size such as 8MiB or 8388608: %s", se.Msg)
 		}

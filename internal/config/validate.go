@@ -90,6 +90,9 @@ func (c Config) Validate() error {
 	if c.ThrottleMin == 0 {
 		bad("throttle_min", c.ThrottleMin, "must be > 0: a cap of 0 bytes/s would stop a workload's I/O")
 	}
+	if c.ThrottleBurst < 0 {
+		bad("throttle_burst", c.ThrottleBurst, "must be 0 (no bound) or a positive duration such as 5ms")
+	}
 	if c.Reassert != 0 && c.Reassert < c.Interval {
 		bad("reassert", c.Reassert, "must be 0 (never) or at least interval (%s): values are only written once per interval", c.Interval)
 	}

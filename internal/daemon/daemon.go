@@ -686,7 +686,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	clear(t.active)
 	d.deltas = d.deltas[:0]
 	for _, cur := range st.Devices {
-		prev := DeviceIOFor(t.last, cur.Dev)
+		prev := cgroupfs.DeviceIn(t.last, cur.Dev)
 		if !t.seen && !t.charge {
 			continue // baseline only: history before we saw it is not charged
 		}
@@ -696,7 +696,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		dr += r
 		dw += w
 		if len(d.opts.Stacked) > 0 && r+w > 0 {
-			d.deltas = append(d.deltas, devDelta{cur.Dev, r, w})
+			d.deltas = append(d.deltas, devDelta{cur.Dev, r, w, sub(cur.RIOs, prev.RIOs), sub(cur.WIOs, prev.WIOs)})
 		}
 		for i, dv := range devs {
 			if dv.Dev == cur.Dev && r+w > 0 {
@@ -706,9 +706,9 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 			}
 		}
 	}
-	// Bytes of a stacked device that its lower disks show again count once.
-	or, ow := stackedOverlap(d.opts.Stacked, d.deltas)
-	dr, dw = dr-or, dw-ow
+	// I/O of a stacked device that its lower disks show again counts once.
+	ov := stackedOverlap(d.opts.Stacked, d.deltas)
+	dr, dw, t.rIOs, t.wIOs = dr-ov.r, dw-ov.w, t.rIOs-ov.rIOs, t.wIOs-ov.wIOs
 	t.last = append(t.last[:0], st.Devices...)
 	first := !t.seen
 	t.seen = true
@@ -794,15 +794,6 @@ func startupGrace(interval time.Duration) time.Duration {
 	return max(2*time.Second, 3*interval)
 }
 
-// DeviceIOFor returns the counters of dev in devs, zero if absent.
-func DeviceIOFor(devs []cgroupfs.DeviceIO, dev cgroupfs.Dev) cgroupfs.DeviceIO {
-	for _, d := range devs {
-		if d.Dev == dev {
-			return d
-		}
-	}
-	return cgroupfs.DeviceIO{Dev: dev}
-}
 
 // sub is cur-prev, or cur when the counter went backwards (it was reset).
 func sub(cur, prev uint64) uint64 {

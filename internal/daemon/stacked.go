@@ -1,14 +1,26 @@
 package daemon
 
-import "github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+import (
+	"math/bits"
 
-// devDelta is one device's read and write bytes since the last reading.
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+// devDelta is one device's read and write bytes and I/O counts since the
+// last reading.
 type devDelta struct {
-	dev  cgroupfs.Dev
-	r, w uint64
+	dev        cgroupfs.Dev
+	r, w       uint64 // bytes
+	rIOs, wIOs uint64 // requests
 }
 
-// stackedOverlap returns the read and write bytes that deltas count twice.
+// overlap is what a reading's devDeltas count twice.
+type overlap struct {
+	r, w       uint64 // bytes
+	rIOs, wIOs uint64 // requests
+}
+
+// stackedOverlap returns the bytes and I/Os that deltas count twice.
 // I/O on a stacked device — a loop device over a file, a device-mapper or
 // md device over disks — reaches its lower disks too, and the kernel
 // charges both to the cgroup that issued it (measured: a 3 MiB read of a
@@ -16,10 +28,17 @@ type devDelta struct {
 // For each stacked device, as much of its bytes as its lower disks also
 // show is counted once; a lower disk's bytes are used up by one stacked
 // device only, so direct I/O to the lower disk beside the stack still counts.
+//
+// The stacked device's own requests are the ones the workload issued; the
+// lower disk's requests for the same bytes are a re-split of them (the loop
+// driver and the disk's queue split and merge), so they need not be as many.
+// The lower's requests are therefore removed in proportion to the share of
+// its bytes that the stack used up: all of them when all its bytes came
+// through the stack, none when none did.
 // lowers maps a stacked device to its lower disks; deltas is modified.
-func stackedOverlap(lowers map[cgroupfs.Dev][]cgroupfs.Dev, deltas []devDelta) (r, w uint64) {
+func stackedOverlap(lowers map[cgroupfs.Dev][]cgroupfs.Dev, deltas []devDelta) (o overlap) {
 	if len(lowers) == 0 {
-		return 0, 0
+		return o
 	}
 	for i := range deltas {
 		under, ok := lowers[deltas[i].dev]
@@ -29,18 +48,41 @@ func stackedOverlap(lowers map[cgroupfs.Dev][]cgroupfs.Dev, deltas []devDelta) (
 		sr, sw := deltas[i].r, deltas[i].w
 		for _, l := range under {
 			for j := range deltas {
-				if deltas[j].dev != l || j == i {
+				d := &deltas[j]
+				if d.dev != l || j == i {
 					continue
 				}
-				tr, tw := min(sr, deltas[j].r), min(sw, deltas[j].w)
-				deltas[j].r -= tr
-				deltas[j].w -= tw
+				tr, tw := min(sr, d.r), min(sw, d.w)
+				ir, iw := share(d.rIOs, tr, d.r), share(d.wIOs, tw, d.w)
+				d.r -= tr
+				d.w -= tw
+				d.rIOs -= ir
+				d.wIOs -= iw
 				sr -= tr
 				sw -= tw
-				r += tr
-				w += tw
+				o.r += tr
+				o.w += tw
+				o.rIOs += ir
+				o.wIOs += iw
 			}
 		}
 	}
-	return r, w
+	return o
+}
+
+// share returns ios*part/whole rounded to nearest, for part <= whole; all
+// of ios when part == whole, none when part is 0.
+func share(ios, part, whole uint64) uint64 {
+	if part == 0 || whole == 0 {
+		return 0
+	}
+	if part >= whole {
+		return ios
+	}
+	hi, lo := bits.Mul64(ios, part)
+	q, rem := bits.Div64(hi, lo, whole) // hi < whole since part < whole
+	if rem >= whole-rem {
+		q++
+	}
+	return min(q, ios)
 }

@@ -30,7 +30,6 @@ package dockertest
 // not meet the shared engine's.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -52,6 +51,7 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -413,7 +413,7 @@ func (e *Engine) cleanup(t testing.TB) {
 			t.Errorf("stop private engine: %v", err)
 		}
 	}
-	mounts, err := readMounts("/proc/self/mountinfo")
+	mounts, err := cgroupfs.ReadMounts("/proc/self/mountinfo")
 	if err != nil {
 		t.Errorf("private engine cleanup: %v", err)
 	}
@@ -503,15 +503,15 @@ func shimFlags(args []string) map[string]string {
 func (e *Engine) unmountAll(t testing.TB) {
 	t.Helper()
 	for pass := 0; pass < 5; pass++ {
-		mounts, err := readMounts("/proc/self/mountinfo")
+		mounts, err := cgroupfs.ReadMounts("/proc/self/mountinfo")
 		if err != nil {
 			t.Errorf("private engine cleanup: %v", err)
 			return
 		}
 		var ours []string
 		for _, m := range mounts {
-			if m.point == e.root || strings.HasPrefix(m.point, e.root+"/") {
-				ours = append(ours, m.point)
+			if m.Mountpoint == e.root || strings.HasPrefix(m.Mountpoint, e.root+"/") {
+				ours = append(ours, m.Mountpoint)
 			}
 		}
 		if len(ours) == 0 {
@@ -540,55 +540,12 @@ func (e *Engine) logTail(n int) string {
 	return fmt.Sprintf("\n--- last %d lines of %s ---\n%s", len(lines), e.logPath, strings.Join(lines, "\n"))
 }
 
-type mount struct{ point, fstype string }
-
-// readMounts parses /proc/<pid>/mountinfo:
-//
-//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
-//	(1)(2)(3)   (4)   (5)      (6)      (7)   (8) (9)   (10)         (11)
-func readMounts(path string) ([]mount, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []mount
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 1 {
-			continue
-		}
-		out = append(out, mount{point: unescapeMount(f[4]), fstype: g[0]})
-	}
-	return out, sc.Err()
-}
-
-// unescapeMount undoes the kernel's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // cgroupMounts returns the mount points of every cgroup hierarchy, v1 and v2.
-func cgroupMounts(ms []mount) []string {
+func cgroupMounts(ms []cgroupfs.Mount) []string {
 	var out []string
 	for _, m := range ms {
-		if (m.fstype == "cgroup" || m.fstype == "cgroup2") && !slices.Contains(out, m.point) {
-			out = append(out, m.point)
+		if (m.FSType == "cgroup" || m.FSType == "cgroup2") && !slices.Contains(out, m.Mountpoint) {
+			out = append(out, m.Mountpoint)
 		}
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -89,13 +90,13 @@ func TestRealPrivateEngine(t *testing.T) {
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Errorf("engine root %s still there: %v", root, err)
 	}
-	ms, err := readMounts("/proc/self/mountinfo")
+	ms, err := cgroupfs.ReadMounts("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.point == root || strings.HasPrefix(m.point, root+"/") {
-			t.Errorf("mount left: %s (%s)", m.point, m.fstype)
+		if m.Mountpoint == root || strings.HasPrefix(m.Mountpoint, root+"/") {
+			t.Errorf("mount left: %s (%s)", m.Mountpoint, m.FSType)
 		}
 	}
 	for _, cm := range cgroupMounts(ms) {
@@ -105,24 +106,16 @@ func TestRealPrivateEngine(t *testing.T) {
 	}
 }
 
-func TestReadMounts(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "mountinfo")
+func TestCgroupMounts(t *testing.T) {
 	text := `22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
-30 22 0:26 / /sys/fs/cgroup/blkio rw,nosuid shared:9 - cgroup cgroup rw,blkio
+30 22 0:26 / /sys/fs/cgroup/blkio rw,nosuid shared:9 - cgroup  rw,blkio
 31 22 0:27 / /sys/fs/cgroup/unified rw shared:10 - cgroup2 cgroup2 rw
 40 22 0:50 / /tmp/a\040b/merged rw - overlay overlay rw,lowerdir=/x
-bogus line
+32 22 0:28 / /sys/fs/cgroup/blkio rw - cgroup cgroup rw,blkio
 `
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := readMounts(p)
+	ms, err := cgroupfs.ParseMounts(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(ms) != 4 || ms[3].point != "/tmp/a b/merged" || ms[3].fstype != "overlay" {
-		t.Errorf("mounts = %+v", ms)
 	}
 	if got := cgroupMounts(ms); len(got) != 2 || got[0] != "/sys/fs/cgroup/blkio" || got[1] != "/sys/fs/cgroup/unified" {
 		t.Errorf("cgroup mounts = %q", got)

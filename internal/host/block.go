@@ -111,9 +111,11 @@ func readDevice(r Roots, name string) (Device, bool, error) {
 		return Device{}, false, fmt.Errorf("block device %s: %w", name, err)
 	}
 	d.Dev = strings.TrimSpace(string(devText))
-	if d.Major, d.Minor, err = parseDev(d.Dev); err != nil {
+	dev, err := cgroupfs.ParseDev(d.Dev)
+	if err != nil {
 		return Device{}, false, fmt.Errorf("block device %s: %s/dev: %w", name, base, err)
 	}
+	d.Major, d.Minor = dev.Major, dev.Minor
 	if s, err := readTrim(filepath.Join(base, "hidden")); err == nil && s == "1" {
 		return Device{}, false, nil
 	}
@@ -218,7 +220,7 @@ var ErrNoDevice = errors.New("no such block device")
 // mountinfo give it): a partition resolves to its disk, a disk to itself.
 func ResolveDisk(r Roots, nameOrDev string) (string, error) {
 	var p string
-	if _, _, err := parseDev(nameOrDev); err == nil {
+	if _, err := cgroupfs.ParseDev(nameOrDev); err == nil {
 		p = r.sys("dev", "block", nameOrDev)
 	} else {
 		if nameOrDev == "" || strings.ContainsAny(nameOrDev, "/\x00") || nameOrDev == "." || nameOrDev == ".." {

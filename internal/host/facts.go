@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"syscall"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
@@ -23,7 +20,7 @@ type Facts struct {
 	Devices   []Device
 	DevErr    error
 
-	PSI    Pressure
+	PSI    cgroupfs.Pressure
 	HasPSI bool // /proc/pressure/io exists
 	PSIErr error
 
@@ -57,18 +54,12 @@ func Gather(ctx context.Context, r Roots, docker *DockerEndpoint) Facts {
 	}
 	f.Devices, f.DevErr = BlockDevices(r, io)
 
-	if b, err := os.Open(r.proc("pressure", "io")); err == nil {
-		f.HasPSI = true
-		f.PSI, f.PSIErr = ParsePressure(b)
-		b.Close()
-		if errors.Is(f.PSIErr, syscall.EOPNOTSUPP) {
-			// Built with CONFIG_PSI but booted with psi=0: the file is
-			// there, reading it fails. That is "off", not an error.
-			f.HasPSI, f.PSIErr = false, nil
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		// EOPNOTSUPP when the kernel has PSI built but psi=0 at boot.
-		f.PSIErr = err
+	// Missing (no CONFIG_PSI) or refusing reads (psi=0 at boot) is "off",
+	// not an error: cgroupfs.ErrNotAvailable.
+	f.PSI, f.PSIErr = cgroupfs.ReadHostPressure(r.proc("pressure", "io"))
+	f.HasPSI = !errors.Is(f.PSIErr, cgroupfs.ErrNotAvailable)
+	if !f.HasPSI {
+		f.PSIErr = nil
 	}
 
 	if docker != nil {

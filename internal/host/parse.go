@@ -68,11 +68,11 @@ func ParseIOCostQoS(r io.Reader) ([]IOCostQoS, error) {
 		if len(fields) == 0 {
 			return nil
 		}
-		maj, min, err := parseDev(fields[0])
+		dev, err := cgroupfs.ParseDev(fields[0])
 		if err != nil {
 			return &cgroupfs.ParseError{File: "io.cost.qos", Line: n, Text: line, Msg: err.Error()}
 		}
-		q := IOCostQoS{Major: maj, Minor: min}
+		q := IOCostQoS{Major: dev.Major, Minor: dev.Minor}
 		for _, kv := range fields[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
@@ -201,103 +201,6 @@ func ParseSysctlInt(name string, r io.Reader) (int64, error) {
 		return 0, &cgroupfs.ParseError{File: name, Line: 1, Text: s, Msg: "want one integer"}
 	}
 	return v, nil
-}
-
-// Pressure is the content of a PSI file such as /proc/pressure/io.
-type Pressure struct {
-	Some    PressureLine
-	Full    PressureLine
-	HasFull bool // "full" line present (io and memory have one; cpu only since 5.13)
-}
-
-// PressureLine is one line of a PSI file: the share of wall time (percent)
-// in which some (or all) tasks stalled, and the total stall time in µs.
-type PressureLine struct {
-	Avg10, Avg60, Avg300 float64
-	Total                uint64
-}
-
-// ParsePressure parses the PSI format (Documentation/accounting/psi.rst):
-//
-//	some avg10=0.13 avg60=0.24 avg300=0.34 total=2256196
-//	full avg10=0.13 avg60=0.21 avg300=0.31 total=2134438
-//
-// Unknown keys and unknown line kinds are skipped; a known key with a bad
-// value, or a file with no "some" line, is a *cgroupfs.ParseError.
-func ParsePressure(r io.Reader) (Pressure, error) {
-	var p Pressure
-	hasSome := false
-	err := eachLine("pressure", r, func(n int, line string) error {
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			return nil
-		}
-		var dst *PressureLine
-		switch fields[0] {
-		case "some":
-			dst, hasSome = &p.Some, true
-		case "full":
-			dst, p.HasFull = &p.Full, true
-		default:
-			return nil
-		}
-		for _, kv := range fields[1:] {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				continue
-			}
-			var err error
-			switch k {
-			case "avg10":
-				dst.Avg10, err = parsePercent(v)
-			case "avg60":
-				dst.Avg60, err = parsePercent(v)
-			case "avg300":
-				dst.Avg300, err = parsePercent(v)
-			case "total":
-				dst.Total, err = strconv.ParseUint(v, 10, 64)
-			}
-			if err != nil {
-				return &cgroupfs.ParseError{File: "pressure", Line: n, Text: line, Msg: fmt.Sprintf("%s=%q: %v", k, v, err)}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return Pressure{}, err
-	}
-	if !hasSome {
-		return Pressure{}, &cgroupfs.ParseError{File: "pressure", Line: 1, Msg: "no \"some\" line"}
-	}
-	return p, nil
-}
-
-func parsePercent(s string) (float64, error) {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, err
-	}
-	if math.IsNaN(v) || v < 0 || v > 100 {
-		return 0, fmt.Errorf("out of range 0..100")
-	}
-	return v, nil
-}
-
-// parseDev parses "MAJ:MIN".
-func parseDev(s string) (uint32, uint32, error) {
-	a, b, ok := strings.Cut(s, ":")
-	if !ok {
-		return 0, 0, fmt.Errorf("device %q: want MAJ:MIN", s)
-	}
-	maj, err := strconv.ParseUint(a, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: bad major", s)
-	}
-	min, err := strconv.ParseUint(b, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: bad minor", s)
-	}
-	return uint32(maj), uint32(min), nil
 }
 
 // eachLine calls fn with every line (1-based numbers) of r, the file

@@ -148,29 +148,6 @@ func TestParseSysctlInt(t *testing.T) {
 	}
 }
 
-func TestParsePressure(t *testing.T) {
-	t.Parallel()
-	p, err := ParsePressure(strings.NewReader("some avg10=0.13 avg60=0.24 avg300=0.34 total=2256196\nfull avg10=0.13 avg60=0.21 avg300=0.31 total=2134438\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Pressure{Some: PressureLine{0.13, 0.24, 0.34, 2256196}, Full: PressureLine{0.13, 0.21, 0.31, 2134438}, HasFull: true}
-	if p != want {
-		t.Errorf("got %+v, want %+v", p, want)
-	}
-	p, err = ParsePressure(strings.NewReader("some avg10=1.00 avg60=0.00 avg300=0.00 total=5 extra=1\nweird line\n"))
-	if err != nil || p.HasFull || p.Some.Avg10 != 1 {
-		t.Errorf("cpu-style file: got %+v, %v", p, err)
-	}
-	for _, bad := range []string{"", "full avg10=0 total=1", "some avg10=x", "some avg10=101.00", "some total=-1", "some avg10=NaN"} {
-		_, err := ParsePressure(strings.NewReader(bad))
-		var pe *cgroupfs.ParseError
-		if !errors.As(err, &pe) {
-			t.Errorf("%q: err = %v, want *cgroupfs.ParseError", bad, err)
-		}
-	}
-}
-
 func TestParseDockerHost(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, socket, base string }{
@@ -272,27 +249,6 @@ func FuzzParseSysctlInt(f *testing.F) {
 		}
 		if v != 0 && strings.TrimSpace(s) == "" {
 			t.Fatalf("value %d from blank input", v)
-		}
-	})
-}
-
-func FuzzParsePressure(f *testing.F) {
-	f.Add("some avg10=0.13 avg60=0.24 avg300=0.34 total=2256196\nfull avg10=0.13 avg60=0.21 avg300=0.31 total=2134438\n")
-	f.Add("some avg10=100.00\n")
-	f.Add("full total=1")
-	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParsePressure(strings.NewReader(s))
-		if err != nil {
-			var pe *cgroupfs.ParseError
-			if !errors.As(err, &pe) {
-				t.Fatalf("untyped error %v", err)
-			}
-			return
-		}
-		for _, v := range []float64{p.Some.Avg10, p.Some.Avg60, p.Some.Avg300, p.Full.Avg10, p.Full.Avg60, p.Full.Avg300} {
-			if v < 0 || v > 100 {
-				t.Fatalf("percentage %v out of range", v)
-			}
 		}
 	})
 }

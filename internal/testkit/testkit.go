@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/loopdev"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,72 +60,6 @@ type Loop struct {
 // Dev returns "MAJ:MIN".
 func (l Loop) Dev() string { return fmt.Sprintf("%d:%d", l.Major, l.Minor) }
 
-// newLoopNode adds a brand-new loop device (LOOP_CTL_ADD at a free index
-// from 64 up) and removes it again when the test ends. A new device has a
-// new request queue, so each test meets the kernel as a fresh machine would
-// — loop0..7 keep per-queue state (schedulers, blk-throttle set-up) from
-// whatever used them before.
-func newLoopNode(t testing.TB) string {
-	t.Helper()
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("open /dev/loop-control: %v", err)
-	}
-	defer ctl.Close()
-	for idx := 64; idx < 1024; idx++ {
-		if _, err := os.Stat(fmt.Sprintf("/sys/block/loop%d", idx)); err == nil {
-			continue
-		}
-		n, err := ioctlArg(int(ctl.Fd()), unix.LOOP_CTL_ADD, idx)
-		if err == unix.EEXIST {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("LOOP_CTL_ADD %d: %v", idx, err)
-		}
-		path := fmt.Sprintf("/dev/loop%d", n)
-		t.Cleanup(func() {
-			c, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
-			if err != nil {
-				t.Errorf("open /dev/loop-control: %v", err)
-				return
-			}
-			defer c.Close()
-			for try := 0; ; try++ {
-				_, err := ioctlArg(int(c.Fd()), unix.LOOP_CTL_REMOVE, n)
-				if err == nil || err == unix.ENODEV || err == unix.ENXIO {
-					return
-				}
-				if try == 50 {
-					t.Errorf("LOOP_CTL_REMOVE %d: %v", n, err)
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-		// devtmpfs creates the node; wait for it briefly.
-		for i := 0; i < 100; i++ {
-			if _, err := os.Stat(path); err == nil {
-				return path
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("%s did not appear after LOOP_CTL_ADD", path)
-	}
-	t.Fatal("no free loop device index below 1024")
-	return ""
-}
-
-// ioctlArg is an ioctl whose argument is a plain integer and whose result
-// is the return value.
-func ioctlArg(fd int, req uint, arg int) (int, error) {
-	r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(r), nil
-}
-
 // LoopDevice attaches a loop device over a new sparse file of sizeMiB MiB,
 // filled with data so reads are not of holes, and detaches it when the test
 // ends. The backing file lives under /var/tmp (not tmpfs) and the loop
@@ -159,42 +94,23 @@ func LoopDevice(t testing.TB, sizeMiB int) Loop {
 	if err := f.Close(); err != nil {
 		t.Fatalf("close %s: %v", file, err)
 	}
-	path := newLoopNode(t)
-	if out, err := exec.Command("losetup", "--direct-io=on", path, file).CombinedOutput(); err != nil {
-		t.Fatalf("losetup --direct-io=on %s %s: %v: %s", path, file, err, out)
+	// A brand-new device (see loopdev): loop0..7 keep queue state from
+	// whatever used them before.
+	ld, err := loopdev.Attach(file, true)
+	if err != nil {
+		t.Fatalf("loop device over %s: %v", file, err)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "--detach", path).CombinedOutput(); err != nil {
-			t.Errorf("losetup --detach %s: %v: %s", path, err, out)
+		if err := ld.Detach(); err != nil {
+			t.Errorf("detach %s: %v", ld.Path, err)
 		}
 	})
-	name := filepath.Base(path)
-	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
-	if err != nil {
-		t.Fatalf("read dev of %s: %v", name, err)
+	path := ld.Path
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatalf("stat %s: %v", path, err)
 	}
-	maj, min, err := ParseDev(strings.TrimSpace(string(devText)))
-	if err != nil {
-		t.Fatalf("dev of %s: %v", name, err)
-	}
-	return Loop{Name: name, Path: path, Major: maj, Minor: min, File: file}
-}
-
-// ParseDev parses "MAJ:MIN".
-func ParseDev(s string) (uint32, uint32, error) {
-	a, b, ok := strings.Cut(s, ":")
-	if !ok {
-		return 0, 0, fmt.Errorf("device %q: want MAJ:MIN", s)
-	}
-	maj, err := strconv.ParseUint(a, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: major: %w", s, err)
-	}
-	min, err := strconv.ParseUint(b, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("device %q: minor: %w", s, err)
-	}
-	return uint32(maj), uint32(min), nil
+	return Loop{Name: filepath.Base(path), Path: path, Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev), File: file}
 }
 
 // SetScheduler selects the I/O scheduler of block device name (e.g.

@@ -214,30 +214,3 @@ func QEMUArgs(c Config, f Files, shares []Share) []string {
 
 // qemuOpt escapes a value inside a qemu option list (a comma is doubled).
 func qemuOpt(s string) string { return strings.ReplaceAll(s, ",", ",,") }
-
-// ParseSize parses a byte size such as 1073741824, 512M, 1G or 1GiB
-// (K, M, G, T are powers of 1024).
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K', 'k':
-			mult = 1 << 10
-		case 'M', 'm':
-			mult = 1 << 20
-		case 'G', 'g':
-			mult = 1 << 30
-		case 'T', 't':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q: want a positive number of bytes, optionally with K, M, G or T", s)
-	}
-	return n * mult, nil
-}

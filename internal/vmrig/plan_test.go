@@ -96,29 +96,6 @@ func TestPassEnv(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{
-		{"1073741824", 1 << 30}, {"1G", 1 << 30}, {"1GiB", 1 << 30}, {"1GB", 1 << 30},
-		{"512M", 512 << 20}, {"64k", 64 << 10}, {"2T", 2 << 40},
-		{"", 0}, {"0", 0}, {"-1G", 0}, {"G", 0}, {"1X", 0}, {"99999999999T", 0},
-	} {
-		got, err := ParseSize(tc.in)
-		if tc.want == 0 {
-			if err == nil {
-				t.Errorf("ParseSize(%q) = %d, want an error", tc.in, got)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-}
-
 func TestQEMUArgs(t *testing.T) {
 	t.Parallel()
 	c := Config{Kernel: "/k", Initrd: "/i", BIOS: "/q.rom", Mem: "512M", SMP: 2, DiskBPS: 4 << 20}

@@ -144,7 +144,7 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 	o := daemon.Options{
 		Hierarchy: hst.Hierarchy, CgroupMode: string(hst.Layout.Mode), Source: src, Policy: cfg.Policy(),
 		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
-			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin)}},
+			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
 		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ddiskqos/ddiskqos/internal/bytesize"
 )
 
 // Exit codes of Main.
@@ -289,18 +291,18 @@ func (c *cli) flagSet() *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	s := &c.spec
-	fs.Var(sizeFlag{&s.Bytes, ParseSize}, "bytes", "")
+	fs.Var(sizeFlag{&s.Bytes, bytesize.Parse}, "bytes", "")
 	fs.DurationVar(&s.Duration, "duration", 0, "")
-	fs.Var(sizeFlag{&s.BlockSize, ParseSize}, "bs", "")
-	fs.Var(sizeFlag{&s.Offset, ParseSize}, "offset", "")
-	fs.Var(sizeFlag{&s.Span, ParseSize}, "span", "")
+	fs.Var(sizeFlag{&s.BlockSize, bytesize.Parse}, "bs", "")
+	fs.Var(sizeFlag{&s.Offset, bytesize.Parse}, "offset", "")
+	fs.Var(sizeFlag{&s.Span, bytesize.Parse}, "span", "")
 	fs.BoolVar(&s.Loop, "loop", false, "")
 	fs.BoolVar(&s.Direct, "direct", false, "")
 	fs.BoolVar(&s.DropCache, "drop-cache", false, "")
 	fs.Var(sizeFlag{&s.RateLimit, parseRate}, "rate", "")
 	fs.BoolVar(&s.Sync, "sync", false, "")
 	fs.BoolVar(&s.Create, "create", false, "")
-	fs.Var(sizeFlag{&s.Size, ParseSize}, "size", "")
+	fs.Var(sizeFlag{&s.Size, bytesize.Parse}, "size", "")
 	fs.Uint64Var(&s.Seed, "seed", 0, "")
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.BoolVar(&c.waitStdin, "wait-stdin", false, "")

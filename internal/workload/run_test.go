@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // diskDir returns a fresh directory on a disk filesystem, not tmpfs, so
@@ -115,7 +117,7 @@ func skipIfNoDirect(t *testing.T, path string) {
 	if errors.Is(err, unix.EINVAL) {
 		var st unix.Statfs_t
 		_ = unix.Statfs(filepath.Dir(path), &st)
-		t.Skipf("filesystem of %s (type %#x) refuses O_DIRECT: %v", path, st.Type, err)
+		testkit.Need(t, false, "filesystem of %s (type %#x) refuses O_DIRECT: %v", path, st.Type, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +210,8 @@ func TestRunRandReadStaysInRegion(t *testing.T) {
 	if err := dropCache(path); err != nil {
 		t.Fatal(err)
 	}
-	if n := countTrue(resident(t, path)); n != 0 {
-		t.Skipf("filesystem keeps %d pages of %s cached after POSIX_FADV_DONTNEED; cannot observe reads", n, path)
-	}
+	n := countTrue(resident(t, path))
+	testkit.Need(t, n == 0, "filesystem keeps %d pages of %s cached after POSIX_FADV_DONTNEED; cannot observe reads", n, path)
 
 	off, span := 16*pg, 16*pg
 	r := mustRun(t, Spec{Path: path, Op: OpRandRead, Offset: off, Span: span, Bytes: 400 * 4096, Seed: 1})
@@ -237,30 +238,32 @@ func dropCache(path string) error {
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
 
-func TestRandOffsetsAligned(t *testing.T) {
+// TestRunRandReadWholeBlocks reads randomly in a region of 10.5 blocks and
+// asks the page cache (mincore) which pages were read: every page of the
+// 10 whole blocks, and not the page of the odd half block or anything
+// outside — an unaligned offset would touch two pages, and one drawn past
+// the last whole block would touch the half block's page.
+func TestRunRandReadWholeBlocks(t *testing.T) {
 	t.Parallel()
-	// The same draw as run: start + rng.Int64N(nblocks)*bs. A region of 10.5
-	// blocks gives 10 whole ones; the odd half is never read.
-	path := testFile(t, t.TempDir(), 64<<10)
-	j, err := openJob(Spec{Path: path, Op: OpRandRead, Offset: 8192, Span: 10*4096 + 2048, Seed: 42})
-	if err != nil {
+	pg := int64(os.Getpagesize())
+	path := testFile(t, diskDir(t), int(64*pg))
+	if err := dropCache(path); err != nil {
 		t.Fatal(err)
 	}
-	defer j.f.Close()
-	if j.start != 8192 || j.end != 8192+10*4096+2048 {
-		t.Fatalf("region [%d, %d)", j.start, j.end)
+	n := countTrue(resident(t, path))
+	testkit.Need(t, n == 0, "filesystem keeps %d pages of %s cached after POSIX_FADV_DONTNEED; cannot observe reads", n, path)
+
+	off, span := 2*pg, 10*pg+pg/2
+	r := mustRun(t, Spec{Path: path, Op: OpRandRead, BlockSize: pg, Offset: off, Span: span, Bytes: 1000 * pg, Seed: 42})
+	if r.Bytes != 1000*pg || r.Ops != 1000 {
+		t.Errorf("%d bytes in %d ops; want 1000 ops of %d", r.Bytes, r.Ops, pg)
 	}
-	seen := map[int64]bool{}
-	nblocks := (j.end - j.start) / j.bs
-	for range 10000 {
-		o := j.start + j.rng.Int64N(nblocks)*j.bs
-		if o < 8192 || o+4096 > 8192+10*4096 || (o-8192)%4096 != 0 {
-			t.Fatalf("offset %d outside the region's whole blocks or unaligned", o)
+	in := resident(t, path)
+	for i, v := range in {
+		whole := int64(i) >= off/pg && int64(i) < off/pg+10
+		if v != whole {
+			t.Errorf("page %d (offset %d) cached %v; want %v (whole blocks are pages %d..%d)", i, int64(i)*pg, v, whole, off/pg, off/pg+9)
 		}
-		seen[o] = true
-	}
-	if len(seen) != 10 {
-		t.Errorf("%d distinct offsets in 10000 draws; want all 10", len(seen))
 	}
 }
 
@@ -268,9 +271,7 @@ func TestRunDropCache(t *testing.T) {
 	t.Parallel()
 	path := testFile(t, diskDir(t), 1<<20)
 	mustRun(t, Spec{Path: path, Op: OpRead}) // now cached
-	if countTrue(resident(t, path)) == 0 {
-		t.Skip("pages of a file just read are not cached here; cannot observe dropping them")
-	}
+	testkit.Need(t, countTrue(resident(t, path)) > 0, "pages of %s, just read, are not in the page cache; cannot observe dropping them", path)
 	// A zero-byte budget is not possible, so read one block and check that
 	// everything else was dropped before it.
 	r := mustRun(t, Spec{Path: path, Op: OpRead, DropCache: true, BlockSize: 4096, Bytes: 4096})

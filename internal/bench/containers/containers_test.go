@@ -1,9 +1,16 @@
 package containers
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 func TestCgroupOf(t *testing.T) {
@@ -23,16 +30,66 @@ func TestCgroupOf(t *testing.T) {
 	}
 }
 
+// TestIsStatic checks IsStatic against what the kernel does when it runs
+// a binary: a dynamically linked one gets its ELF interpreter (ld.so) mapped
+// into the process, a static one does not. The cases are a program built
+// here with CGO_ENABLED=0 and the system's sleep(1).
 func TestIsStatic(t *testing.T) {
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"time\"\n\nfunc main() { time.Sleep(time.Minute) }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := IsStatic(exe); err != nil {
-		t.Errorf("IsStatic(%s): %v", exe, err)
+	static := filepath.Join(dir, "sleeper")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", static, src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build a static program: %v\n%s", err, out)
 	}
-	if _, err := IsStatic("/etc/hostname"); err == nil {
+	sleep, err := exec.LookPath("sleep")
+	testkit.Need(t, err == nil, "sleep(1) not found in PATH: %v", err)
+	got := map[bool]bool{}
+	for _, exe := range []string{static, sleep} {
+		want := !mapsInterpreter(t, exe)
+		static, err := IsStatic(exe)
+		if err != nil || static != want {
+			t.Errorf("IsStatic(%s) = %v, %v; the kernel mapped an interpreter: %v", exe, static, err, !want)
+		}
+		got[want] = true
+	}
+	if !got[true] || !got[false] {
+		t.Fatalf("the cases were not one static and one dynamic binary: %v", got)
+	}
+	if _, err := IsStatic(src); err == nil {
 		t.Error("IsStatic of a text file: want an error")
 	}
+}
+
+// mapsInterpreter runs exe and reports whether the kernel mapped an ELF
+// interpreter (ld-linux, ld-musl) into it, read from /proc/<pid>/maps once
+// exe itself is mapped.
+func mapsInterpreter(t *testing.T, exe string) bool {
+	t.Helper()
+	cmd := exec.Command(exe, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Until execve is done the maps are the forking test binary's;
+		// once exe is mapped, so is its interpreter (the kernel maps both).
+		if strings.Contains(string(maps), exe) {
+			return strings.Contains(string(maps), "/ld-linux") || strings.Contains(string(maps), "/ld-musl")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared in its process's maps", exe)
+	return false
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
 
 // Spec describes one container.
@@ -250,26 +251,13 @@ func (r *Runner) Close() error {
 // controller (e.g. "blkio"), or in the v2 hierarchy when controller is "",
 // from /proc/<pid>/cgroup under procRoot.
 func CgroupOf(procRoot string, pid int, controller string) (string, error) {
-	p := fmt.Sprintf("%s/%d/cgroup", procRoot, pid)
-	b, err := os.ReadFile(p)
+	lines, err := cgroupfs.ReadProcCgroup(procRoot, pid)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if controller == "" && parts[0] == "0" && parts[1] == "" {
-			return parts[2], nil
-		}
-		if controller != "" {
-			for _, c := range strings.Split(parts[1], ",") {
-				if c == controller {
-					return parts[2], nil
-				}
-			}
-		}
+	p, ok := cgroupfs.CgroupIn(lines, controller)
+	if !ok {
+		return "", fmt.Errorf("%s/%d/cgroup: no %q hierarchy", procRoot, pid, controller)
 	}
-	return "", fmt.Errorf("%s: no %q hierarchy", p, controller)
+	return p, nil
 }

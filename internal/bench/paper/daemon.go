@@ -67,6 +67,20 @@ type DaemonStats struct {
 	TickMax      time.Duration  `json:"tick_max_ns"`
 	LevelChanges int            `json:"level_changes"`
 	Errors       map[string]int `json:"errors,omitempty"`
+	// What the daemon decided, watched in its snapshots every 20 ms:
+	// how many of the run's containers it tracked, and the bulk
+	// container's worst level and what was in force for it there.
+	Tracked int      `json:"tracked"`
+	Bulk    BulkSeen `json:"bulk"`
+}
+
+// BulkSeen is what the daemon did to the bulk container(s) of a phase.
+type BulkSeen struct {
+	MaxLevel int `json:"max_level"`
+	// Weight is the weight in force at MaxLevel (0: none); Capped is
+	// whether a throttle cap was ever seen in force.
+	Weight int  `json:"weight,omitempty"`
+	Capped bool `json:"capped,omitempty"`
 }
 
 // runningDaemon is a daemon started for one phase.
@@ -76,6 +90,58 @@ type runningDaemon struct {
 	done   chan error
 	stats  *tickStats
 	info   DaemonStats
+
+	wmu     sync.Mutex
+	bulkIDs map[string]bool
+	tracked map[string]bool
+	bulk    BulkSeen
+	wdone   chan struct{}
+}
+
+// markBulk tells the watcher which container is the phase's bulk one.
+func (rd *runningDaemon) markBulk(id string) {
+	if rd == nil {
+		return
+	}
+	rd.wmu.Lock()
+	rd.bulkIDs[id] = true
+	rd.wmu.Unlock()
+}
+
+// watch records, every 20 ms until ctx ends, which workloads the daemon
+// tracks and what it applied to the bulk container.
+func (rd *runningDaemon) watch(ctx context.Context) {
+	defer close(rd.wdone)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if s := rd.d.Snapshot(); s != nil {
+			rd.wmu.Lock()
+			for _, w := range s.Workloads {
+				rd.tracked[w.ID] = true
+				if !rd.bulkIDs[w.ID] {
+					continue
+				}
+				for _, a := range w.Applied {
+					if a.Throttled {
+						rd.bulk.Capped = true
+					}
+				}
+				if w.Level > rd.bulk.MaxLevel {
+					rd.bulk.MaxLevel, rd.bulk.Weight = w.Level, 0
+					for _, a := range w.Applied {
+						rd.bulk.Weight = max(rd.bulk.Weight, int(a.Weight))
+					}
+				}
+			}
+			rd.wmu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // startDaemon runs ddiskqos in-process the way `ddiskqos run --devices
@@ -104,8 +170,10 @@ func startDaemon(ctx context.Context, cli *client.Client, roots host.Roots, devN
 	}
 	dctx, cancel := context.WithCancel(ctx)
 	rd := &runningDaemon{d: d, cancel: cancel, done: make(chan error, 1), stats: st,
-		info: DaemonStats{Mechanism: string(dev.Mech), Scheduler: sched, Interval: cfg.Interval}}
+		info:    DaemonStats{Mechanism: string(dev.Mech), Scheduler: sched, Interval: cfg.Interval},
+		bulkIDs: map[string]bool{}, tracked: map[string]bool{}, wdone: make(chan struct{})}
 	go func() { rd.done <- d.Run(dctx) }()
+	go rd.watch(dctx)
 	// Run takes its first tick at once; wait for the snapshot.
 	for d.Snapshot() == nil {
 		select {
@@ -128,10 +196,14 @@ func (rd *runningDaemon) stop() (DaemonStats, error) {
 	case <-time.After(30 * time.Second):
 		err = errors.New("daemon did not stop within 30s")
 	}
+	<-rd.wdone
 	s := rd.stats
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := rd.info
+	rd.wmu.Lock()
+	out.Tracked, out.Bulk = len(rd.tracked), rd.bulk
+	rd.wmu.Unlock()
 	out.Ticks, out.TickMax, out.LevelChanges = s.ticks, s.max, s.changes
 	if s.ticks > 0 {
 		out.TickMean = s.sum / time.Duration(s.ticks)

@@ -1,6 +1,7 @@
 package paper
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -84,7 +87,10 @@ type Result struct {
 	Samples []Sample  `json:"samples"`
 	Phases  []Phase   `json:"phases"`
 	Image   string    `json:"image_binary"`
-	Notes   []string  `json:"notes,omitempty"`
+	// Revision is the commit the running binary (and so the in-process
+	// daemon) was built from, "+dirty" when the tree had changes.
+	Revision string   `json:"revision"`
+	Notes    []string `json:"notes,omitempty"`
 }
 
 // Machine is where it ran.
@@ -160,6 +166,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 	res.Image = origin
+	res.Revision = revision(ctx)
 	tag := "ddiskqos-bench:paper-" + b.run
 	if err := containers.ImportImage(ctx, o.Docker, tag, bin); err != nil {
 		return res, err
@@ -471,6 +478,7 @@ func (pc phaseCtx) startBulk(what string) (*containers.Container, *sampler, erro
 	if err != nil {
 		return nil, nil, err
 	}
+	pc.d.markBulk(c.ID)
 	if pc.s.static {
 		if err := pc.setWeight(c, staticBulk); err != nil {
 			pc.remove(c)
@@ -607,4 +615,38 @@ func (pc phaseCtx) table5() ([]window, *sampler, error) {
 		smp.stop() // before the deferred removal of its cgroup
 	}
 	return ws, smp, nil
+}
+
+// revision is the commit this binary was built from: the VCS stamp of a
+// `go build`, else (test binaries carry none) the module checkout's HEAD.
+func revision(ctx context.Context) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+		if rev != "" {
+			return rev[:min(12, len(rev))] + dirty
+		}
+	}
+	root, err := containers.ModuleRoot(ctx)
+	if err != nil {
+		return "unknown"
+	}
+	out, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown (no VCS stamp, no git checkout)"
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := exec.CommandContext(ctx, "git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		rev += "+dirty"
+	}
+	return rev
 }

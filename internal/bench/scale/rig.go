@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/loopdev"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -30,6 +30,7 @@ type rig struct {
 	dir     string // parent's directory
 	scratch string // directory of the loop's backing file
 	loop    string // /dev/loopN, "" when not attached
+	ld      *loopdev.Device
 	loads   []*workload.Proc
 	cancel  context.CancelFunc // kills the loads
 }
@@ -99,9 +100,6 @@ func (r *rig) rmChildren(names []string) error {
 // device over it with direct I/O (the readers compete for the real disk,
 // not the page cache).
 func (r *rig) attachLoop(dir string, sizeMiB int) error {
-	if _, err := exec.LookPath("losetup"); err != nil {
-		return fmt.Errorf("losetup (util-linux) not found: %w", err)
-	}
 	var err error
 	if r.scratch, err = os.MkdirTemp(dir, "ddiskqos-bench-scale-"); err != nil {
 		return fmt.Errorf("loop backing directory: %w", err)
@@ -124,17 +122,14 @@ func (r *rig) attachLoop(dir string, sizeMiB int) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", file, err)
 	}
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", file).CombinedOutput()
+	// A brand-new loop device (loopdev). tmpfs (the test VM's /tmp) has
+	// no O_DIRECT: a buffered device still gives the readers' cgroups real
+	// counters.
+	ld, err := loopdev.Attach(file, true)
 	if err != nil {
-		// tmpfs (the test VM's /tmp) has no O_DIRECT: a buffered loop
-		// device still gives the readers' cgroups real counters.
-		out2, err2 := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
-		if err2 != nil {
-			return fmt.Errorf("losetup --find --show [--direct-io=on] %s: %v: %s; %v: %s", file, err, out, err2, out2)
-		}
-		out = out2
+		return err
 	}
-	r.loop = strings.TrimSpace(string(out))
+	r.ld, r.loop = ld, ld.Path
 	return nil
 }
 
@@ -194,10 +189,11 @@ func (r *rig) teardown() error {
 			errs = append(errs, err)
 		}
 	}
-	if r.loop != "" {
-		if out, err := exec.Command("losetup", "--detach", r.loop).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("losetup --detach %s: %v: %s", r.loop, err, out))
+	if r.ld != nil {
+		if err := r.ld.Detach(); err != nil {
+			errs = append(errs, err)
 		}
+		r.ld, r.loop = nil, ""
 	}
 	if r.scratch != "" {
 		if err := os.RemoveAll(r.scratch); err != nil {

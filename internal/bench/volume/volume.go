@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/loopdev"
 )
 
 // Packages that provide the tools, for the error that says what to install.
@@ -70,10 +71,10 @@ type Volume struct {
 	// DefaultScheduler is the scheduler the device had when attached.
 	DefaultScheduler string
 
-	dir      string
-	sys      string
-	attached bool
-	mounted  bool
+	dir     string
+	sys     string
+	loop    *loopdev.Device
+	mounted bool
 }
 
 // Create makes the volume. On error everything made so far is undone.
@@ -122,13 +123,17 @@ func Create(ctx context.Context, o Options) (v *Volume, err error) {
 	if err != nil {
 		return v, fmt.Errorf("size backing file %s: %w", v.Backing, err)
 	}
-	out, err := exec.CommandContext(ctx, "losetup", "--find", "--show", "--direct-io=on", v.Backing).CombinedOutput()
+	// A brand-new loop device (loopdev): loop0..7 keep the scheduler and
+	// blk-throttle state of whatever used them before.
+	ld, err := loopdev.Attach(v.Backing, true)
 	if err != nil {
-		return v, fmt.Errorf("losetup --find --show --direct-io=on %s: %w: %s", v.Backing, err, bytesTrim(out))
+		return v, err
 	}
-	v.Path = strings.TrimSpace(string(out))
-	v.attached = true
-	v.Name = filepath.Base(v.Path)
+	v.loop = ld
+	if !ld.Direct {
+		return v, fmt.Errorf("loop device over %s: no direct I/O (is %s on tmpfs?): the readers would compete for the page cache, not the disk", v.Backing, o.Dir)
+	}
+	v.Path, v.Name = ld.Path, ld.Name
 	devText, err := os.ReadFile(filepath.Join(o.Sys, "block", v.Name, "dev"))
 	if err != nil {
 		return v, err
@@ -141,7 +146,7 @@ func Create(ctx context.Context, o Options) (v *Volume, err error) {
 	}
 	// Initialise inode tables and journal now, so no ext4lazyinit thread
 	// writes in the background while readers are timed.
-	out, err = exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", v.Path).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", v.Path).CombinedOutput()
 	if err != nil {
 		return v, fmt.Errorf("mkfs.ext4 %s: %w: %s", v.Path, err, bytesTrim(out))
 	}
@@ -250,7 +255,7 @@ func (v *Volume) Close() error {
 		}
 		v.mounted = false
 	}
-	if v.attached {
+	if v.loop != nil {
 		if v.DefaultScheduler != "" {
 			if cur, _, err := v.Scheduler(); err == nil && cur != v.DefaultScheduler {
 				if err := os.WriteFile(v.schedulerPath(), []byte(v.DefaultScheduler), 0); err != nil {
@@ -258,10 +263,10 @@ func (v *Volume) Close() error {
 				}
 			}
 		}
-		if out, err := exec.Command("losetup", "--detach", v.Path).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("losetup --detach %s: %w: %s", v.Path, err, bytesTrim(out)))
+		if err := v.loop.Detach(); err != nil {
+			errs = append(errs, err)
 		}
-		v.attached = false
+		v.loop = nil
 	}
 	if v.dir != "" {
 		if err := os.RemoveAll(v.dir); err != nil {

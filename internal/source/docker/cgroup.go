@@ -1,14 +1,10 @@
 package docker
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -25,83 +21,13 @@ const (
 // process nor from its configuration.
 var ErrUnresolved = errors.New("container cgroup not resolved")
 
-// ParseError is a malformed line of a /proc/<pid>/cgroup file.
-type ParseError struct {
-	Line int
-	Text string
-	Msg  string
-}
-
-func (e *ParseError) Error() string {
-	return fmt.Sprintf("/proc/<pid>/cgroup line %d %q: %s", e.Line, e.Text, e.Msg)
-}
-
-// procCgroup is one line of /proc/<pid>/cgroup.
-type procCgroup struct {
-	ID          int
-	Controllers []string // empty on the v2 line
-	Path        string
-}
-
-// parseProcCgroup parses /proc/<pid>/cgroup, one line per hierarchy the
-// process belongs to (cgroups(7)):
-//
-//	hierarchy-ID:controller-list:cgroup-path
-//	12:blkio:/docker/4f1c...e2
-//	1:name=systemd:/docker/4f1c...e2
-//	0::/system.slice/docker-4f1c...e2.scope
-//
-// On v1 the controller list names the hierarchy's controllers (comma
-// separated, named hierarchies as "name=..."). The v2 line has ID 0 and an
-// empty list; it is the only line on a pure v2 host. The path is relative to
-// the reader's cgroup namespace and may itself contain ':'. Blank lines are
-// skipped; anything else malformed is a *ParseError.
-func parseProcCgroup(r io.Reader) ([]procCgroup, error) {
-	var out []procCgroup
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			return nil, &ParseError{Line: n, Text: line, Msg: "want hierarchy-ID:controllers:path"}
-		}
-		id, err := strconv.Atoi(parts[0])
-		if err != nil || id < 0 {
-			return nil, &ParseError{Line: n, Text: line, Msg: "hierarchy id is not a non-negative integer"}
-		}
-		if !strings.HasPrefix(parts[2], "/") {
-			return nil, &ParseError{Line: n, Text: line, Msg: "cgroup path does not start with /"}
-		}
-		var ctls []string
-		if parts[1] != "" {
-			ctls = strings.Split(parts[1], ",")
-		}
-		out = append(out, procCgroup{ID: id, Controllers: ctls, Path: parts[2]})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read /proc/<pid>/cgroup: %w", err)
-	}
-	return out, nil
-}
-
 // ioLine picks the path of the I/O hierarchy: the blkio line on v1 (and
 // hybrid, where block I/O is still v1's), the "0::" line on v2.
-func ioLine(lines []procCgroup, version int) (string, bool) {
-	for _, l := range lines {
-		switch {
-		case version == 1 && slices.Contains(l.Controllers, "blkio"):
-			return l.Path, true
-		case version == 2 && l.ID == 0 && len(l.Controllers) == 0:
-			return l.Path, true
-		}
+func ioLine(lines []cgroupfs.ProcCgroup, version int) (string, bool) {
+	if version == 1 {
+		return cgroupfs.CgroupIn(lines, "blkio")
 	}
-	return "", false
+	return cgroupfs.CgroupIn(lines, "")
 }
 
 // containerPart cuts a process's cgroup path after the component that names
@@ -230,14 +156,9 @@ func (r resolver) resolve(id string, pid int, driver, parent string) (string, st
 
 func (r resolver) fromProc(id string, pid int) (string, error) {
 	f := filepath.Join(r.procfs, strconv.Itoa(pid), "cgroup")
-	fh, err := os.Open(f)
+	lines, err := cgroupfs.ReadProcCgroup(r.procfs, pid)
 	if err != nil {
 		return "", err
-	}
-	defer fh.Close()
-	lines, err := parseProcCgroup(fh)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", f, err)
 	}
 	p, ok := ioLine(lines, r.version)
 	if !ok {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
 
 const (
@@ -81,59 +83,6 @@ func TestComputeCgroup(t *testing.T) {
 	}
 }
 
-func TestParseProcCgroup(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, in string
-		want     []procCgroup
-		ok       bool
-	}{
-		{"v2", "0::/system.slice/docker-" + id1 + ".scope\n",
-			[]procCgroup{{ID: 0, Path: "/system.slice/docker-" + id1 + ".scope"}}, true},
-		{"hybrid", "12:blkio:/docker/" + id1 + "\n3:cpu,cpuacct:/docker/" + id1 + "\n1:name=systemd:/docker/" + id1 + "\n0::/docker/" + id1 + "\n",
-			[]procCgroup{
-				{ID: 12, Controllers: []string{"blkio"}, Path: "/docker/" + id1},
-				{ID: 3, Controllers: []string{"cpu", "cpuacct"}, Path: "/docker/" + id1},
-				{ID: 1, Controllers: []string{"name=systemd"}, Path: "/docker/" + id1},
-				{ID: 0, Path: "/docker/" + id1},
-			}, true},
-		{"blank lines and no final newline", "\n7:blkio:/\n\n0::/", []procCgroup{
-			{ID: 7, Controllers: []string{"blkio"}, Path: "/"}, {ID: 0, Path: "/"}}, true},
-		{"colon in path", "0::/a:b", []procCgroup{{ID: 0, Path: "/a:b"}}, true},
-		{"outside namespace", "0::/../../x", []procCgroup{{ID: 0, Path: "/../../x"}}, true},
-		{"empty", "", nil, true},
-		{"two fields", "7:blkio\n", nil, false},
-		{"bad id", "x:blkio:/\n", nil, false},
-		{"negative id", "-1:blkio:/\n", nil, false},
-		{"relative path", "7:blkio:docker\n", nil, false},
-		{"empty path", "0::\n", nil, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := parseProcCgroup(strings.NewReader(tc.in))
-			if (err == nil) != tc.ok {
-				t.Fatalf("error = %v, want ok=%v", err, tc.ok)
-			}
-			if err != nil {
-				var pe *ParseError
-				if !errors.As(err, &pe) {
-					t.Fatalf("error %v is not a *ParseError", err)
-				}
-				return
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-			for i := range got {
-				g, w := got[i], tc.want[i]
-				if g.ID != w.ID || g.Path != w.Path || strings.Join(g.Controllers, ",") != strings.Join(w.Controllers, ",") {
-					t.Errorf("line %d = %+v, want %+v", i, g, w)
-				}
-			}
-		})
-	}
-}
-
 func FuzzParseProcCgroup(f *testing.F) {
 	for _, s := range []string{
 		"0::/\n",
@@ -148,9 +97,9 @@ func FuzzParseProcCgroup(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		lines, err := parseProcCgroup(strings.NewReader(in))
+		lines, err := cgroupfs.ParseProcCgroup(strings.NewReader(in))
 		if err != nil {
-			var pe *ParseError
+			var pe *cgroupfs.ParseError
 			if !errors.As(err, &pe) && !strings.Contains(err.Error(), "token too long") {
 				t.Fatalf("error %v is neither a *ParseError nor a read error", err)
 			}
