@@ -794,7 +794,6 @@ func startupGrace(interval time.Duration) time.Duration {
 	return max(2*time.Second, 3*interval)
 }
 
-
 // sub is cur-prev, or cur when the counter went backwards (it was reset).
 func sub(cur, prev uint64) uint64 {
 	if cur < prev {
