@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,15 +25,33 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-// buildBinary compiles this command into a temp dir once per test.
+// The binary the real tests run, built once per test process (TestMain
+// removes binDir).
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// buildBinary compiles this command once per test process.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ddiskqos")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "ddiskqos-bin-"); binErr != nil {
+			return
+		}
+		bin := filepath.Join(binDir, "ddiskqos")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binPath = bin
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
 }
 
 func freeAddr(t *testing.T) string {
