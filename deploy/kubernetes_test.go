@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,12 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/config"
+	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // The fields of a DaemonSet this test checks; the rest of the manifest is
@@ -45,10 +50,11 @@ type k8sObject struct {
 }
 
 type podSpec struct {
-	HostPID     bool           `yaml:"hostPID"`
-	HostNetwork bool           `yaml:"hostNetwork"`
-	Containers  []k8sContainer `yaml:"containers"`
-	Volumes     []struct {
+	TerminationGracePeriodSeconds int            `yaml:"terminationGracePeriodSeconds"`
+	HostPID                       bool           `yaml:"hostPID"`
+	HostNetwork                   bool           `yaml:"hostNetwork"`
+	Containers                    []k8sContainer `yaml:"containers"`
+	Volumes                       []struct {
 		Name     string `yaml:"name"`
 		HostPath *struct {
 			Path string `yaml:"path"`
@@ -78,7 +84,8 @@ type k8sContainer struct {
 		Limits   map[string]string `yaml:"limits"`
 	} `yaml:"resources"`
 	SecurityContext struct {
-		Privileged bool `yaml:"privileged"`
+		Privileged             bool `yaml:"privileged"`
+		ReadOnlyRootFilesystem bool `yaml:"readOnlyRootFilesystem"`
 	} `yaml:"securityContext"`
 	VolumeMounts []struct {
 		Name      string `yaml:"name"`
@@ -237,4 +244,115 @@ func TestDaemonSet(t *testing.T) {
 				probe.Path, now.Sub(tc.snap.At).Round(time.Second), rec.Code, strings.TrimSpace(rec.Body.String()), tc.want)
 		}
 	}
+}
+
+// TestRealDaemonSetContainer runs the DaemonSet's container spec on this
+// machine's Docker engine — not on Kubernetes: the image built from
+// deploy/docker, the manifest's arguments, its hostPath volumes as binds
+// (the state directory a temporary one), its read-only root, on a bridge
+// network — and probes it as the kubelet would, from outside, at the
+// pod's address: the liveness path on the named port must answer 200 and
+// /metrics must serve the daemon's series; it must stop with exit 0
+// within terminationGracePeriodSeconds.
+//
+// Two differences from the manifest: the kubelet's parent cgroup is not on
+// this machine, so a parent of the test's own (empty) is added as the last
+// --cgroup-parent; and the container is not privileged, because an engine
+// without CAP_SYS_RESOURCE in its own bounding set (this one) cannot start
+// privileged containers at all (runc: "unable to apply caps"). The
+// daemon needs no privilege beyond its mounts on Docker
+// (TestRealContainerImage writes weights unprivileged).
+func TestRealDaemonSetContainer(t *testing.T) {
+	testkit.NeedRoot(t)
+	ds := daemonSet(t)
+	pod := ds.Spec.Template.Spec
+	spec := pod.Containers[0]
+	c := dockertest.Client(t)
+	tag := dockertest.UniqueTag("daemonset")
+	buildImage(t, c, tag, dockertest.Binary(t))
+	parent := fmt.Sprintf("/ddiskqos-deploy-ds-%d", os.Getpid())
+	testkit.Cgroup(t, "/sys/fs/cgroup/blkio"+parent)
+
+	hostPaths := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath == nil {
+			t.Fatalf("volume %s is not a hostPath", v.Name)
+		}
+		hostPaths[v.Name] = v.HostPath.Path
+	}
+	var binds []string
+	for _, m := range spec.VolumeMounts {
+		src := hostPaths[m.Name]
+		if src == "/run/ddiskqos" {
+			src = t.TempDir()
+		}
+		b := src + ":" + m.MountPath
+		if m.ReadOnly {
+			b += ":ro"
+		}
+		binds = append(binds, b)
+	}
+	args := append(slices.Clone(spec.Args), "--cgroup-parent="+parent)
+	id := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-ds-%d", os.Getpid()),
+		&container.Config{Image: tag, Cmd: args},
+		&container.HostConfig{NetworkMode: "bridge", Binds: binds, ReadonlyRootfs: spec.SecurityContext.ReadOnlyRootFilesystem})
+	ctx := context.Background()
+	ci, err := c.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := ""
+	if n := ci.NetworkSettings; n != nil && n.Networks["bridge"] != nil {
+		ip = n.Networks["bridge"].IPAddress
+	}
+	if ip == "" {
+		t.Fatalf("container %s has no bridge address", id)
+	}
+	port := spec.LivenessProbe.HTTPGet.Port.Value
+	for _, p := range spec.Ports {
+		if p.Name == port {
+			port = strconv.Itoa(p.ContainerPort)
+		}
+	}
+	base := "http://" + net.JoinHostPort(ip, port)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var code int
+	var body string
+	start := time.Now()
+	for deadline := start.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if code, body = get(spec.LivenessProbe.HTTPGet.Path); code == http.StatusOK {
+			break
+		}
+	}
+	if code != http.StatusOK {
+		o, e := logs(c, id)
+		t.Fatalf("GET %s%s (the liveness probe): %d %q after 30 s\n%s%s", base, spec.LivenessProbe.HTTPGet.Path, code, body, o, e)
+	}
+	t.Logf("liveness probe GET %s%s: 200 %q, %s after start", base, spec.LivenessProbe.HTTPGet.Path, strings.TrimSpace(body), time.Since(start).Round(time.Millisecond))
+	if code, body = get("/metrics"); code != http.StatusOK || !strings.Contains(body, "ddiskqos_") {
+		t.Errorf("GET %s/metrics: %d, %d bytes, want 200 with ddiskqos_ series", base, code, len(body))
+	}
+
+	grace := pod.TerminationGracePeriodSeconds
+	stopped := time.Now()
+	if err := c.ContainerStop(ctx, id, container.StopOptions{Timeout: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	if ci, err = c.ContainerInspect(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if ci.State.ExitCode != 0 || ci.State.OOMKilled {
+		o, e := logs(c, id)
+		t.Errorf("after SIGTERM: exit %d (grace %d s), want 0\n%s%s", ci.State.ExitCode, grace, o, e)
+	}
+	t.Logf("SIGTERM: exit %d after %s (grace %d s)", ci.State.ExitCode, time.Since(stopped).Round(time.Millisecond), grace)
 }
