@@ -338,7 +338,10 @@ func TestRealContainerImage(t *testing.T) {
 		}
 		return nil
 	}
-	sw, _ := status(t, c, tag, writer)
+	sw, why := status(t, c, tag, writer)
+	if sw == nil {
+		t.Fatalf("ddiskqos status of the cgroup-source daemon: %s\n%s", why, dump())
+	}
 	w := find(sw, func(w *snapshot.Workload) bool { return strings.HasSuffix(w.Cgroup, "/"+streamer.ID) })
 	if !strings.HasPrefix(sw.Source, "cgroup") || sw.DryRun || w == nil || w.Level != 4 {
 		t.Fatalf("cgroup-source daemon: source %s, dry-run %v, streamer %+v; want it at level 4\n%s", sw.Source, sw.DryRun, w, dump())
@@ -349,7 +352,9 @@ func TestRealContainerImage(t *testing.T) {
 	var so *snapshot.Snapshot
 	var wo *snapshot.Workload
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		so, _ = status(t, c, tag, observer)
+		if so, why = status(t, c, tag, observer); so == nil {
+			t.Fatalf("ddiskqos status of the docker-source daemon: %s\n%s", why, dump())
+		}
 		if wo = find(so, func(w *snapshot.Workload) bool { return w.ID == streamer.ID }); wo != nil && wo.Level == 4 {
 			break
 		}
