@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -171,8 +172,9 @@ func TestDaemonSet(t *testing.T) {
 		t.Fatalf("args %q: want run and its flags", c.Args)
 	}
 	cfg := parseRunArgs(t, c.Args[1:])
-	if cfg.Source != config.SourceCgroup || cfg.CgroupParent == "" {
-		t.Errorf("source %q, cgroup parent %q: a Kubernetes node has no Docker engine; want the cgroup source", cfg.Source, cfg.CgroupParent)
+	if cfg.Source != config.SourceCgroup || cfg.CgroupLayout != "kubepods" || path.Base(cfg.CgroupParent) != "kubepods.slice" && path.Base(cfg.CgroupParent) != "kubepods" {
+		t.Errorf("source %q, cgroup layout %q, cgroup parent %q: a Kubernetes node has no Docker engine; want the cgroup source over the kubelet's tree (kubepods layout, kubepods.slice or kubepods)",
+			cfg.Source, cfg.CgroupLayout, cfg.CgroupParent)
 	}
 
 	// Mounts: the host's cgroup tree writable where the daemon looks for
