@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -257,9 +258,11 @@ func TestDaemonSet(t *testing.T) {
 // /metrics must serve the daemon's series; it must stop with exit 0
 // within terminationGracePeriodSeconds.
 //
+// and it must find the container of a pod in a kubelet-shaped cgroup tree.
+//
 // Two differences from the manifest: the kubelet's parent cgroup is not on
-// this machine, so a parent of the test's own (empty) is added as the last
-// --cgroup-parent; and the container is not privileged, because an engine
+// this machine, so a parent of the test's own, holding that small tree, is
+// added as the last --cgroup-parent; and the container is not privileged, because an engine
 // without CAP_SYS_RESOURCE in its own bounding set (this one) cannot start
 // privileged containers at all (runc: "unable to apply caps"). The
 // daemon needs no privilege beyond its mounts on Docker
@@ -272,8 +275,15 @@ func TestRealDaemonSetContainer(t *testing.T) {
 	c := dockertest.Client(t)
 	tag := dockertest.UniqueTag("daemonset")
 	buildImage(t, c, tag, dockertest.Binary(t))
+	// A node's tree in small: one Burstable pod with one container, as the
+	// kubelet's systemd driver and containerd name them.
 	parent := fmt.Sprintf("/ddiskqos-deploy-ds-%d", os.Getpid())
 	testkit.Cgroup(t, "/sys/fs/cgroup/blkio"+parent)
+	const uid, ctr = "d5e1a2b3-0000-4000-8000-00000000c0de", "c0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0de"
+	podDir := "kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + ctr + ".scope"
+	if err := os.MkdirAll("/sys/fs/cgroup/blkio"+parent+"/"+podDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	hostPaths := map[string]string{}
 	for _, v := range pod.Volumes {
@@ -343,6 +353,25 @@ func TestRealDaemonSetContainer(t *testing.T) {
 	if code, body = get("/metrics"); code != http.StatusOK || !strings.Contains(body, "ddiskqos_") {
 		t.Errorf("GET %s/metrics: %d, %d bytes, want 200 with ddiskqos_ series", base, code, len(body))
 	}
+	// The pod's container, found through the kubepods layout of the
+	// manifest's arguments.
+	want := "pod" + uid + "/" + ctr
+	var names []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !slices.Contains(names, want); time.Sleep(200 * time.Millisecond) {
+		names = names[:0]
+		code, body = get(api.WorkloadsPath)
+		var snap snapshot.Snapshot
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &snap) == nil {
+			for _, w := range snap.Workloads {
+				names = append(names, w.Name)
+			}
+		}
+	}
+	if !slices.Contains(names, want) {
+		o, e := logs(c, id)
+		t.Fatalf("GET %s%s: workloads %q, want %s (the pod's container)\n%s%s", base, api.WorkloadsPath, names, want, o, e)
+	}
+	t.Logf("the daemon found the pod's container %s in the kubelet-shaped tree", want)
 
 	grace := pod.TerminationGracePeriodSeconds
 	stopped := time.Now()
