@@ -254,18 +254,17 @@ func TestDaemonSet(t *testing.T) {
 // deploy/docker, the manifest's arguments, its hostPath volumes as binds
 // (the state directory a temporary one), its read-only root, on a bridge
 // network — and probes it as the kubelet would, from outside, at the
-// pod's address: the liveness path on the named port must answer 200 and
-// /metrics must serve the daemon's series; it must stop with exit 0
-// within terminationGracePeriodSeconds.
-//
-// and it must find the container of a pod in a kubelet-shaped cgroup tree.
+// pod's address: the liveness path on the named port must answer 200,
+// /metrics must serve the daemon's series, /v1/workloads must name the
+// container of a pod in a kubelet-shaped cgroup tree, and SIGTERM must
+// stop it with exit 0 within terminationGracePeriodSeconds.
 //
 // Two differences from the manifest: the kubelet's parent cgroup is not on
 // this machine, so a parent of the test's own, holding that small tree, is
-// added as the last --cgroup-parent; and the container is not privileged, because an engine
-// without CAP_SYS_RESOURCE in its own bounding set (this one) cannot start
-// privileged containers at all (runc: "unable to apply caps"). The
-// daemon needs no privilege beyond its mounts on Docker
+// added as the last --cgroup-parent; and the container is not privileged,
+// because an engine without CAP_SYS_RESOURCE in its own bounding set (this
+// one) cannot start privileged containers at all (runc: "unable to apply
+// caps"). The daemon needs no privilege beyond its mounts on Docker
 // (TestRealContainerImage writes weights unprivileged).
 func TestRealDaemonSetContainer(t *testing.T) {
 	testkit.NeedRoot(t)
