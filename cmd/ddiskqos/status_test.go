@@ -286,4 +286,3 @@ func TestStatusHumanBytes(t *testing.T) {
 		}
 	}
 }
-
