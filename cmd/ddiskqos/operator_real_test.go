@@ -5,7 +5,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 )
 
 // lockedBuffer collects a child's stderr; safe to read while it runs.
@@ -207,5 +211,134 @@ func TestRealRunReloadAppliesOrNames(t *testing.T) {
 	r.child(t, "c")
 	tracked("c")
 	waitLog(t, logs, 5*time.Second, "level=INFO", `msg="tracking workload"`, "workload=c")
+	stopWith(t, d, syscall.SIGTERM)
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metricValue is the value of the exposition line that starts with series.
+func metricValue(t *testing.T, body, series string) string {
+	t.Helper()
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no series %s in /metrics", series)
+	return ""
+}
+
+// TestRealRunDockerEngineLost: the real binary on a private dockerd. With
+// the engine down at start, and when it goes away mid-run, the daemon keeps
+// running degraded and says so everywhere an operator looks: /healthz 503
+// with the reason, ddiskqos_source_up 0 and a growing
+// ddiskqos_source_errors_total, one WARN. When the engine is back, all turn
+// healthy again.
+func TestRealRunDockerEngineLost(t *testing.T) {
+	r := newRunRig(t)
+	e := dockertest.StartEngine(t)
+	stopped := e.Stop(t)
+	t.Logf("private engine stopped in %s", stopped.Round(time.Millisecond))
+
+	d := exec.Command(r.bin, "run", "--source", "docker", "--docker-host", e.Host(), "--interval", "100ms",
+		"--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name)
+	logs := &lockedBuffer{}
+	d.Stderr = logs
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if d.ProcessState == nil {
+			d.Process.Kill()
+			d.Wait()
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
+	base := "http://" + r.addr
+	// health waits until /healthz answers want, and returns its body.
+	health := func(want int, within time.Duration) string {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			resp, err := http.Get(base + "/healthz")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == want {
+					return strings.TrimSpace(string(b))
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("/healthz %d %q, want %d", resp.StatusCode, b, want)
+				}
+			} else if time.Now().After(deadline) {
+				t.Fatalf("/healthz: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	degraded := func(phase string) {
+		t.Helper()
+		body := health(http.StatusServiceUnavailable, 15*time.Second)
+		if !strings.Contains(body, "docker engine is unreachable") {
+			t.Errorf("%s: /healthz 503 without the reason: %q", phase, body)
+		}
+		t.Logf("%s: /healthz 503 %q", phase, body)
+		_, m := httpGet(t, base+"/metrics")
+		if v := metricValue(t, m, `ddiskqos_source_up{source="docker"}`); v != "0" {
+			t.Errorf("%s: source_up %s, want 0", phase, v)
+		}
+		errs := metricValue(t, m, `ddiskqos_source_errors_total{source="docker"}`)
+		if errs == "0" {
+			t.Errorf("%s: source_errors_total 0", phase)
+		}
+		t.Logf("%s: ddiskqos_source_errors_total{source=\"docker\"} %s", phase, errs)
+		if _, err := r.snapshot(); err != nil {
+			t.Errorf("%s: daemon not serving its snapshot: %v", phase, err)
+		}
+	}
+	healthy := func(phase string) {
+		t.Helper()
+		health(http.StatusOK, 30*time.Second)
+		_, m := httpGet(t, base+"/metrics")
+		if v := metricValue(t, m, `ddiskqos_source_up{source="docker"}`); v != "1" {
+			t.Errorf("%s: source_up %s, want 1", phase, v)
+		}
+		t.Logf("%s: /healthz 200", phase)
+	}
+	countWarn := func() int {
+		return strings.Count(logs.String(), `level=WARN msg="docker engine unreachable`)
+	}
+
+	degraded("engine down at start")
+	time.Sleep(2 * time.Second) // several attempts
+	if n := countWarn(); n != 1 {
+		t.Errorf("engine down at start: %d WARN lines after several attempts, want 1", n)
+	}
+	e.Start(t)
+	healthy("engine started")
+	waitLog(t, logs, 10*time.Second, "level=WARN", "docker engine reachable again")
+
+	e.Stop(t)
+	degraded("engine lost mid-run")
+	time.Sleep(2 * time.Second)
+	if n := countWarn(); n != 2 {
+		t.Errorf("after the second outage: %d WARN lines, want 2", n)
+	}
+	line := waitLog(t, logs, time.Second, "level=WARN", "docker engine unreachable")
+	t.Logf("log: %s", line)
+	e.Start(t)
+	healthy("engine back")
 	stopWith(t, d, syscall.SIGTERM)
 }
