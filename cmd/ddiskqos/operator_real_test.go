@@ -342,3 +342,107 @@ func TestRealRunDockerEngineLost(t *testing.T) {
 	healthy("engine back")
 	stopWith(t, d, syscall.SIGTERM)
 }
+
+// TestRealRunAPIFlood: the real daemon under 300 clients that send half a
+// request and hang, plus 500 concurrent requests: every request is
+// answered or refused cleanly, the loop keeps ticking at its interval, and
+// the hanging clients are cut off after the header timeout (5 s).
+func TestRealRunAPIFlood(t *testing.T) {
+	r := newRunRig(t)
+	d, _ := r.startLogged(t, "--interval", "100ms", "--listen", r.addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := r.snapshot(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("daemon API not up within 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before, err := r.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+
+	const hang = 300
+	cut := make(chan time.Duration, hang)
+	for range hang {
+		go func() {
+			c, err := net.Dial("tcp", r.addr)
+			if err != nil {
+				cut <- -1
+				return
+			}
+			defer c.Close()
+			began := time.Now()
+			_, _ = c.Write([]byte("GET /v1/workloads HTTP/1.1\r\nHost: x\r\nX-Slow: "))
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			_, err = c.Read(make([]byte, 1)) // returns when the server closes
+			if err == nil {
+				cut <- -2 // answered a half request?
+				return
+			}
+			cut <- time.Since(began)
+		}()
+	}
+	const n = 500
+	cl := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[string]int{}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := []string{"/v1/workloads", "/metrics", "/healthz"}[i%3]
+			resp, err := cl.Get("http://" + r.addr + path)
+			key := ""
+			if err != nil {
+				key = "refused: " + err.Error()
+			} else {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				key = path + " " + resp.Status
+			}
+			mu.Lock()
+			codes[key]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	after, err := r.snapshot()
+	if err != nil {
+		t.Fatalf("after the flood: %v", err)
+	}
+	ticks := after.Tick - before.Tick
+	t.Logf("%d hanging clients + %d requests in %s: %v; loop ticked %d times (interval 100ms)", hang, n, took.Round(time.Millisecond), codes, ticks)
+	for k, c := range codes {
+		ok := strings.HasSuffix(k, " 200 OK") || k == "/metrics 503 Service Unavailable" // promhttp's in-flight cap
+		if !ok {
+			t.Errorf("%d requests: %s", c, k)
+		}
+	}
+	if want := uint64(took / (300 * time.Millisecond)); ticks < want {
+		t.Errorf("loop ticked %d times in %s of flood, want >= %d", ticks, took, want)
+	}
+	var longest time.Duration
+	for range hang {
+		select {
+		case d := <-cut:
+			if d < 0 {
+				t.Fatalf("hanging client: %v", map[time.Duration]string{-1: "could not connect", -2: "got an answer to half a request"}[d])
+			}
+			longest = max(longest, d)
+		case <-time.After(30 * time.Second):
+			t.Fatal("hanging clients not cut off within 30s")
+		}
+	}
+	t.Logf("hanging clients cut off after at most %s", longest.Round(time.Millisecond))
+	if longest > 10*time.Second {
+		t.Errorf("a hanging client was held %s, want about the 5s header timeout", longest)
+	}
+	stopWith(t, d, syscall.SIGTERM)
+}
