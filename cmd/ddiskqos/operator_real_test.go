@@ -44,6 +44,7 @@ func (r *runRig) startLogged(t *testing.T, args ...string) (*exec.Cmd, *lockedBu
 	t.Helper()
 	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
 		"--state-file", r.state, "--devices", r.loop.Name}, args...)...)
+	cmd.Env = r.env()
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -252,6 +253,7 @@ func TestRealRunDockerEngineLost(t *testing.T) {
 
 	d := exec.Command(r.bin, "run", "--source", "docker", "--docker-host", e.Host(), "--interval", "100ms",
 		"--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name)
+	d.Env = r.env()
 	logs := &lockedBuffer{}
 	d.Stderr = logs
 	if err := d.Start(); err != nil {
