@@ -117,6 +117,15 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		return err
 	}
 	opts.Observer = m
+	// A source that can lose its backend (the Docker engine) reports it on
+	// /healthz and /metrics.
+	var checks []api.HealthCheck
+	if ds, ok := src.(*dockersrc.Source); ok {
+		checks = append(checks, ds.Health)
+		if err := metrics.WatchSource(reg, ds.Name(), ds.Errors, func() bool { return ds.Health() == "" }); err != nil {
+			return err
+		}
+	}
 	if d, err = daemon.New(opts); err != nil {
 		return err
 	}
@@ -128,7 +137,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	defer cancel()
 	apiDone := make(chan error, 1)
 	if cfg.Listen != "" {
-		go func() { apiDone <- api.Serve(ctx, cfg.Listen, api.NewHandler(d.Snapshot, reg, log), log) }()
+		go func() { apiDone <- api.Serve(ctx, cfg.Listen, api.NewHandler(d.Snapshot, reg, log, checks...), log) }()
 	}
 	go reloadOnHUP(ctx, d, cfg, fs, log, level)
 
@@ -214,7 +223,7 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 			cli.Close()
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("--source auto: the Docker engine does not answer (%v); for LXC, systemd or Kubernetes hosts use --source cgroup --cgroup-parent PATH", err)
+			return nil, "", fmt.Errorf("--source auto: the Docker engine does not answer (%v); --source docker waits for it (degraded on /healthz meanwhile); for LXC, systemd or Kubernetes hosts use --source cgroup --cgroup-parent PATH", err)
 		}
 		kind = config.SourceDocker
 	}

@@ -260,9 +260,10 @@ func TestAPIServeManyConnections(t *testing.T) {
 	if ok.Load() < n/2 {
 		t.Errorf("only %d of %d answered 200", ok.Load(), n)
 	}
-	// The publisher ticks every 20 ms: the flood must not stall it (the
-	// bar is loose as other tests share the 2 cores).
-	if gap > 500*time.Millisecond || ticks == 0 {
+	// The publisher ticks every 20 ms: the flood must not stall it. The
+	// bar is loose as other tests and processes share the 2 cores; a
+	// publisher blocked by the server would tick about never.
+	if gap > 1500*time.Millisecond || ticks < 3 {
 		t.Errorf("publisher stalled: %d ticks in %s, longest gap %s", ticks, took, gap)
 	}
 	if got := rawGet(t, ls.addr, "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); !strings.Contains(got, "200") {

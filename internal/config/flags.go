@@ -22,7 +22,7 @@ type flagDef struct {
 // so a range error names the flag as its origin.
 var flagDefs = []flagDef{
 	{name: "source", key: "source", arg: "auto|docker|cgroup",
-		help: "where workloads come from: docker containers, or every child cgroup of --cgroup-parent; auto is docker if the engine answers, else an error",
+		help: "where workloads come from: docker containers, or every child cgroup of --cgroup-parent; auto is docker if the engine answers, else an error; docker waits for an engine that is down (degraded on /healthz meanwhile)",
 		get:  func(c *Config) string { return string(c.Source) },
 		set:  func(c *Config, s string) error { c.Source = Source(s); return nil }},
 	{name: "cgroup-parent", key: "cgroup_parent", arg: "PATH",

@@ -241,6 +241,7 @@ func TestDiff(t *testing.T) {
 			c.DryRun = true
 			c.ThrottleShares[3] = 0.2
 			c.ThrottleMin = MiB
+			c.ThrottleBurst = time.Millisecond
 			c.Reassert = 0
 			c.Devices = []string{"sd*"}
 			c.Listen = ""
@@ -249,7 +250,7 @@ func TestDiff(t *testing.T) {
 			c.Paths.Proc = "/host/proc"
 			c.Log.Format = "json"
 		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "dry_run", "throttle_shares",
-			"throttle_min", "reassert", "devices", "listen", "state_file",
+			"throttle_min", "throttle_burst", "reassert", "devices", "listen", "state_file",
 			"paths.sys", "paths.proc", "log.format"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
