@@ -12,10 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
-const checkUsage = `usage: ddiskqos check [--json] [--sys PATH] [--proc PATH] [--docker-host URL] [--devices GLOB,...]
+const checkUsage = `usage: ddiskqos check [--json] [--sys PATH] [--proc PATH] [--docker-host URL]
+                      [--devices GLOB,... | --config FILE]
 
 Reads the host once and says whether ddiskqos can give containers disk-I/O
 QoS here, and how well: the cgroup layout, for every block device the
@@ -27,7 +29,8 @@ It also says what cannot be controlled: the storage driver (with
 fuse-overlayfs a container's root-filesystem I/O is done outside its
 cgroup: only volumes and devices are shaped), buffered writes on cgroup v1
 (charged to the kernel's flusher, not the writer), the disk under Docker's
-data root and whether the daemon shapes it (give --devices as to run), and
+data root and whether the daemon shapes it (give --devices as to run, or
+the daemon's --config file), and
 cpu.rt_runtime_us of the containers' parent (0: no SCHED_FIFO in them).
 
 Each finding has a stable id, a status, the value seen, why it matters and
@@ -61,6 +64,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	sys := fs.String("sys", "/sys", "sysfs root to read block devices and cgroups from; cgroup mounts under /sys in the mount table are read below it")
 	proc := fs.String("proc", "/proc", "procfs root to read the mount table, limits, sysctls and PSI from")
 	dockerHost := fs.String("docker-host", "", "Docker engine to ask: unix:///path, tcp://host:port, or off (default $DOCKER_HOST, else "+host.DefaultDockerHost+")")
+	configFile := fs.String("config", "", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped (--devices overrides it)")
 	devices := fs.String("devices", "", "the daemon's devices, as given to run --devices (sd*,nvme0n1): decides whether the disk under Docker's data root is shaped; empty = run's default, every target disk")
 	printUsage := func(w io.Writer) {
 		var b strings.Builder
@@ -91,6 +95,14 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var globs []string
+	if *configFile != "" && *devices == "" {
+		cfg, err := config.Load(*configFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddiskqos check: --config: %v\n", err)
+			return 2
+		}
+		globs = cfg.Devices
+	}
 	for g := range strings.SplitSeq(*devices, ",") {
 		if g = strings.TrimSpace(g); g == "" {
 			continue

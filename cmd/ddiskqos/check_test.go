@@ -139,6 +139,25 @@ func TestCheckDevicesDataRoot(t *testing.T) {
 	if c.Status != host.StatusWarn || c.Fix != "add vda to the daemon's devices: --devices sd*,vda (or devices: in its config file)" {
 		t.Errorf("--devices sd*: %+v", c)
 	}
+	// The daemon's config file says the same; --devices overrides it.
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("devices: [\"sd*\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := dataRoot("--config", cfg); c.Status != host.StatusWarn || !strings.Contains(c.Fix, "--devices sd*,vda") {
+		t.Errorf("--config with devices sd*: %+v", c)
+	}
+	if c := dataRoot("--config", cfg, "--devices", "vd*"); c.Status != host.StatusOK {
+		t.Errorf("--config overridden by --devices vd*: %+v", c)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("devicez: [sda]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCheckT(t, "--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", "off", "--config", bad)
+	if code != 2 || !strings.Contains(errOut, "devicez: unknown key; did you mean devices?") {
+		t.Errorf("bad config: exit %d, stderr %q", code, errOut)
+	}
 }
 
 func TestCheckNoCgroup(t *testing.T) {

@@ -32,7 +32,8 @@ const (
 	// SourceDocker: the containers of the Docker engine at docker_host.
 	SourceDocker Source = "docker"
 	// SourceCgroup: every child cgroup of cgroup_parent (LXC, systemd
-	// services, any runtime).
+	// services, any runtime), or with cgroup_layout kubepods every
+	// container of the kubelet's pods.
 	SourceCgroup Source = "cgroup"
 )
 

@@ -26,7 +26,7 @@ var flagDefs = []flagDef{
 		get:  func(c *Config) string { return string(c.Source) },
 		set:  func(c *Config, s string) error { c.Source = Source(s); return nil }},
 	{name: "cgroup-parent", key: "cgroup_parent", arg: "PATH",
-		help: "with --source cgroup: the cgroup whose children are the workloads, as in /proc/PID/cgroup (/lxc.payload, /system.slice)",
+		help: "with --source cgroup: the cgroup whose children are the workloads, as in /proc/PID/cgroup (/lxc.payload, /system.slice, /kubepods.slice), or its directory under the I/O hierarchy's mount",
 		get:  func(c *Config) string { return c.CgroupParent },
 		set:  func(c *Config, s string) error { c.CgroupParent = s; return nil }},
 	{name: "cgroup-layout", key: "cgroup_layout", arg: "auto|children|kubepods",

@@ -473,6 +473,11 @@ func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[
 // workload is the cgroup rel (below the parent) as a workload; false when
 // rel would leave the parent or is not one of the layout's.
 func (s *Source) workload(rel string) (source.Workload, bool) {
+	for _, e := range strings.Split(rel, "/") {
+		if e == "" || e == "." || e == ".." { // never from ReadDir; refused anyway
+			return source.Workload{}, false
+		}
+	}
 	cg, err := cgroupfs.Within(s.parent, rel)
 	if err != nil || cg != path.Join(s.parent, rel) {
 		return source.Workload{}, false

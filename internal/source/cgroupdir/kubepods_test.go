@@ -252,3 +252,30 @@ func TestRealKubepods(t *testing.T) {
 		})
 	}
 }
+
+// Any directory path below a kubepods parent either is no workload or is
+// one inside the parent, named pod<uid>/<id>.
+func FuzzKubepodsWorkload(f *testing.F) {
+	f.Add("kubepods-burstable.slice/kubepods-burstable-pod1_2.slice/cri-containerd-ab.scope")
+	f.Add("burstable/pod12/ab")
+	f.Add("pod12/../../etc")
+	f.Add("kubepods-pod.slice/crio-conmon-x.scope")
+	f.Add("burstable/pod1/..")
+	s, err := New(Options{Hierarchy: cgroupfs.Hierarchy{Version: 1, Mount: "/sys/fs/cgroup/blkio"}, Parent: "/node/kubepods.slice",
+		Exempt: []string{"pod1*/*"}, Levels: []LevelGlob{{"*/*", 2}}, ExemptGuaranteed: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, rel string) {
+		wl, ok := s.workload(rel)
+		if !ok {
+			return
+		}
+		if wl.Cgroup != "/node/kubepods.slice/"+rel || !strings.HasPrefix(wl.Name, "pod") || wl.ID != wl.Name {
+			t.Fatalf("workload(%q) = %+v", rel, wl)
+		}
+		if _, ex := wl.Labels[policy.LabelExempt]; ex == (wl.Labels[policy.LabelLevel] == "2") {
+			t.Fatalf("workload(%q): exempt and pinned, or neither: %v", rel, wl.Labels)
+		}
+	})
+}
