@@ -296,7 +296,12 @@ func throttle(t *testing.T, e realEnv, limit uint64, d time.Duration, tolerance 
 func TestRealV1BFQWeightSplit(t *testing.T) {
 	e := v1Env(t)
 	testkit.SetScheduler(t, e.devName, "bfq")
-	weightSplit(t, e, WeightBFQ, 3*time.Second, 5)
+	// 5x and more on a quiet host (7-9x measured); the host's disk is
+	// shared with the rest of the suite (benchmarks stream on other loop
+	// devices over the same disk) and gave 2.6-3.1x then. 2x is still far
+	// from what equal weights give (about 1x, also checked: at least twice
+	// the equal-weight ratio).
+	weightSplit(t, e, WeightBFQ, 3*time.Second, 2)
 }
 
 func TestRealV1ThrottleHolds(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/sensor"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/state"
@@ -109,31 +110,17 @@ type Options struct {
 }
 
 // DefaultQuietTicks is the default of Options.QuietMax in intervals.
-const DefaultQuietTicks = 4
+const DefaultQuietTicks = sensor.DefaultQuietTicks
 
 // tracked is one workload as the loop knows it.
 type tracked struct {
-	w      source.Workload
-	cg     *cgroupfs.Cgroup
-	ino    uint64 // of the cgroup's directory when tracked; 0 unknown
-	seen   bool   // the counters have a baseline
-	charge bool   // charge the first reading from zero (new since start)
-	last   []cgroupfs.DeviceIO
-	// Totals since tracked.
-	rBytes, wBytes, rIOs, wIOs uint64
-	rBps, wBps                 float64
-	active                     []bool   // per actuated device, last tick
-	dec                        decision // the policy's last
-	pressure                   *snapshot.Pressure
-
-	// Adaptive polling: the counters are read on ticks where
-	// (tick+slot)%period == 0. period doubles (up to maxPeriod) after each
-	// read that found them unchanged and is 1 again after a change.
-	period   uint32
-	slot     uint32
-	lastRead time.Time // when the counters were last read
-	reads    uint32    // reads since the pressure was last read
-	gone     bool      // released during this tick's sensing
+	w        source.Workload
+	cg       *cgroupfs.Cgroup
+	ino      uint64           // of the cgroup's directory when tracked; 0 unknown
+	c        *sensor.Counters // the sensing stage's state of it
+	dec      decision         // the policy's last
+	pressure *snapshot.Pressure
+	gone     bool // released during this tick's sensing
 
 	// pub is the workload's record in the last published snapshot, reused
 	// while nothing in it changes; labelsNew says the source handed in a
@@ -170,7 +157,7 @@ type Daemon struct {
 	order     []*tracked // d.work sorted by name, then id (the snapshot's order)
 	orderOK   bool       // order matches work
 	nextSlot  uint32
-	maxPeriod uint32
+	sen       sensor.Sensor              // the sensing stage
 	noFile    uint64                     // the open-file budget (soft RLIMIT_NOFILE)
 	fds       int                        // descriptors the tracked cgroups keep
 	details   int                        // of which detail files (see cgroupfs.Cgroup.CloseDetail)
@@ -179,9 +166,8 @@ type Daemon struct {
 	orphansOK bool // orphan restore done
 	tick      uint64
 	lastTick  time.Time
-	devBytes  []uint64   // per actuated device, read+write this tick
-	devRead   []uint64   // per actuated device, read this tick
-	deltas    []devDelta // scratch of sense: one workload's device deltas
+	devBytes  []uint64 // per actuated device, read+write this tick
+	devRead   []uint64 // per actuated device, read this tick
 	errCounts map[string]uint64
 	targets   []actuate.Target
 	// publish's scratch: MAJ:MIN of the actuated devices, one workload's
@@ -282,7 +268,8 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.devBytes = make([]uint64, len(ac.Devices))
 	d.devRead = make([]uint64, len(ac.Devices))
-	d.maxPeriod = maxPeriod(opts.QuietMax, opts.Interval)
+	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
+		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval)}
 	return d, nil
 }
 
@@ -355,19 +342,6 @@ func (d *Daemon) dirIno(cg string) (uint64, error) {
 	return 0, nil
 }
 
-// maxPeriod is the longest polling period, in ticks, a power of two: the
-// largest one not above quietMax/interval.
-func maxPeriod(quietMax, interval time.Duration) uint32 {
-	if quietMax == 0 {
-		quietMax = DefaultQuietTicks * interval
-	}
-	p := uint32(1)
-	for time.Duration(2*p)*interval <= quietMax && p < 1<<10 {
-		p *= 2
-	}
-	return p
-}
-
 // Snapshot returns the state after the last tick, nil before the first.
 func (d *Daemon) Snapshot() *snapshot.Snapshot { return d.snap.Load() }
 
@@ -406,7 +380,7 @@ func (d *Daemon) takeInterval() bool {
 	}
 	d.log.Info("interval changed", "from", d.opts.Interval, "to", iv)
 	d.opts.Interval = iv
-	d.maxPeriod = maxPeriod(d.opts.QuietMax, iv)
+	d.sen.MaxPeriod = sensor.MaxPeriod(d.opts.QuietMax, iv)
 	return true
 }
 
@@ -490,7 +464,7 @@ func (d *Daemon) step() {
 			d.log.Error("reload refused", "err", err)
 		} else {
 			for _, t := range d.work {
-				t.period = 1
+				t.c.Wake()
 			}
 			d.log.Info("policy reconfigured", "allowances", p.Allowances, "weights", p.Weights, "boost_after", p.BoostAfter)
 		}
@@ -513,7 +487,7 @@ func (d *Daemon) step() {
 			continue
 		}
 		id := t.w.ID
-		if d.due(t) {
+		if t.c.Due(d.tick) {
 			read++
 			if !d.sense(start, dt, id, t) {
 				continue
@@ -522,12 +496,12 @@ func (d *Daemon) step() {
 			// Not read this tick: its bytes wait in the kernel's counters
 			// for the next read. The policy still sees the time pass
 			// (boost, labels), and the actuator still gets its target.
-			clear(t.active)
+			t.c.Idle()
 			d.decide(start, id, t, 0)
 		}
 		dec := t.dec
 		d.targets = append(d.targets, actuate.Target{ID: id, Cgroup: t.w.Cgroup, Level: int(dec.level),
-			Weight: cgroupfs.Weight(dec.weight), Exempt: dec.exempt, Active: t.active, Handle: &t.ah})
+			Weight: cgroupfs.Weight(dec.weight), Exempt: dec.exempt, Active: t.c.Active, Handle: &t.ah})
 	}
 	d.sortOrder()
 	if so, ok := d.obs.(SenseObserver); ok {
@@ -587,7 +561,7 @@ func (d *Daemon) handle(ev source.Event) {
 			if t.w.Cgroup == w.Cgroup && (ino == 0 || t.ino == 0 || ino == t.ino) {
 				t.w = w // labels may have changed; the policy sees them next tick
 				t.labelsNew = true
-				t.period = 1
+				t.c.Wake()
 				d.orderOK = false
 				return
 			}
@@ -619,8 +593,7 @@ func (d *Daemon) handle(ev source.Event) {
 		if ino != 0 {
 			d.inos[w.Cgroup] = ino
 		}
-		t := &tracked{w: w, cg: cg, ino: ino, charge: charge, active: make([]bool, len(d.devBytes)), period: 1,
-			slot: d.nextSlot}
+		t := &tracked{w: w, cg: cg, ino: ino, c: d.sen.NewCounters(d.nextSlot, charge)}
 		d.nextSlot++
 		d.work[w.ID] = t
 		d.fds += cg.KeptFiles()
@@ -701,81 +674,24 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		d.log.Warn("read counters", "workload", t.w.Name, "err", err)
 		return false
 	}
-	// The counters cover the time since the last read, several ticks for
-	// a workload that was polled less often: rates are over that time,
-	// and the device's bandwidth this tick gets that time's share of the
-	// bytes (a peak must not be made of several ticks' bytes).
-	span := dt
-	if !t.lastRead.IsZero() {
-		if s := now.Sub(t.lastRead).Seconds(); s > span {
-			span = s
-		}
-	}
-	t.lastRead = now
-	var delta, dr, dw uint64
-	devs := d.act.Devices()
-	clear(t.active)
-	d.deltas = d.deltas[:0]
-	for _, cur := range st.Devices {
-		prev := cgroupfs.DeviceIn(t.last, cur.Dev)
-		if !t.seen && !t.charge {
-			continue // baseline only: history before we saw it is not charged
-		}
-		r, w := sub(cur.RBytes, prev.RBytes), sub(cur.WBytes, prev.WBytes)
-		t.rIOs += sub(cur.RIOs, prev.RIOs)
-		t.wIOs += sub(cur.WIOs, prev.WIOs)
-		dr += r
-		dw += w
-		if len(d.opts.Stacked) > 0 && r+w > 0 {
-			d.deltas = append(d.deltas, devDelta{cur.Dev, r, w, sub(cur.RIOs, prev.RIOs), sub(cur.WIOs, prev.WIOs)})
-		}
-		for i, dv := range devs {
-			if dv.Dev == cur.Dev && r+w > 0 {
-				t.active[i] = true
-				d.devBytes[i] += uint64(float64(r+w) * dt / span)
-				d.devRead[i] += uint64(float64(r) * dt / span)
-			}
-		}
-	}
-	// I/O of a stacked device that its lower disks show again counts once.
-	ov := stackedOverlap(d.opts.Stacked, d.deltas)
-	dr, dw, t.rIOs, t.wIOs = dr-ov.r, dw-ov.w, t.rIOs-ov.rIOs, t.wIOs-ov.wIOs
-	t.last = append(t.last[:0], st.Devices...)
-	first := !t.seen
-	t.seen = true
-	delta = dr + dw
-	t.rBytes += dr
-	t.wBytes += dw
-	t.rBps, t.wBps = float64(dr)/span, float64(dw)/span
-	t.reads++
-	if t.cg.HasPressure() && (delta > 0 || t.pressure == nil || t.reads >= pressureEvery) {
-		t.reads = 0
+	rd := d.sen.Take(t.c, now, dt, st, d.devBytes, d.devRead, t.pressure != nil)
+	if rd.PressureDue && t.cg.HasPressure() {
 		if p, err := t.cg.ReadPressure(); err == nil {
 			t.pressure = toPressure(p)
 		}
 	}
-	// Back off while nothing moves; back to every tick on a change.
-	if delta > 0 || first {
-		t.period = 1
+	// The descriptors of the detail files follow the polling: kept while
+	// the counters move, given back while they stand still.
+	if rd.Busy {
 		d.keepDetail(t)
-	} else if t.period < d.maxPeriod {
-		t.period *= 2
+	} else if rd.BackedOff {
 		d.dropDetail(t)
 	}
 	if t.cg.DetailKept() && d.details > d.maxDetails() {
 		d.dropDetail(t)
 	}
-	d.decide(now, id, t, delta)
+	d.decide(now, id, t, rd.Delta)
 	return true
-}
-
-// pressureEvery: io.pressure of a workload whose counters stand still is
-// read at every pressureEvery-th read of them.
-const pressureEvery = 16
-
-// due reports whether t's counters are read this tick.
-func (d *Daemon) due(t *tracked) bool {
-	return t.period <= 1 || (uint32(d.tick)+t.slot)%t.period == 0
 }
 
 // decide runs the policy on delta bytes and logs what changed.
@@ -823,14 +739,6 @@ func devsOf(ds []actuate.Device) []cgroupfs.Dev {
 // already running: the source's first listing may take a few ticks.
 func startupGrace(interval time.Duration) time.Duration {
 	return max(2*time.Second, 3*interval)
-}
-
-// sub is cur-prev, or cur when the counter went backwards (it was reset).
-func sub(cur, prev uint64) uint64 {
-	if cur < prev {
-		return cur
-	}
-	return cur - prev
 }
 
 func toPressure(p cgroupfs.Pressure) *snapshot.Pressure {
@@ -927,8 +835,8 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		sw := snapshot.Workload{ID: id, Name: t.w.Name, Cgroup: t.w.Cgroup, Labels: t.w.Labels,
 			Level: int(v.Level), Pinned: v.Pinned, Exempt: v.Exempt, BytesInLevel: v.BytesInLevel,
 			Allowance: v.Allowance, LevelSince: v.EnteredAt, Weight: int(v.Weight),
-			ReadBytes: t.rBytes, WriteBytes: t.wBytes, ReadIOs: t.rIOs, WriteIOs: t.wIOs,
-			ReadBps: t.rBps, WriteBps: t.wBps, Pressure: t.pressure}
+			ReadBytes: t.c.RBytes, WriteBytes: t.c.WBytes, ReadIOs: t.c.RIOs, WriteIOs: t.c.WIOs,
+			ReadBps: t.c.RBps, WriteBps: t.c.WBps, Pressure: t.pressure}
 		if t.dec.labelErr != nil {
 			sw.LabelError = t.dec.labelErr.Error()
 		}

@@ -1,4 +1,4 @@
-package daemon
+package sensor
 
 import (
 	"math/bits"
