@@ -329,7 +329,7 @@ func (c *cli) flagSet() *flag.FlagSet {
 	fs.Uint64Var(&s.Seed, "seed", 0, "")
 	fs.IntVar(&s.IODepth, "iodepth", 0, "")
 	fs.Float64Var(&s.IOPS, "iops", 0, "")
-	fs.Var(sizeFlag{&s.FsyncEvery, ParseSize}, "fsync-every", "")
+	fs.Var(sizeFlag{&s.FsyncEvery, bytesize.Parse}, "fsync-every", "")
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.BoolVar(&c.waitStdin, "wait-stdin", false, "")
 	return fs
