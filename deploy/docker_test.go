@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -251,23 +252,24 @@ func TestRealContainerImage(t *testing.T) {
 		t.Fatalf("README's docker run: image %s, arguments %q, read-only %v; want %s, none (the image's default), --read-only",
 			rd.image, rd.args, rd.readOnly, ImageRef)
 	}
-	binds := func() []string {
+	binds := func(runDir string) []string {
 		var out []string
 		for _, v := range rd.volumes {
 			if src, dst, _ := strings.Cut(v, ":"); src == "/run/ddiskqos" {
-				v = t.TempDir() + ":" + dst
+				v = runDir + ":" + dst
 			}
 			out = append(out, v)
 		}
 		return out
 	}
 	common := []string{"--devices", loop.Name, "--interval", "250ms"}
+	writerRun := t.TempDir() // the writer's /run/ddiskqos
 	writer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-cgroup-%d", os.Getpid()),
 		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "cgroup", "--cgroup-parent", parent}, common...)...)},
-		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds()})
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds(writerRun)})
 	observer := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-docker-%d", os.Getpid()),
 		&container.Config{Image: tag, Cmd: append(slices.Clone(ii.Config.Cmd), append([]string{"--source", "docker", "--dry-run"}, common...)...)},
-		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds()})
+		&container.HostConfig{NetworkMode: "none", ReadonlyRootfs: rd.readOnly, Binds: binds(t.TempDir())})
 	daemons := map[string]string{writer: "cgroup source", observer: "docker source, dry-run"}
 	dump := func() string {
 		var b strings.Builder
@@ -289,6 +291,25 @@ func TestRealContainerImage(t *testing.T) {
 			t.Fatalf("daemon (%s) in a container: no tick within 30 s (%s)\n%s", what, why, dump())
 		}
 	}
+
+	// The container holds the host lock in the host's /run/ddiskqos: a
+	// daemon started on the host as the systemd unit starts it (its
+	// /run/ddiskqos here the writer's, through $DDISKQOS_LOCK_FILE and
+	// --state-file) refuses to run beside it.
+	hostBin := filepath.Join(t.TempDir(), "ddiskqos")
+	if err := os.WriteFile(hostBin, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hctx, hcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer hcancel()
+	second := exec.CommandContext(hctx, hostBin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name,
+		"--listen", "", "--state-file", writerRun+"/state.json")
+	second.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+writerRun+"/ddiskqos.lock")
+	out, err := second.CombinedOutput()
+	if code := second.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "another ddiskqos daemon runs on this host") {
+		t.Fatalf("a daemon on the host beside the one in the container: exit %d (%v), want 1 and a refusal:\n%s", code, err, out)
+	}
+	t.Logf("the host daemon refused to start beside the container's: %s", strings.TrimSpace(string(out)))
 
 	// The streamer, from the same image, under the parent.
 	streamer := dockertest.RunContainer(t, c, dockertest.RunOptions{Image: tag, CgroupParent: parent,
@@ -317,7 +338,10 @@ func TestRealContainerImage(t *testing.T) {
 		}
 		return nil
 	}
-	sw, _ := status(t, c, tag, writer)
+	sw, why := status(t, c, tag, writer)
+	if sw == nil {
+		t.Fatalf("ddiskqos status of the cgroup-source daemon: %s\n%s", why, dump())
+	}
 	w := find(sw, func(w *snapshot.Workload) bool { return strings.HasSuffix(w.Cgroup, "/"+streamer.ID) })
 	if !strings.HasPrefix(sw.Source, "cgroup") || sw.DryRun || w == nil || w.Level != 4 {
 		t.Fatalf("cgroup-source daemon: source %s, dry-run %v, streamer %+v; want it at level 4\n%s", sw.Source, sw.DryRun, w, dump())
@@ -328,7 +352,9 @@ func TestRealContainerImage(t *testing.T) {
 	var so *snapshot.Snapshot
 	var wo *snapshot.Workload
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		so, _ = status(t, c, tag, observer)
+		if so, why = status(t, c, tag, observer); so == nil {
+			t.Fatalf("ddiskqos status of the docker-source daemon: %s\n%s", why, dump())
+		}
 		if wo = find(so, func(w *snapshot.Workload) bool { return w.ID == streamer.ID }); wo != nil && wo.Level == 4 {
 			break
 		}

@@ -2,12 +2,16 @@ package deploy
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,12 +19,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/config"
+	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // The fields of a DaemonSet this test checks; the rest of the manifest is
@@ -45,10 +52,11 @@ type k8sObject struct {
 }
 
 type podSpec struct {
-	HostPID     bool           `yaml:"hostPID"`
-	HostNetwork bool           `yaml:"hostNetwork"`
-	Containers  []k8sContainer `yaml:"containers"`
-	Volumes     []struct {
+	TerminationGracePeriodSeconds int            `yaml:"terminationGracePeriodSeconds"`
+	HostPID                       bool           `yaml:"hostPID"`
+	HostNetwork                   bool           `yaml:"hostNetwork"`
+	Containers                    []k8sContainer `yaml:"containers"`
+	Volumes                       []struct {
 		Name     string `yaml:"name"`
 		HostPath *struct {
 			Path string `yaml:"path"`
@@ -78,7 +86,8 @@ type k8sContainer struct {
 		Limits   map[string]string `yaml:"limits"`
 	} `yaml:"resources"`
 	SecurityContext struct {
-		Privileged bool `yaml:"privileged"`
+		Privileged             bool `yaml:"privileged"`
+		ReadOnlyRootFilesystem bool `yaml:"readOnlyRootFilesystem"`
 	} `yaml:"securityContext"`
 	VolumeMounts []struct {
 		Name      string `yaml:"name"`
@@ -164,8 +173,9 @@ func TestDaemonSet(t *testing.T) {
 		t.Fatalf("args %q: want run and its flags", c.Args)
 	}
 	cfg := parseRunArgs(t, c.Args[1:])
-	if cfg.Source != config.SourceCgroup || cfg.CgroupParent == "" {
-		t.Errorf("source %q, cgroup parent %q: a Kubernetes node has no Docker engine; want the cgroup source", cfg.Source, cfg.CgroupParent)
+	if cfg.Source != config.SourceCgroup || cfg.CgroupLayout != "kubepods" || path.Base(cfg.CgroupParent) != "kubepods.slice" && path.Base(cfg.CgroupParent) != "kubepods" {
+		t.Errorf("source %q, cgroup layout %q, cgroup parent %q: a Kubernetes node has no Docker engine; want the cgroup source over the kubelet's tree (kubepods layout, kubepods.slice or kubepods)",
+			cfg.Source, cfg.CgroupLayout, cfg.CgroupParent)
 	}
 
 	// Mounts: the host's cgroup tree writable where the daemon looks for
@@ -237,4 +247,142 @@ func TestDaemonSet(t *testing.T) {
 				probe.Path, now.Sub(tc.snap.At).Round(time.Second), rec.Code, strings.TrimSpace(rec.Body.String()), tc.want)
 		}
 	}
+}
+
+// TestRealDaemonSetContainer runs the DaemonSet's container spec on this
+// machine's Docker engine — not on Kubernetes: the image built from
+// deploy/docker, the manifest's arguments, its hostPath volumes as binds
+// (the state directory a temporary one), its read-only root, on a bridge
+// network — and probes it as the kubelet would, from outside, at the
+// pod's address: the liveness path on the named port must answer 200,
+// /metrics must serve the daemon's series, /v1/workloads must name the
+// container of a pod in a kubelet-shaped cgroup tree, and SIGTERM must
+// stop it with exit 0 within terminationGracePeriodSeconds.
+//
+// Two differences from the manifest: the kubelet's parent cgroup is not on
+// this machine, so a parent of the test's own, holding that small tree, is
+// added as the last --cgroup-parent; and the container is not privileged,
+// because an engine without CAP_SYS_RESOURCE in its own bounding set (this
+// one) cannot start privileged containers at all (runc: "unable to apply
+// caps"). The daemon needs no privilege beyond its mounts on Docker
+// (TestRealContainerImage writes weights unprivileged).
+func TestRealDaemonSetContainer(t *testing.T) {
+	testkit.NeedRoot(t)
+	ds := daemonSet(t)
+	pod := ds.Spec.Template.Spec
+	spec := pod.Containers[0]
+	c := dockertest.Client(t)
+	tag := dockertest.UniqueTag("daemonset")
+	buildImage(t, c, tag, dockertest.Binary(t))
+	// A node's tree in small: one Burstable pod with one container, as the
+	// kubelet's systemd driver and containerd name them.
+	parent := fmt.Sprintf("/ddiskqos-deploy-ds-%d", os.Getpid())
+	testkit.Cgroup(t, "/sys/fs/cgroup/blkio"+parent)
+	const uid, ctr = "d5e1a2b3-0000-4000-8000-00000000c0de", "c0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0dec0de"
+	podDir := "kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cri-containerd-" + ctr + ".scope"
+	if err := os.MkdirAll("/sys/fs/cgroup/blkio"+parent+"/"+podDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	hostPaths := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath == nil {
+			t.Fatalf("volume %s is not a hostPath", v.Name)
+		}
+		hostPaths[v.Name] = v.HostPath.Path
+	}
+	var binds []string
+	for _, m := range spec.VolumeMounts {
+		src := hostPaths[m.Name]
+		if src == "/run/ddiskqos" {
+			src = t.TempDir()
+		}
+		b := src + ":" + m.MountPath
+		if m.ReadOnly {
+			b += ":ro"
+		}
+		binds = append(binds, b)
+	}
+	args := append(slices.Clone(spec.Args), "--cgroup-parent="+parent)
+	id := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-ds-%d", os.Getpid()),
+		&container.Config{Image: tag, Cmd: args},
+		&container.HostConfig{NetworkMode: "bridge", Binds: binds, ReadonlyRootfs: spec.SecurityContext.ReadOnlyRootFilesystem})
+	ctx := context.Background()
+	ci, err := c.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := ""
+	if n := ci.NetworkSettings; n != nil && n.Networks["bridge"] != nil {
+		ip = n.Networks["bridge"].IPAddress
+	}
+	if ip == "" {
+		t.Fatalf("container %s has no bridge address", id)
+	}
+	port := spec.LivenessProbe.HTTPGet.Port.Value
+	for _, p := range spec.Ports {
+		if p.Name == port {
+			port = strconv.Itoa(p.ContainerPort)
+		}
+	}
+	base := "http://" + net.JoinHostPort(ip, port)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var code int
+	var body string
+	start := time.Now()
+	for deadline := start.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if code, body = get(spec.LivenessProbe.HTTPGet.Path); code == http.StatusOK {
+			break
+		}
+	}
+	if code != http.StatusOK {
+		o, e := logs(c, id)
+		t.Fatalf("GET %s%s (the liveness probe): %d %q after 30 s\n%s%s", base, spec.LivenessProbe.HTTPGet.Path, code, body, o, e)
+	}
+	t.Logf("liveness probe GET %s%s: 200 %q, %s after start", base, spec.LivenessProbe.HTTPGet.Path, strings.TrimSpace(body), time.Since(start).Round(time.Millisecond))
+	if code, body = get("/metrics"); code != http.StatusOK || !strings.Contains(body, "ddiskqos_") {
+		t.Errorf("GET %s/metrics: %d, %d bytes, want 200 with ddiskqos_ series", base, code, len(body))
+	}
+	// The pod's container, found through the kubepods layout of the
+	// manifest's arguments.
+	want := "pod" + uid + "/" + ctr
+	var names []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !slices.Contains(names, want); time.Sleep(200 * time.Millisecond) {
+		names = names[:0]
+		code, body = get(api.WorkloadsPath)
+		var snap snapshot.Snapshot
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &snap) == nil {
+			for _, w := range snap.Workloads {
+				names = append(names, w.Name)
+			}
+		}
+	}
+	if !slices.Contains(names, want) {
+		o, e := logs(c, id)
+		t.Fatalf("GET %s%s: workloads %q, want %s (the pod's container)\n%s%s", base, api.WorkloadsPath, names, want, o, e)
+	}
+	t.Logf("the daemon found the pod's container %s in the kubelet-shaped tree", want)
+
+	grace := pod.TerminationGracePeriodSeconds
+	stopped := time.Now()
+	if err := c.ContainerStop(ctx, id, container.StopOptions{Timeout: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	if ci, err = c.ContainerInspect(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if ci.State.ExitCode != 0 || ci.State.OOMKilled {
+		o, e := logs(c, id)
+		t.Errorf("after SIGTERM: exit %d (grace %d s), want 0\n%s%s", ci.State.ExitCode, grace, o, e)
+	}
+	t.Logf("SIGTERM: exit %d after %s (grace %d s)", ci.State.ExitCode, time.Since(stopped).Round(time.Millisecond), grace)
 }

@@ -19,7 +19,11 @@ import (
 // as `ddiskqos workload` (DDISKQOS_WORKLOAD_MAIN=1).
 func TestMain(m *testing.M) {
 	workload.MaybeRunFromEnv()
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir) // see buildBinary
+	}
+	os.Exit(code)
 }
 
 // benchScale runs `ddiskqos bench scale` with args plus --json and a short

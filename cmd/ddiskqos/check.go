@@ -8,19 +8,30 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
 const checkUsage = `usage: ddiskqos check [--json] [--sys PATH] [--proc PATH] [--docker-host URL]
+                      [--devices GLOB,... | --config FILE]
 
 Reads the host once and says whether ddiskqos can give containers disk-I/O
 QoS here, and how well: the cgroup layout, for every block device the
 mechanism that reaches it (bfq-weight, iocost-weight, cfq-weight, throttle),
 pressure stall information, the Docker engine, and the kernel and daemon
 limits a host of 10,000 containers runs into. It changes nothing.
+
+It also says what cannot be controlled: the storage driver (with
+fuse-overlayfs a container's root-filesystem I/O is done outside its
+cgroup: only volumes and devices are shaped), buffered writes on cgroup v1
+(charged to the kernel's flusher, not the writer), the disk under Docker's
+data root and whether the daemon shapes it (give --devices as to run, or
+the daemon's --config file), and
+cpu.rt_runtime_us of the containers' parent (0: no SCHED_FIFO in them).
 
 Each finding has a stable id, a status, the value seen, why it matters and
 the exact command that fixes it:
@@ -29,6 +40,8 @@ the exact command that fixes it:
         disk), or the host will not reach 10,000 containers; run the fix
   fail  QoS cannot work here (no I/O cgroup hierarchy, or no disk any
         mechanism reaches)
+  info  not needed by ddiskqos, but by some containers (real-time
+        scheduling); run the fix if yours need it
 
 Exit status:
   0  QoS can work (warnings allowed)
@@ -51,6 +64,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	sys := fs.String("sys", "/sys", "sysfs root to read block devices and cgroups from; cgroup mounts under /sys in the mount table are read below it")
 	proc := fs.String("proc", "/proc", "procfs root to read the mount table, limits, sysctls and PSI from")
 	dockerHost := fs.String("docker-host", "", "Docker engine to ask: unix:///path, tcp://host:port, or off (default $DOCKER_HOST, else "+host.DefaultDockerHost+")")
+	configFile := fs.String("config", "", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped (--devices overrides it)")
+	devices := fs.String("devices", "", "the daemon's devices, as given to run --devices (sd*,nvme0n1): decides whether the disk under Docker's data root is shaped; empty = run's default, every target disk")
 	printUsage := func(w io.Writer) {
 		var b strings.Builder
 		fs.SetOutput(&b)
@@ -79,6 +94,26 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	var globs []string
+	if *configFile != "" && *devices == "" {
+		cfg, err := config.Load(*configFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddiskqos check: --config: %v\n", err)
+			return 2
+		}
+		globs = cfg.Devices
+	}
+	for g := range strings.SplitSeq(*devices, ",") {
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		if _, err := filepath.Match(g, ""); err != nil || strings.Contains(g, "/") {
+			fmt.Fprintf(stderr, "ddiskqos check: --devices %q: bad pattern %q: want a device name glob as in /sys/block, such as sd* or nvme0n1\n", *devices, g)
+			return 2
+		}
+		globs = append(globs, g)
+	}
+
 	var ep *host.DockerEndpoint
 	dh := *dockerHost
 	if dh == "" {
@@ -99,6 +134,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	facts := host.Gather(ctx, host.Roots{Sys: *sys, Proc: *proc}, ep)
+	facts.DeviceGlobs = globs
 	checks := host.Evaluate(facts)
 	report := host.BuildReport(facts, checks)
 
@@ -131,7 +167,7 @@ func writeCheckText(w io.Writer, r host.Report) {
 	if !r.QoSPossible {
 		verdict = "QoS cannot work"
 	}
-	fmt.Fprintf(w, "ddiskqos check: %s (%d fail, %d warn, %d ok)\n", verdict, counts[host.StatusFail], counts[host.StatusWarn], counts[host.StatusOK])
+	fmt.Fprintf(w, "ddiskqos check: %s (%d fail, %d warn, %d info, %d ok)\n", verdict, counts[host.StatusFail], counts[host.StatusWarn], counts[host.StatusInfo], counts[host.StatusOK])
 	if r.Cgroup.IOHierarchy != nil {
 		fmt.Fprintf(w, "cgroup %s; I/O through v%d at %s\n", r.Cgroup.Mode, r.Cgroup.IOHierarchy.Version, r.Cgroup.IOHierarchy.Mount)
 	}

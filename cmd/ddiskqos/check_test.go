@@ -55,7 +55,8 @@ func checkGolden(t *testing.T, name, got string) {
 func TestCheckGolden(t *testing.T) {
 	t.Parallel()
 	tr := hosttest.Sample(t)
-	dh := hosttest.FakeEngine(t, tr.Root, hosttest.Engine{Version: "20.10.24+dfsg1", APIVersion: "1.41", CgroupDriver: "cgroupfs", CgroupVersion: "1"})
+	dh := hosttest.FakeEngine(t, tr.Root, hosttest.Engine{Version: "20.10.24+dfsg1", APIVersion: "1.41", CgroupDriver: "cgroupfs", CgroupVersion: "1",
+		StorageDriver: "overlay2", RootDir: "/var/lib/docker"})
 	args := []string{"--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", dh}
 	anon := func(s string) string { return strings.ReplaceAll(s, tr.Root, "$ROOT") }
 
@@ -102,6 +103,63 @@ func TestCheckGolden(t *testing.T) {
 	}
 }
 
+// --devices decides whether the disk under Docker's data root counts as
+// shaped: by default vda is (a target with throttle); with --devices sd*
+// only sda is, and the fix names the flag with vda added.
+func TestCheckDevicesDataRoot(t *testing.T) {
+	t.Parallel()
+	tr := hosttest.Sample(t)
+	dh := hosttest.FakeEngine(t, tr.Root, hosttest.Engine{Version: "28.0.0", APIVersion: "1.48", CgroupDriver: "cgroupfs", CgroupVersion: "1",
+		StorageDriver: "overlay2", RootDir: "/var/lib/docker"})
+	dataRoot := func(args ...string) host.Check {
+		t.Helper()
+		out, errOut, code := runCheckT(t, append([]string{"--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", dh, "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var r host.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.DataRoot == nil || strings.Join(r.DataRoot.Devices, " ") != "vda" {
+			t.Fatalf("docker_data_root %+v", r.DataRoot)
+		}
+		for _, c := range r.Checks {
+			if c.ID == "docker.data_root" {
+				return c
+			}
+		}
+		t.Fatal("no docker.data_root")
+		return host.Check{}
+	}
+	if c := dataRoot(); c.Status != host.StatusOK || !strings.HasSuffix(c.Value, "shaped on vda (throttle)") {
+		t.Errorf("default: %+v", c)
+	}
+	c := dataRoot("--devices", "sd*")
+	if c.Status != host.StatusWarn || c.Fix != "add vda to the daemon's devices: --devices sd*,vda (or devices: in its config file)" {
+		t.Errorf("--devices sd*: %+v", c)
+	}
+	// The daemon's config file says the same; --devices overrides it.
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("devices: [\"sd*\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := dataRoot("--config", cfg); c.Status != host.StatusWarn || !strings.Contains(c.Fix, "--devices sd*,vda") {
+		t.Errorf("--config with devices sd*: %+v", c)
+	}
+	if c := dataRoot("--config", cfg, "--devices", "vd*"); c.Status != host.StatusOK {
+		t.Errorf("--config overridden by --devices vd*: %+v", c)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("devicez: [sda]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCheckT(t, "--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", "off", "--config", bad)
+	if code != 2 || !strings.Contains(errOut, "devicez: unknown key; did you mean devices?") {
+		t.Errorf("bad config: exit %d, stderr %q", code, errOut)
+	}
+}
+
 func TestCheckNoCgroup(t *testing.T) {
 	t.Parallel()
 	tr := hosttest.New(t)
@@ -128,6 +186,8 @@ func TestCheckUsage(t *testing.T) {
 		{[]string{"--sys", filepath.Join(dir, "nope")}, 2, `--sys "` + filepath.Join(dir, "nope") + `": not a directory`},
 		{[]string{"--proc"}, 2, "flag needs an argument: -proc"},
 		{[]string{"--docker-host", "ftp://x"}, 2, "--docker-host: docker host \"ftp://x\": scheme must be unix, tcp, http or https"},
+		{[]string{"--devices", "sd*,[x"}, 2, `--devices "sd*,[x": bad pattern "[x"`},
+		{[]string{"--devices", "/dev/sda"}, 2, `bad pattern "/dev/sda": want a device name glob`},
 	} {
 		_, errOut, code := runCheckT(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.stderr) {

@@ -5,7 +5,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 )
 
 // lockedBuffer collects a child's stderr; safe to read while it runs.
@@ -40,6 +44,7 @@ func (r *runRig) startLogged(t *testing.T, args ...string) (*exec.Cmd, *lockedBu
 	t.Helper()
 	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
 		"--state-file", r.state, "--devices", r.loop.Name}, args...)...)
+	cmd.Env = r.env()
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -207,5 +212,239 @@ func TestRealRunReloadAppliesOrNames(t *testing.T) {
 	r.child(t, "c")
 	tracked("c")
 	waitLog(t, logs, 5*time.Second, "level=INFO", `msg="tracking workload"`, "workload=c")
+	stopWith(t, d, syscall.SIGTERM)
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metricValue is the value of the exposition line that starts with series.
+func metricValue(t *testing.T, body, series string) string {
+	t.Helper()
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no series %s in /metrics", series)
+	return ""
+}
+
+// TestRealRunDockerEngineLost: the real binary on a private dockerd. With
+// the engine down at start, and when it goes away mid-run, the daemon keeps
+// running degraded and says so everywhere an operator looks: /healthz 503
+// with the reason, ddiskqos_source_up 0 and a growing
+// ddiskqos_source_errors_total, one WARN. When the engine is back, all turn
+// healthy again.
+func TestRealRunDockerEngineLost(t *testing.T) {
+	r := newRunRig(t)
+	e := dockertest.StartEngine(t)
+	stopped := e.Stop(t)
+	t.Logf("private engine stopped in %s", stopped.Round(time.Millisecond))
+
+	d := exec.Command(r.bin, "run", "--source", "docker", "--docker-host", e.Host(), "--interval", "100ms",
+		"--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name)
+	d.Env = r.env()
+	logs := &lockedBuffer{}
+	d.Stderr = logs
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if d.ProcessState == nil {
+			d.Process.Kill()
+			d.Wait()
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
+	base := "http://" + r.addr
+	// health waits until /healthz answers want, and returns its body.
+	health := func(want int, within time.Duration) string {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			resp, err := http.Get(base + "/healthz")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == want {
+					return strings.TrimSpace(string(b))
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("/healthz %d %q, want %d", resp.StatusCode, b, want)
+				}
+			} else if time.Now().After(deadline) {
+				t.Fatalf("/healthz: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	degraded := func(phase string) {
+		t.Helper()
+		body := health(http.StatusServiceUnavailable, 15*time.Second)
+		if !strings.Contains(body, "docker engine is unreachable") {
+			t.Errorf("%s: /healthz 503 without the reason: %q", phase, body)
+		}
+		t.Logf("%s: /healthz 503 %q", phase, body)
+		_, m := httpGet(t, base+"/metrics")
+		if v := metricValue(t, m, `ddiskqos_source_up{source="docker"}`); v != "0" {
+			t.Errorf("%s: source_up %s, want 0", phase, v)
+		}
+		errs := metricValue(t, m, `ddiskqos_source_errors_total{source="docker"}`)
+		if errs == "0" {
+			t.Errorf("%s: source_errors_total 0", phase)
+		}
+		t.Logf("%s: ddiskqos_source_errors_total{source=\"docker\"} %s", phase, errs)
+		if _, err := r.snapshot(); err != nil {
+			t.Errorf("%s: daemon not serving its snapshot: %v", phase, err)
+		}
+	}
+	healthy := func(phase string) {
+		t.Helper()
+		health(http.StatusOK, 30*time.Second)
+		_, m := httpGet(t, base+"/metrics")
+		if v := metricValue(t, m, `ddiskqos_source_up{source="docker"}`); v != "1" {
+			t.Errorf("%s: source_up %s, want 1", phase, v)
+		}
+		t.Logf("%s: /healthz 200", phase)
+	}
+	countWarn := func() int {
+		return strings.Count(logs.String(), `level=WARN msg="docker engine unreachable`)
+	}
+
+	degraded("engine down at start")
+	time.Sleep(2 * time.Second) // several attempts
+	if n := countWarn(); n != 1 {
+		t.Errorf("engine down at start: %d WARN lines after several attempts, want 1", n)
+	}
+	e.Start(t)
+	healthy("engine started")
+	waitLog(t, logs, 10*time.Second, "level=WARN", "docker engine reachable again")
+
+	e.Stop(t)
+	degraded("engine lost mid-run")
+	time.Sleep(2 * time.Second)
+	if n := countWarn(); n != 2 {
+		t.Errorf("after the second outage: %d WARN lines, want 2", n)
+	}
+	line := waitLog(t, logs, time.Second, "level=WARN", "docker engine unreachable")
+	t.Logf("log: %s", line)
+	e.Start(t)
+	healthy("engine back")
+	stopWith(t, d, syscall.SIGTERM)
+}
+
+// TestRealRunAPIFlood: the real daemon under 300 clients that send half a
+// request and hang, plus 500 concurrent requests: every request is
+// answered or refused cleanly, the loop keeps ticking at its interval, and
+// the hanging clients are cut off after the header timeout (5 s).
+func TestRealRunAPIFlood(t *testing.T) {
+	r := newRunRig(t)
+	d, _ := r.startLogged(t, "--interval", "100ms", "--listen", r.addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := r.snapshot(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("daemon API not up within 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before, err := r.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+
+	const hang = 300
+	cut := make(chan time.Duration, hang)
+	for range hang {
+		go func() {
+			c, err := net.Dial("tcp", r.addr)
+			if err != nil {
+				cut <- -1
+				return
+			}
+			defer c.Close()
+			began := time.Now()
+			_, _ = c.Write([]byte("GET /v1/workloads HTTP/1.1\r\nHost: x\r\nX-Slow: "))
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			_, err = c.Read(make([]byte, 1)) // returns when the server closes
+			if err == nil {
+				cut <- -2 // answered a half request?
+				return
+			}
+			cut <- time.Since(began)
+		}()
+	}
+	const n = 500
+	cl := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[string]int{}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := []string{"/v1/workloads", "/metrics", "/healthz"}[i%3]
+			resp, err := cl.Get("http://" + r.addr + path)
+			key := ""
+			if err != nil {
+				key = "refused: " + err.Error()
+			} else {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				key = path + " " + resp.Status
+			}
+			mu.Lock()
+			codes[key]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	after, err := r.snapshot()
+	if err != nil {
+		t.Fatalf("after the flood: %v", err)
+	}
+	ticks := after.Tick - before.Tick
+	t.Logf("%d hanging clients + %d requests in %s: %v; loop ticked %d times (interval 100ms)", hang, n, took.Round(time.Millisecond), codes, ticks)
+	for k, c := range codes {
+		ok := strings.HasSuffix(k, " 200 OK") || k == "/metrics 503 Service Unavailable" // promhttp's in-flight cap
+		if !ok {
+			t.Errorf("%d requests: %s", c, k)
+		}
+	}
+	if want := uint64(took / (300 * time.Millisecond)); ticks < want {
+		t.Errorf("loop ticked %d times in %s of flood, want >= %d", ticks, took, want)
+	}
+	var longest time.Duration
+	for range hang {
+		select {
+		case d := <-cut:
+			if d < 0 {
+				t.Fatalf("hanging client: %v", map[time.Duration]string{-1: "could not connect", -2: "got an answer to half a request"}[d])
+			}
+			longest = max(longest, d)
+		case <-time.After(30 * time.Second):
+			t.Fatal("hanging clients not cut off within 30s")
+		}
+	}
+	t.Logf("hanging clients cut off after at most %s", longest.Round(time.Millisecond))
+	if longest > 10*time.Second {
+		t.Errorf("a hanging client was held %s, want about the 5s header timeout", longest)
+	}
 	stopWith(t, d, syscall.SIGTERM)
 }

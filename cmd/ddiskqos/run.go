@@ -117,6 +117,15 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		return err
 	}
 	opts.Observer = m
+	// A source that can lose its backend (the Docker engine) reports it on
+	// /healthz and /metrics.
+	var checks []api.HealthCheck
+	if ds, ok := src.(*dockersrc.Source); ok {
+		checks = append(checks, ds.Health)
+		if err := metrics.WatchSource(reg, ds.Name(), ds.Errors, func() bool { return ds.Health() == "" }); err != nil {
+			return err
+		}
+	}
 	if d, err = daemon.New(opts); err != nil {
 		return err
 	}
@@ -128,7 +137,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	defer cancel()
 	apiDone := make(chan error, 1)
 	if cfg.Listen != "" {
-		go func() { apiDone <- api.Serve(ctx, cfg.Listen, api.NewHandler(d.Snapshot, reg, log), log) }()
+		go func() { apiDone <- api.Serve(ctx, cfg.Listen, api.NewHandler(d.Snapshot, reg, log, checks...), log) }()
 	}
 	go reloadOnHUP(ctx, d, cfg, fs, log, level)
 
@@ -214,7 +223,7 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 			cli.Close()
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("--source auto: the Docker engine does not answer (%v); for LXC, systemd or Kubernetes hosts use --source cgroup --cgroup-parent PATH", err)
+			return nil, "", fmt.Errorf("--source auto: the Docker engine does not answer (%v); --source docker waits for it (degraded on /healthz meanwhile); for LXC, systemd or Kubernetes hosts use --source cgroup --cgroup-parent PATH", err)
 		}
 		kind = config.SourceDocker
 	}
@@ -230,7 +239,11 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 		}
 		return s, s.Name(), nil
 	case config.SourceCgroup:
-		dir, err := h.Path(cfg.CgroupParent)
+		parent, err := cgroupdir.ParentPath(h, cfg.CgroupParent) // also /sys/fs/cgroup/blkio/x
+		if err != nil {
+			return nil, "", fmt.Errorf("--cgroup-parent: %w", err)
+		}
+		dir, err := h.Path(parent)
 		if err != nil {
 			return nil, "", fmt.Errorf("--cgroup-parent %s: %w", cfg.CgroupParent, err)
 		}
@@ -238,7 +251,12 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 			return nil, "", fmt.Errorf("--cgroup-parent %s: %s is not a cgroup directory of the %s hierarchy at %s",
 				cfg.CgroupParent, dir, map[int]string{1: "v1 blkio", 2: "cgroup v2"}[h.Version], h.Mount)
 		}
-		s, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: cfg.CgroupParent, Logger: log})
+		var pins []cgroupdir.LevelGlob
+		for _, p := range cfg.CgroupPins() {
+			pins = append(pins, cgroupdir.LevelGlob{Glob: p.Glob, Level: p.Level})
+		}
+		s, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: parent, Layout: cgroupdir.Layout(cfg.CgroupLayout),
+			Exempt: cfg.CgroupExempt, Levels: pins, ExemptGuaranteed: cfg.CgroupExemptGuaranteed, Logger: log})
 		if err != nil {
 			return nil, "", err
 		}

@@ -7,33 +7,51 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-// buildBinary compiles this command into a temp dir once per test.
+// The binary the real tests run, built once per test process (TestMain
+// removes binDir).
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// buildBinary compiles this command once per test process.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ddiskqos")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "ddiskqos-bin-"); binErr != nil {
+			return
+		}
+		bin := filepath.Join(binDir, "ddiskqos")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binPath = bin
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
 }
 
 func freeAddr(t *testing.T) string {
@@ -116,16 +134,13 @@ func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
 }
 
 func (r *runRig) snapshot() (*snapshot.Snapshot, error) {
-	resp, err := http.Get("http://" + r.addr + "/v1/workloads")
+	c, err := api.NewClient(r.addr)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %s", resp.Status)
-	}
-	var s snapshot.Snapshot
-	return &s, json.NewDecoder(resp.Body).Decode(&s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Workloads(ctx, nil)
 }
 
 func (r *runRig) waitLevel(t *testing.T, name string, level int) {

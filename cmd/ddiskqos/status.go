@@ -122,7 +122,7 @@ func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) i
 	if *timeout <= 0 {
 		return bad("--timeout %s: want a positive duration", *timeout)
 	}
-	base, err := statusBaseURL(*addr)
+	client, err := api.NewClient(*addr)
 	if err != nil {
 		return bad("--addr %q: %v", *addr, err)
 	}
@@ -134,12 +134,9 @@ func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) i
 	if *name != "" {
 		q.Set("name", *name)
 	}
-	u := base.JoinPath(api.WorkloadsPath)
-	u.RawQuery = q.Encode()
-
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	body, err := statusFetch(ctx, u.String())
+	body, err := client.WorkloadsJSON(ctx, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "ddiskqos status: %v\n", statusExplain(err, *addr))
 		return 1
@@ -161,82 +158,20 @@ func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) i
 	return 0
 }
 
-// statusBaseURL accepts HOST:PORT, :PORT (loopback) or an http(s) URL.
-func statusBaseURL(addr string) (*url.URL, error) {
-	if !strings.Contains(addr, "://") {
-		if strings.HasPrefix(addr, ":") {
-			addr = "127.0.0.1" + addr
-		}
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		return nil, errors.New("want HOST:PORT or an http:// URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("scheme %q: want http or https", u.Scheme)
-	}
-	if u.Host == "" {
-		return nil, errors.New("no host: want HOST:PORT or an http:// URL")
-	}
-	return u, nil
-}
-
-// statusHTTPError is a non-200 answer of the daemon.
-type statusHTTPError struct {
-	code int
-	msg  string // the "error" of its JSON body, or the body
-}
-
-func (e *statusHTTPError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.code, http.StatusText(e.code), e.msg)
-}
-
-// statusFetch GETs u and returns the body of a 200 answer.
-func statusFetch(ctx context.Context, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		msg := strings.TrimSpace(string(body))
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		if len(msg) > 300 {
-			msg = msg[:300] + "..."
-		}
-		// The body is the daemon's (or whatever listens there): escaped
-		// like every cell before it reaches the terminal.
-		return nil, &statusHTTPError{code: resp.StatusCode, msg: statusCell(msg)}
-	}
-	return body, nil
-}
-
 // statusExplain turns a fetch error into what an operator does next.
 func statusExplain(err error, addr string) string {
-	var he *statusHTTPError
+	var he *api.HTTPError
 	if errors.As(err, &he) {
-		if he.code == http.StatusServiceUnavailable {
-			return fmt.Sprintf("the daemon at %s is not ready: %s\ntry again in a moment", addr, he.msg)
+		// The body is the daemon's (or whatever listens there): escaped
+		// like every cell before it reaches the terminal.
+		e := &api.HTTPError{Code: he.Code, Msg: statusCell(he.Msg)}
+		if he.Code == http.StatusServiceUnavailable {
+			return fmt.Sprintf("the daemon at %s is not ready: %s\ntry again in a moment", addr, e.Msg)
 		}
-		if he.code == http.StatusNotFound {
-			return fmt.Sprintf("%s answered %v\nis it ddiskqos (of the same version) listening there?", addr, he)
+		if he.Code == http.StatusNotFound {
+			return fmt.Sprintf("%s answered %v\nis it ddiskqos (of the same version) listening there?", addr, e)
 		}
-		return fmt.Sprintf("the daemon at %s answered %v", addr, he)
+		return fmt.Sprintf("the daemon at %s answered %v", addr, e)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Sprintf("the daemon at %s did not answer in time (--timeout)", addr)

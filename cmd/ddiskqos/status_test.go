@@ -286,23 +286,3 @@ func TestStatusHumanBytes(t *testing.T) {
 		}
 	}
 }
-
-func TestStatusBaseURL(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"127.0.0.1:9191":         "http://127.0.0.1:9191",
-		":9191":                  "http://127.0.0.1:9191",
-		"http://[::1]:9191":      "http://[::1]:9191",
-		"https://qos.example:1/": "https://qos.example:1/",
-	} {
-		u, err := statusBaseURL(in)
-		if err != nil || u.String() != want {
-			t.Errorf("statusBaseURL(%q) = %v, %v; want %s", in, u, err, want)
-		}
-	}
-	for _, bad := range []string{"ftp://h:1", "http://", "%zz"} {
-		if _, err := statusBaseURL(bad); err == nil {
-			t.Errorf("statusBaseURL(%q): no error", bad)
-		}
-	}
-}

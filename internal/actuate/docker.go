@@ -90,8 +90,11 @@ type Docker struct {
 	unset     uint16
 	work      map[string]*dstate
 	originals map[string]Original // by container id
-	dirty     bool
-	top       []int
+	// fresh: originals recorded but not yet made durable by Config.Persist;
+	// their containers are not updated.
+	fresh map[string]bool
+	dirty bool
+	top   []int
 }
 
 // NewDocker returns a Docker actuator. cfg.Hierarchy is not used (nothing
@@ -109,7 +112,7 @@ func NewDocker(cfg Config, api DockerAPI, adopted []Original) (*Docker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Docker{cfg: cfg, api: api, log: log, unset: UnsetWeight(cfg.Devices),
-		work: map[string]*dstate{}, originals: map[string]Original{}, top: make([]int, len(cfg.Devices))}
+		work: map[string]*dstate{}, originals: map[string]Original{}, fresh: map[string]bool{}, top: make([]int, len(cfg.Devices))}
 	var errs []error
 	for _, o := range adopted {
 		if o.Knob != DockerKnob {
@@ -200,6 +203,7 @@ func (w *dstate) setApplied(wt cgroupfs.Weight, err error) {
 func (d *Docker) Apply(now time.Time, targets []Target) error {
 	d.computeTop(targets)
 	var errs []error
+	var pending []dockerWrite
 	for i := range targets {
 		t := &targets[i]
 		if t.Exempt {
@@ -235,18 +239,53 @@ func (d *Docker) Apply(now time.Time, targets []Target) error {
 			w.written = true
 			continue
 		}
-		err := d.setWeight(t.ID, uint16(t.Weight))
-		if cerrdefs.IsNotFound(err) {
-			d.forget(t.ID)
+		if err := d.record(t.ID); err != nil {
+			if cerrdefs.IsNotFound(err) {
+				d.forget(t.ID)
+				continue
+			}
+			w.setApplied(t.Weight, err)
+			errs = append(errs, err)
 			continue
 		}
-		w.setApplied(t.Weight, err)
-		w.written = err == nil || isDiscarded(err)
+		pending = append(pending, dockerWrite{t.ID, w, uint16(t.Weight)})
+	}
+	// Originals first (Config.Persist), then the updates they allow.
+	if len(d.fresh) > 0 && d.cfg.Persist != nil {
+		origs := make([]Original, 0, len(d.originals))
+		for _, id := range d.sortedIDs() {
+			origs = append(origs, d.originals[id])
+		}
+		if err := d.cfg.Persist(origs); err != nil {
+			errs = append(errs, fmt.Errorf("originals not durable, %d container(s) left unwritten: %w", len(d.fresh), err))
+		} else {
+			clear(d.fresh)
+		}
+	}
+	for _, p := range pending {
+		if d.fresh[p.id] {
+			p.w.setApplied(cgroupfs.Weight(p.wt), errors.New("not written: its original value is not saved yet"))
+			continue
+		}
+		err := d.update(p.id, p.wt)
+		if cerrdefs.IsNotFound(err) {
+			d.forget(p.id)
+			continue
+		}
+		p.w.setApplied(cgroupfs.Weight(p.wt), err)
+		p.w.written = err == nil || isDiscarded(err)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dockerWrite is an update Apply makes once its original is durable.
+type dockerWrite struct {
+	id string
+	w  *dstate
+	wt uint16
 }
 
 func isDiscarded(err error) bool {
@@ -270,9 +309,9 @@ func (d *Docker) computeTop(targets []Target) {
 	}
 }
 
-// setWeight records the container's original weight before its first
-// update, then updates it.
-func (d *Docker) setWeight(id string, wt uint16) error {
+// record reads the container's original weight before its first update;
+// it stays fresh (not to be updated) until Config.Persist made it durable.
+func (d *Docker) record(id string) error {
 	if _, ok := d.originals[id]; !ok {
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
 		ci, err := d.api.ContainerInspect(ctx, id)
@@ -286,8 +325,11 @@ func (d *Docker) setWeight(id string, wt uint16) error {
 		}
 		d.originals[id] = Original{Cgroup: id, Knob: DockerKnob, Native: uint64(native), Had: native != 0}
 		d.dirty = true
+		if d.cfg.Persist != nil {
+			d.fresh[id] = true
+		}
 	}
-	return d.update(id, wt)
+	return nil
 }
 
 // update is docker update --blkio-weight wt.
@@ -335,6 +377,7 @@ func (d *Docker) Release(id string) error {
 		delete(d.originals, id)
 		d.dirty = true
 	}
+	delete(d.fresh, id)
 	delete(d.work, id)
 	return nil
 }
@@ -343,6 +386,7 @@ func (d *Docker) Release(id string) error {
 func (d *Docker) forget(id string) {
 	if _, ok := d.originals[id]; ok {
 		delete(d.originals, id)
+		delete(d.fresh, id)
 		d.dirty = true
 	}
 	delete(d.work, id)
@@ -360,6 +404,7 @@ func (d *Docker) RestoreAll() error {
 		delete(d.originals, id)
 	}
 	d.dirty = true
+	clear(d.fresh)
 	clear(d.work)
 	return errors.Join(errs...)
 }

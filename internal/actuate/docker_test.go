@@ -108,7 +108,9 @@ func TestDockerApplyWritesOnlyChanges(t *testing.T) {
 	if err := d.Apply(t0, []Target{target("a", 1, 1000), target("b", 1, 1000)}); err != nil {
 		t.Fatal(err)
 	}
-	expectCalls(t, f, "inspect a", "update a 1000", "inspect b", "update b 1000")
+	// Every original is read (and made durable, Config.Persist) before
+	// any update.
+	expectCalls(t, f, "inspect a", "inspect b", "update a 1000", "update b 1000")
 	origs, changed := d.Originals()
 	want := []Original{{Cgroup: "a", Knob: DockerKnob}, {Cgroup: "b", Knob: DockerKnob, Had: true, Native: 300}}
 	if !changed || !slices.Equal(origs, want) {
@@ -218,7 +220,7 @@ func TestDockerContainerGone(t *testing.T) {
 	if err := d.Apply(t0.Add(time.Second), []Target{target("a", 2, 500), {ID: "gone", Weight: 1000, Level: 1}}); err != nil {
 		t.Fatalf("Apply with vanished containers = %v, want nil", err)
 	}
-	expectCalls(t, f, "update a 500", "inspect gone")
+	expectCalls(t, f, "inspect gone", "update a 500")
 	if d.Applied("a") != nil || d.Applied("gone") != nil {
 		t.Fatal("vanished containers still tracked")
 	}
@@ -534,5 +536,41 @@ func TestRealDockerActuator(t *testing.T) {
 	}
 	if d.Applied(ctr.ID) != nil {
 		t.Fatal("removed container still tracked")
+	}
+}
+
+// TestDockerUpdateWaitsForDurableOriginal: no container is updated before
+// Config.Persist has stored its original; a failed Persist leaves it as it
+// was and is tried again at the next Apply.
+func TestDockerUpdateWaitsForDurableOriginal(t *testing.T) {
+	t.Parallel()
+	f := newFake("a")
+	f.weights["a"] = 300
+	var saved [][]Original
+	fail := errors.New("read-only file system")
+	cfg := Config{Devices: []Device{bfqDev}, Persist: func(o []Original) error {
+		if fail != nil {
+			return fail
+		}
+		saved = append(saved, o)
+		return nil
+	}}
+	d := mustDocker(t, cfg, f)
+	t0 := time.Unix(1000, 0)
+	err := d.Apply(t0, []Target{target("a", 1, 1000)})
+	if err == nil || !strings.Contains(err.Error(), "not durable") {
+		t.Fatalf("Apply with a failing Persist = %v", err)
+	}
+	expectCalls(t, f, "inspect a")
+	if f.weights["a"] != 300 || d.Applied("a")[0].Err == nil {
+		t.Fatalf("updated before its original was durable: weight %d, applied %+v", f.weights["a"], d.Applied("a"))
+	}
+	fail = nil
+	if err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	expectCalls(t, f, "update a 1000")
+	if len(saved) != 1 || saved[0][0].Native != 300 || f.weights["a"] != 1000 {
+		t.Fatalf("saved %+v, weight %d", saved, f.weights["a"])
 	}
 }

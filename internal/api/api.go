@@ -7,7 +7,8 @@
 //
 //	GET /v1/workloads[?name=SUBSTR][&level=N]  snapshot as JSON; 503 before the first tick
 //	GET /metrics                               Prometheus exposition
-//	GET /healthz                               200 "ok", or 503 when the loop has stalled
+//	GET /healthz                               200 "ok", or 503 with the reason when the loop
+//	                                           has stalled or a HealthCheck fails (degraded)
 package api
 
 import (
@@ -39,17 +40,22 @@ const staleSlack = time.Second
 // snapshot, nil before the first tick; /metrics exposes gatherer (a
 // registry metrics.New registered on) plus the per-workload series of
 // current() (see metrics.Handler).
-// Unknown paths get 404, other methods than GET (and HEAD) 405.
-func NewHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger) http.Handler {
-	return newHandler(current, gatherer, logger, time.Now)
+// /healthz also asks every check (say, whether the Docker engine is
+// reachable). Unknown paths get 404, other methods than GET (and HEAD) 405.
+func NewHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger, checks ...HealthCheck) http.Handler {
+	return newHandler(current, gatherer, logger, time.Now, checks...)
 }
 
+// HealthCheck is "" when what it checks is fine, else the reason /healthz
+// reports (with 503). It must be safe for concurrent use.
+type HealthCheck func() string
+
 // newHandler is NewHandler with the clock /healthz measures age against.
-func newHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger, now func() time.Time) http.Handler {
+func newHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger, now func() time.Time, checks ...HealthCheck) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{current: current, logger: logger, now: now}
+	s := &server{current: current, logger: logger, now: now, checks: checks}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("GET "+WorkloadsPath, s.workloads)
@@ -71,13 +77,14 @@ type server struct {
 	current func() *snapshot.Snapshot
 	logger  *slog.Logger
 	now     func() time.Time
+	checks  []HealthCheck
 }
 
 const indexText = `ddiskqos daemon API (unauthenticated; read-only)
 
 GET /v1/workloads   the current snapshot as JSON; filters: ?name=SUBSTR ?level=0..4
 GET /metrics        Prometheus metrics
-GET /healthz        "ok" while the daemon loop ticks
+GET /healthz        "ok" while the daemon loop ticks and its source is reachable
 `
 
 func (s *server) index(w http.ResponseWriter, r *http.Request) {
@@ -179,25 +186,39 @@ func (f filter) apply(ws []*snapshot.Workload) []*snapshot.Workload {
 	return out
 }
 
-// healthz is 200 while the loop publishes ticks, 503 with the reason once
-// the last one is older than 3 intervals (+1 s).
+// healthz is 200 while the loop publishes ticks and every check passes,
+// 503 with the reasons once the last tick is older than 3 intervals
+// (+1 s) or a check fails.
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	var reasons []string
 	if reason := Stale(s.current(), s.now()); reason != "" {
+		reasons = append(reasons, reason)
+	}
+	for _, c := range s.checks {
+		if reason := c(); reason != "" {
+			reasons = append(reasons, reason)
+		}
+	}
+	if len(reasons) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, reason)
+		fmt.Fprintln(w, strings.Join(reasons, "\n"))
 		return
 	}
 	fmt.Fprintln(w, "ok")
 }
 
 // Stale says why the loop that published snap is not healthy at now, or ""
-// when it is: a nil snapshot (no tick yet), or a last tick older than
-// 3×interval + 1 s.
+// when it is: a nil snapshot (no tick yet), a state file that cannot be
+// saved (new workloads' knobs are then not written), or a last tick older
+// than 3×interval + 1 s.
 func Stale(snap *snapshot.Snapshot, now time.Time) string {
 	if snap == nil {
 		return "not ready: the daemon has not finished its first tick"
+	}
+	if snap.StateError != "" {
+		return "state file not saved; knobs whose original it would keep are not written: " + snap.StateError
 	}
 	limit := 3*snap.Interval + staleSlack
 	age := now.Sub(snap.At)

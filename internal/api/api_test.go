@@ -375,6 +375,18 @@ func TestAPIServeRealAddr(t *testing.T) {
 	}
 }
 
+// TestAPIHealthzStateError: while the state file cannot be saved the
+// daemon is not healthy, and /healthz says why.
+func TestAPIHealthzStateError(t *testing.T) {
+	t.Parallel()
+	snap := fixture()
+	snap.StateError = "open /run/ddiskqos/.state-1.tmp: read-only file system"
+	rec := do(testHandler(t, snap, t0), "GET", "/healthz")
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "read-only file system") {
+		t.Errorf("healthz with a state error: %d %s, want 503 naming it", rec.Code, rec.Body.String())
+	}
+}
+
 func TestAPIStale(t *testing.T) {
 	t.Parallel()
 	if Stale(nil, t0) == "" {
@@ -387,5 +399,31 @@ func TestAPIStale(t *testing.T) {
 	s.Interval = 0 // still just the slack
 	if r := Stale(s, t0.Add(2*time.Second)); r == "" {
 		t.Error("2s old with no interval: healthy")
+	}
+}
+
+// A failing HealthCheck makes /healthz 503 with its reason, even while the
+// loop ticks; a passing one leaves it 200.
+func TestAPIHealthzChecks(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	snap := fixture()
+	current := func() *snapshot.Snapshot { return snap }
+	var reason atomic.Value
+	reason.Store("")
+	h := newHandler(current, reg, nil, func() time.Time { return t0 }, func() string { return reason.Load().(string) })
+	if rec := do(h, http.MethodGet, "/healthz"); rec.Code != 200 {
+		t.Fatalf("passing check: %d %s", rec.Code, rec.Body)
+	}
+	reason.Store("degraded: the docker engine is unreachable")
+	rec := do(h, http.MethodGet, "/healthz")
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "docker engine is unreachable") {
+		t.Fatalf("failing check: %d %q, want 503 with its reason", rec.Code, rec.Body)
+	}
+	// Stale and degraded: both reasons.
+	h = newHandler(current, reg, nil, func() time.Time { return t0.Add(time.Hour) }, func() string { return reason.Load().(string) })
+	rec = do(h, http.MethodGet, "/healthz")
+	if b := rec.Body.String(); rec.Code != 503 || !strings.Contains(b, "stale") || !strings.Contains(b, "docker") {
+		t.Errorf("stale and degraded: %d %q", rec.Code, b)
 	}
 }

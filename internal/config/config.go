@@ -32,7 +32,8 @@ const (
 	// SourceDocker: the containers of the Docker engine at docker_host.
 	SourceDocker Source = "docker"
 	// SourceCgroup: every child cgroup of cgroup_parent (LXC, systemd
-	// services, any runtime).
+	// services, any runtime), or with cgroup_layout kubepods every
+	// container of the kubelet's pods.
 	SourceCgroup Source = "cgroup"
 )
 
@@ -63,6 +64,22 @@ const MinInterval = 50 * time.Millisecond
 type Config struct {
 	Source       Source `yaml:"source"`
 	CgroupParent string `yaml:"cgroup_parent"` // absolute cgroup path; only with SourceCgroup
+	// CgroupLayout says where the workloads are below cgroup_parent:
+	// "children" (each child directory), "kubepods" (each container of the
+	// kubelet's pods), or "auto" (kubepods when the parent is named
+	// kubepods or kubepods.slice). Only with SourceCgroup.
+	CgroupLayout string `yaml:"cgroup_layout"`
+	// CgroupExempt are globs (path.Match) on workload names of the cgroup
+	// source: a match is exempt, like a container labelled
+	// ddiskqos.exempt=true.
+	CgroupExempt []string `yaml:"cgroup_exempt"`
+	// CgroupLevels pin the cgroup source's workloads whose names match a
+	// glob at a level, like the ddiskqos.level label: "GLOB=LEVEL"
+	// entries, the first match wins; an exempt match wins over them.
+	CgroupLevels []string `yaml:"cgroup_levels"`
+	// CgroupExemptGuaranteed exempts the containers of Guaranteed pods
+	// (cgroup_layout kubepods).
+	CgroupExemptGuaranteed bool `yaml:"cgroup_exempt_guaranteed"`
 	// DockerHost is the engine's API URL. Empty in Default(); Load and
 	// FromArgs fill it from $DOCKER_HOST, else DefaultDockerHost.
 	DockerHost string `yaml:"docker_host"`
@@ -140,6 +157,7 @@ func Default() Config {
 	shares := actuate.DefaultThrottleShares()
 	c := Config{
 		Source:         SourceAuto,
+		CgroupLayout:   "auto",
 		Interval:       time.Second,
 		BoostAfter:     pc.BoostAfter,
 		Actuator:       ActuatorCgroup,
@@ -181,7 +199,26 @@ func (c Config) clone() Config {
 	c.Weights = append([]uint16(nil), c.Weights...)
 	c.ThrottleShares = append([]float64(nil), c.ThrottleShares...)
 	c.Devices = append([]string(nil), c.Devices...)
+	c.CgroupExempt = append([]string(nil), c.CgroupExempt...)
+	c.CgroupLevels = append([]string(nil), c.CgroupLevels...)
 	return c
+}
+
+// CgroupPin is one parsed cgroup_levels entry.
+type CgroupPin struct {
+	Glob  string
+	Level int
+}
+
+// CgroupPins parses cgroup_levels; entries Validate rejects are left out.
+func (c Config) CgroupPins() []CgroupPin {
+	var out []CgroupPin
+	for _, e := range c.CgroupLevels {
+		if p, msg := parseCgroupPin(e); msg == "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (s Source) String() string   { return string(s) }

@@ -164,6 +164,10 @@ func TestLoadFile(t *testing.T) {
 	file := `# a host with LXC containers
 source: cgroup
 cgroup_parent: /lxc.payload
+cgroup_layout: children
+cgroup_exempt: ["system-*", "pod*/*"]
+cgroup_levels: ["db-*=1", "a=b=4"]
+cgroup_exempt_guaranteed: true
 interval: 500ms
 thresholds: [4MiB, 16777216, 64M, 0.25GiB]
 weights:
@@ -195,6 +199,8 @@ anchored: &a 1s
 	}
 	want := Config{
 		Source: SourceCgroup, CgroupParent: "/lxc.payload", DockerHost: DefaultDockerHost,
+		CgroupLayout: "children", CgroupExempt: []string{"system-*", "pod*/*"},
+		CgroupLevels: []string{"db-*=1", "a=b=4"}, CgroupExemptGuaranteed: true,
 		Interval:       500 * time.Millisecond,
 		Thresholds:     []Size{4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB},
 		Weights:        []uint16{900, 400, 200, 50},
@@ -212,6 +218,10 @@ anchored: &a 1s
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("load =\n%+v\nwant\n%+v", c, want)
+	}
+	// The last "=" splits: a glob may hold one.
+	if got, want := c.CgroupPins(), []CgroupPin{{"db-*", 1}, {"a=b", 4}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("CgroupPins() = %+v, want %+v", got, want)
 	}
 }
 

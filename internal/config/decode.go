@@ -281,6 +281,10 @@ func listExample(key string) string {
 		return "[1, 0.6, 0.45, 0.3]"
 	case "devices":
 		return `["sd*", "nvme*"]`
+	case "cgroup_exempt":
+		return `["system-*"]`
+	case "cgroup_levels":
+		return `["db-*=1", "batch-*=4"]`
 	}
 	return "[a, b]"
 }

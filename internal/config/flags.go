@@ -22,13 +22,35 @@ type flagDef struct {
 // so a range error names the flag as its origin.
 var flagDefs = []flagDef{
 	{name: "source", key: "source", arg: "auto|docker|cgroup",
-		help: "where workloads come from: docker containers, or every child cgroup of --cgroup-parent; auto is docker if the engine answers, else an error",
+		help: "where workloads come from: docker containers, or every child cgroup of --cgroup-parent; auto is docker if the engine answers, else an error; docker waits for an engine that is down (degraded on /healthz meanwhile)",
 		get:  func(c *Config) string { return string(c.Source) },
 		set:  func(c *Config, s string) error { c.Source = Source(s); return nil }},
 	{name: "cgroup-parent", key: "cgroup_parent", arg: "PATH",
-		help: "with --source cgroup: the cgroup whose children are the workloads, as in /proc/PID/cgroup (/lxc.payload, /system.slice)",
+		help: "with --source cgroup: the cgroup whose children are the workloads, as in /proc/PID/cgroup (/lxc.payload, /system.slice, /kubepods.slice), or its directory under the I/O hierarchy's mount",
 		get:  func(c *Config) string { return c.CgroupParent },
 		set:  func(c *Config, s string) error { c.CgroupParent = s; return nil }},
+	{name: "cgroup-layout", key: "cgroup_layout", arg: "auto|children|kubepods",
+		help: "with --source cgroup: where the workloads are below --cgroup-parent: each child directory, or each container of the kubelet's pods (pod<uid>/<id>, QoS class known); auto is kubepods for a parent named kubepods or kubepods.slice",
+		get:  func(c *Config) string { return c.CgroupLayout },
+		set:  func(c *Config, s string) error { c.CgroupLayout = s; return nil }},
+	{name: "cgroup-exempt", key: "cgroup_exempt", arg: "GLOB,...",
+		help: "with --source cgroup: workloads whose names match are left alone, as with the ddiskqos.exempt=true label (system-*,pod*/*)",
+		get:  func(c *Config) string { return strings.Join(c.CgroupExempt, ",") },
+		set:  stringListSetter(func(c *Config) *[]string { return &c.CgroupExempt })},
+	{name: "cgroup-levels", key: "cgroup_levels", arg: "GLOB=N,...",
+		help: "with --source cgroup: pin workloads whose names match GLOB at level N, as the ddiskqos.level label does; the first match wins, exempt wins over it (db-*=1,batch-*=4)",
+		get:  func(c *Config) string { return strings.Join(c.CgroupLevels, ",") },
+		set:  stringListSetter(func(c *Config) *[]string { return &c.CgroupLevels })},
+	{name: "cgroup-exempt-guaranteed", key: "cgroup_exempt_guaranteed",
+		help: "with --cgroup-layout kubepods: leave the containers of Guaranteed pods alone",
+		get:  func(c *Config) string { return strconv.FormatBool(c.CgroupExemptGuaranteed) },
+		set: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err == nil {
+				c.CgroupExemptGuaranteed = b
+			}
+			return err
+		}},
 	{name: "docker-host", key: "docker_host", arg: "URL",
 		help: "the Docker engine API: unix:///path or tcp://host:port (default $DOCKER_HOST, else " + DefaultDockerHost + ")",
 		get:  func(c *Config) string { return c.DockerHost },
@@ -118,17 +140,7 @@ var flagDefs = []flagDef{
 	{name: "devices", key: "devices", arg: "GLOB,...",
 		help: "block devices to act on, as named in /sys/block (sd*,nvme0n1); empty = every non-virtual disk that carries a workload's I/O",
 		get:  func(c *Config) string { return strings.Join(c.Devices, ",") },
-		set: func(c *Config, s string) error {
-			if strings.TrimSpace(s) == "" {
-				c.Devices = nil
-				return nil
-			}
-			v, err := parseList(s, func(e string) (string, error) { return e, nil })
-			if err == nil {
-				c.Devices = v
-			}
-			return err
-		}},
+		set:  stringListSetter(func(c *Config) *[]string { return &c.Devices })},
 	{name: "listen", key: "listen", arg: "ADDR",
 		help: "host:port of the HTTP API and /metrics; empty turns them off. The API has no authentication: an address beyond loopback lets anyone who reaches it read every workload's name and I/O (the daemon warns at start)",
 		get:  func(c *Config) string { return c.Listen },
@@ -153,6 +165,22 @@ var flagDefs = []flagDef{
 		help: "log line format",
 		get:  func(c *Config) string { return c.Log.Format },
 		set:  func(c *Config, s string) error { c.Log.Format = s; return nil }},
+}
+
+// stringListSetter sets a comma-separated list; an empty argument empties
+// the list.
+func stringListSetter(field func(*Config) *[]string) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		if strings.TrimSpace(s) == "" {
+			*field(c) = nil
+			return nil
+		}
+		v, err := parseList(s, func(e string) (string, error) { return e, nil })
+		if err == nil {
+			*field(c) = v
+		}
+		return err
+	}
 }
 
 func durationSetter(field func(*Config) *time.Duration) func(*Config, string) error {

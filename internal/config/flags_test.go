@@ -33,7 +33,9 @@ func TestFromArgsNoFlags(t *testing.T) {
 func TestFromArgsEveryFlag(t *testing.T) {
 	t.Parallel()
 	args := []string{
-		"--source", "cgroup", "--cgroup-parent", "/system.slice", "--docker-host", "tcp://h:2375",
+		"--source", "cgroup", "--cgroup-parent", "/system.slice", "--cgroup-layout", "kubepods",
+		"--cgroup-exempt", "system-*, pod*/*", "--cgroup-levels", "db-*=1,batch-*=4", "--cgroup-exempt-guaranteed",
+		"--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
 		"--boost-after", "1m", "--actuator", "cgroup", "--dry-run",
 		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--reassert", "0s",
@@ -45,7 +47,9 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Source: SourceCgroup, CgroupParent: "/system.slice", DockerHost: "tcp://h:2375",
+		Source: SourceCgroup, CgroupParent: "/system.slice", CgroupLayout: "kubepods",
+		CgroupExempt: []string{"system-*", "pod*/*"}, CgroupLevels: []string{"db-*=1", "batch-*=4"},
+		CgroupExemptGuaranteed: true, DockerHost: "tcp://h:2375",
 		Interval: 2 * time.Second, Thresholds: []Size{MiB, 2 * MiB, 3 * MiB, 4 * MiB},
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
 		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond,
@@ -55,8 +59,8 @@ func TestFromArgsEveryFlag(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
 	}
-	if len(args) != 2*len(flagDefs)-1 { // --dry-run has no argument
-		t.Errorf("the test covers %d flags of %d", (len(args)-1)/2+1, len(flagDefs))
+	if len(args) != 2*len(flagDefs)-2 { // --dry-run and --cgroup-exempt-guaranteed have no argument
+		t.Errorf("the test covers %d flags of %d", (len(args)-2)/2+2, len(flagDefs))
 	}
 }
 
@@ -237,6 +241,7 @@ func TestDiff(t *testing.T) {
 			c.DryRun = true
 			c.ThrottleShares[3] = 0.2
 			c.ThrottleMin = MiB
+			c.ThrottleBurst = time.Millisecond
 			c.Reassert = 0
 			c.Devices = []string{"sd*"}
 			c.Listen = ""
@@ -245,7 +250,7 @@ func TestDiff(t *testing.T) {
 			c.Paths.Proc = "/host/proc"
 			c.Log.Format = "json"
 		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "dry_run", "throttle_shares",
-			"throttle_min", "reassert", "devices", "listen", "state_file",
+			"throttle_min", "throttle_burst", "reassert", "devices", "listen", "state_file",
 			"paths.sys", "paths.proc", "log.format"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,8 +57,15 @@ Examples:
   LXC host (every container is a child of /lxc.payload):
     ddiskqos run --source cgroup --cgroup-parent /lxc.payload
 
-  systemd host (every service is a workload):
-    ddiskqos run --source cgroup --cgroup-parent /system.slice
+  systemd host (every service is a workload), journald left alone and
+  the database pinned at level 1:
+    ddiskqos run --source cgroup --cgroup-parent /system.slice \
+      --cgroup-exempt 'systemd-journald.service' --cgroup-levels 'postgresql*=1'
+
+  Kubernetes node (every container of every pod; the layout is found from
+  the name kubepods.slice), Guaranteed pods left alone:
+    ddiskqos run --source cgroup --cgroup-parent /kubepods.slice \
+      --cgroup-exempt-guaranteed
 
   A config file, with one key overridden for this run:
     ddiskqos run --config /etc/ddiskqos/config.yaml --interval 500ms

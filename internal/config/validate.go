@@ -40,6 +40,36 @@ func (c Config) Validate() error {
 			bad("cgroup_parent", c.CgroupParent, "%s", msg)
 		}
 	}
+	cgroupOnly := func(key string, value any) {
+		bad(key, value, "only used with source cgroup (source is %q); set source: cgroup, or remove %s", c.Source, key)
+	}
+	switch c.CgroupLayout {
+	case "auto", "children", "kubepods":
+		if c.Source != SourceCgroup && c.CgroupLayout != "auto" {
+			cgroupOnly("cgroup_layout", c.CgroupLayout)
+		}
+	default:
+		bad("cgroup_layout", c.CgroupLayout, "must be auto, children or kubepods")
+	}
+	if c.Source != SourceCgroup && len(c.CgroupExempt) > 0 {
+		cgroupOnly("cgroup_exempt", c.CgroupExempt)
+	}
+	if c.Source != SourceCgroup && len(c.CgroupLevels) > 0 {
+		cgroupOnly("cgroup_levels", c.CgroupLevels)
+	}
+	if c.Source != SourceCgroup && c.CgroupExemptGuaranteed {
+		cgroupOnly("cgroup_exempt_guaranteed", c.CgroupExemptGuaranteed)
+	}
+	for i, g := range c.CgroupExempt {
+		if msg := nameGlobProblem(g); msg != "" {
+			bad(fmt.Sprintf("cgroup_exempt[%d]", i), g, "%s", msg)
+		}
+	}
+	for i, e := range c.CgroupLevels {
+		if _, msg := parseCgroupPin(e); msg != "" {
+			bad(fmt.Sprintf("cgroup_levels[%d]", i), e, "%s", msg)
+		}
+	}
 	if c.DockerHost != "" {
 		if msg := dockerHostProblem(c.DockerHost); msg != "" {
 			bad("docker_host", c.DockerHost, "%s", msg)
@@ -196,6 +226,35 @@ func cgroupPathProblem(p string) string {
 		return "must be below the root cgroup: the root's children include init.scope and the system's own services"
 	}
 	return ""
+}
+
+// nameGlobProblem checks a glob on workload names of the cgroup source.
+func nameGlobProblem(g string) string {
+	if g == "" {
+		return "empty pattern"
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Sprintf("bad glob pattern %q: %v", g, err)
+	}
+	return ""
+}
+
+// parseCgroupPin parses a cgroup_levels entry "GLOB=LEVEL"; msg says what
+// is wrong with a bad one.
+func parseCgroupPin(e string) (CgroupPin, string) {
+	i := strings.LastIndex(e, "=")
+	if i < 0 {
+		return CgroupPin{}, "want GLOB=LEVEL, such as db-*=1"
+	}
+	g, lv := e[:i], e[i+1:]
+	if msg := nameGlobProblem(g); msg != "" {
+		return CgroupPin{}, msg
+	}
+	n, err := strconv.Atoi(lv)
+	if err != nil || n < 1 || n > policy.NumLevels {
+		return CgroupPin{}, fmt.Sprintf("level %q of pattern %q must be 1 to %d", lv, g, policy.NumLevels)
+	}
+	return CgroupPin{Glob: g, Level: n}, ""
 }
 
 func absPathProblem(p string) string {

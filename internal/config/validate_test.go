@@ -31,6 +31,34 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"docker hosts", func(c *Config) { c.DockerHost = "tcp://10.0.0.1:2375" }, nil},
 
+		{"cgroup pins and exemptions", func(c *Config) {
+			c.Source, c.CgroupParent, c.CgroupLayout = SourceCgroup, "/kubepods.slice", "kubepods"
+			c.CgroupExempt, c.CgroupLevels, c.CgroupExemptGuaranteed = []string{"system-*", "pod*/*"}, []string{"db-*=1", "*=4"}, true
+		}, nil},
+		{"parent as a path under the mount", func(c *Config) { c.Source, c.CgroupParent = SourceCgroup, "/sys/fs/cgroup/blkio/lxc" }, nil},
+		{"bad cgroup layout", func(c *Config) { c.Source, c.CgroupParent, c.CgroupLayout = SourceCgroup, "/lxc", "flat" },
+			[]want{{"cgroup_layout", `cgroup_layout="flat": must be auto, children or kubepods`}}},
+		{"bad cgroup globs", func(c *Config) {
+			c.Source, c.CgroupParent = SourceCgroup, "/lxc"
+			c.CgroupExempt = []string{"ok-*", "sys[tem-*", ""}
+			c.CgroupLevels = []string{"db-*=1", "web-*", "[=2", "batch-*=5", "x=one"}
+		}, []want{
+			{"cgroup_exempt[1]", `cgroup_exempt[1]="sys[tem-*": bad glob pattern "sys[tem-*": syntax error in pattern`},
+			{"cgroup_exempt[2]", `cgroup_exempt[2]="": empty pattern`},
+			{"cgroup_levels[1]", `cgroup_levels[1]="web-*": want GLOB=LEVEL, such as db-*=1`},
+			{"cgroup_levels[2]", `cgroup_levels[2]="[=2": bad glob pattern "["`},
+			{"cgroup_levels[3]", `cgroup_levels[3]="batch-*=5": level "5" of pattern "batch-*" must be 1 to 4`},
+			{"cgroup_levels[4]", `cgroup_levels[4]="x=one": level "one" of pattern "x" must be 1 to 4`},
+		}},
+		{"cgroup keys without source cgroup", func(c *Config) {
+			c.CgroupLayout, c.CgroupExempt, c.CgroupLevels, c.CgroupExemptGuaranteed = "kubepods", []string{"a"}, []string{"b=1"}, true
+		}, []want{
+			{"cgroup_layout", `cgroup_layout="kubepods": only used with source cgroup (source is "auto"); set source: cgroup, or remove cgroup_layout`},
+			{"cgroup_exempt", `only used with source cgroup`},
+			{"cgroup_levels", `only used with source cgroup`},
+			{"cgroup_exempt_guaranteed", `cgroup_exempt_guaranteed=true: only used with source cgroup`},
+		}},
+
 		{"bad source", func(c *Config) { c.Source = "podman" },
 			[]want{{"source", `source="podman": must be auto, docker or cgroup`}}},
 		{"cgroup without parent", func(c *Config) { c.Source = SourceCgroup },

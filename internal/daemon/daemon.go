@@ -82,7 +82,12 @@ type Options struct {
 	// actuator (actuate.New).
 	NewActuator func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error)
 	Interval    time.Duration
-	// StateFile is where originals and levels are kept ("" = nowhere).
+	// StateFile is where originals and levels are kept ("" = nowhere). A
+	// knob is written only once its original is saved there (the
+	// actuator's Config.Persist); a failed save is retried every tick,
+	// counted as a "state" error and shown in Snapshot.StateError. At
+	// start, entries of cgroups that are gone or were created again (their
+	// directory inode changed) are dropped.
 	StateFile string
 	// HostPressure is the host's PSI file (/proc/pressure/io), "" for none.
 	HostPressure string
@@ -198,6 +203,9 @@ type Daemon struct {
 	// kept in the state file, so a cgroup created again under the same
 	// name after a restart is not taken for the one the entries were for.
 	inos map[string]uint64
+	// savedOrigs are the originals of the last successful save: the save
+	// at the end of a tick is skipped when Persist already wrote them.
+	savedOrigs []actuate.Original
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -634,19 +642,29 @@ func (d *Daemon) handle(ev source.Event) {
 	}
 }
 
-// release stops managing a workload and puts its originals back.
+// release stops managing a workload and puts its originals back — unless
+// its cgroup directory is another one now (removed and created again under
+// the same name before the event was handled): the originals were the old
+// cgroup's and are dropped, not written into the new one.
 func (d *Daemon) release(id, why string) {
 	t, ok := d.work[id]
 	if !ok {
 		return
 	}
-	if err := d.act.Release(id); err != nil {
+	f, canForget := d.act.(forgetter)
+	if ino, err := d.dirIno(t.w.Cgroup); canForget && err == nil && t.ino != 0 && ino != t.ino {
+		f.Forget(id)
+		why += "; its cgroup was created again under the same name: originals dropped, not restored"
+	} else if err := d.act.Release(id); err != nil {
 		d.countErr("actuate")
 		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
 	}
 	d.closeCgroup(t)
 	d.pol.Forget(id)
 	delete(d.work, id)
+	if d.inos[t.w.Cgroup] == t.ino {
+		delete(d.inos, t.w.Cgroup)
+	}
 	t.gone = true
 	d.orderOK = false
 	d.stateDirt = true
@@ -658,24 +676,11 @@ func (d *Daemon) release(id, why string) {
 type forgetter interface{ Forget(id string) }
 
 // recreated handles a tracked cgroup removed and created again under the
-// same name between two looks (the source saw no change): the old one's
-// originals and level are dropped — written back, they would land on the
-// new cgroup — and the new one is tracked as a new workload.
+// same name between two looks (the source saw no change): the old one is
+// released (its originals dropped, see release) and the new one is
+// tracked as a new workload.
 func (d *Daemon) recreated(id string, t *tracked) {
-	if f, ok := d.act.(forgetter); ok {
-		f.Forget(id)
-	} else if err := d.act.Release(id); err != nil {
-		d.countErr("actuate")
-		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
-	}
-	d.closeCgroup(t)
-	d.pol.Forget(id)
-	delete(d.work, id)
-	delete(d.inos, t.w.Cgroup)
-	t.gone = true
-	d.orderOK = false
-	d.stateDirt = true
-	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", "cgroup created again under the same name")
+	d.release(id, "cgroup gone")
 	d.handle(source.Event{Kind: source.Added, Workload: t.w})
 }
 
@@ -840,7 +845,7 @@ func (d *Daemon) saveState(force bool) error {
 		return nil
 	}
 	origs, changed := d.act.Originals()
-	if changed {
+	if changed && !slices.Equal(origs, d.savedOrigs) {
 		d.stateDirt = true // kept until a save succeeds
 	}
 	if !d.stateDirt && !force {
@@ -872,10 +877,11 @@ func (d *Daemon) writeState(origs []actuate.Original) error {
 	}
 	if len(f.Originals) == 0 && len(f.Workloads) == 0 {
 		if _, err := os.Stat(d.opts.StateFile); errors.Is(err, fs.ErrNotExist) {
-			d.stateDirt, d.stateErr = false, nil
+			d.stateDirt, d.stateErr, d.savedOrigs = false, nil, nil
 			return nil // nothing to keep: leave no file behind
 		}
 	}
+	d.savedOrigs = nil
 	if err := state.Save(d.opts.StateFile, f); err != nil {
 		if d.stateErr == nil {
 			d.log.Warn("save state: retried every tick; knobs whose original it would keep stay unwritten until it succeeds",
@@ -887,7 +893,7 @@ func (d *Daemon) writeState(origs []actuate.Original) error {
 	if d.stateErr != nil {
 		d.log.Info("state file saved again", "file", d.opts.StateFile)
 	}
-	d.stateDirt, d.stateErr = false, nil
+	d.stateDirt, d.stateErr, d.savedOrigs = false, nil, origs
 	return nil
 }
 

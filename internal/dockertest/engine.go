@@ -219,6 +219,15 @@ func (e *Engine) Stop(t testing.TB) time.Duration {
 	return took
 }
 
+// Start starts a stopped dockerd again with the same roots and returns how
+// long it took until it answered a ping.
+func (e *Engine) Start(t testing.TB) time.Duration {
+	t.Helper()
+	start := time.Now()
+	e.start(t)
+	return time.Since(start)
+}
+
 // Restart stops dockerd and starts it again with the same roots, and
 // returns how long it was stopping and how long starting took (until it
 // answered a ping).

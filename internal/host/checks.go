@@ -19,6 +19,9 @@ const (
 	StatusWarn Status = "warn"
 	// StatusFail: QoS cannot work on this host.
 	StatusFail Status = "fail"
+	// StatusInfo: nothing ddiskqos needs, but something a container on
+	// this host may (real-time scheduling); the fix says how.
+	StatusInfo Status = "info"
 )
 
 // Check is one finding. Its ID is stable and dotted; scripts may match it.
@@ -99,6 +102,7 @@ func cgroupChecks(f Facts) []Check {
 		return []Check{layout}
 	}
 	layout.Status, layout.Value = StatusOK, layoutValue(f.Layout)
+	cs := []Check{layout}
 
 	io := Check{ID: "cgroup.io_hierarchy",
 		Why: "every mechanism (weights, limits) is a file in this hierarchy, and the containers' cgroups must be in it (Docker's cgroupfs driver: /docker/<id>; systemd driver: system.slice/docker-<id>.scope)"}
@@ -114,7 +118,35 @@ func cgroupChecks(f Facts) []Check {
 	default:
 		io.Status, io.Value = StatusOK, "v2 at "+f.IO.Mount+" (io controller enabled)"
 	}
-	return []Check{layout, io}
+	cs = append(cs, io)
+	if f.IOErr == nil && f.IO.Enabled {
+		cs = append(cs, writebackCheck(f.IO.Version))
+	}
+	return cs
+}
+
+// writebackCheck says who pays for buffered writes. On v1 the page cache
+// is written back by the kernel's flusher threads, which live in the root
+// blkio cgroup: a container's buffered writes are counted (and weighted,
+// and capped) for nobody, except what the writer itself forces out with
+// fsync or O_DIRECT. cgroup v2 tags dirty pages with the cgroup that
+// dirtied them (cgroup writeback, with the memory controller on too).
+func writebackCheck(version int) Check {
+	c := Check{ID: "cgroup.writeback"}
+	if version == 1 {
+		c.Status = StatusWarn
+		c.Value = "v1 blkio: buffered writes are charged to the flusher (root cgroup), not the writer"
+		c.Why = "a container's write() lands in the page cache; the kernel's flusher threads write it back later from the root blkio cgroup, " +
+			"so those bytes are neither counted against the container's level nor slowed by its weight or cap. " +
+			"Reads, O_DIRECT writes, and the pages the writer forces out itself while still dirty (fsync, O_SYNC) are charged to it"
+		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2, with the memory and io controllers enabled for the containers) " +
+			"so writeback is charged to the cgroup that dirtied the pages"
+		return c
+	}
+	c.Status = StatusOK
+	c.Value = "v2: writeback is charged to the cgroup that dirtied the pages"
+	c.Why = "cgroup v2 tags dirty pages with their writer's cgroup, so buffered writes count against the container that made them (needs the memory controller enabled next to io)"
+	return c
 }
 
 func layoutValue(l cgroupfs.Layout) string {
@@ -269,7 +301,144 @@ func dockerChecks(f Facts) []Check {
 		cg.Value += fmt.Sprintf(", but ddiskqos controls I/O through cgroup v%d", f.IO.Version)
 		cg.Fix = "run ddiskqos in the host's cgroup namespace with the host's /sys/fs/cgroup (docker run --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup)"
 	}
-	return []Check{c, cg}
+	cs := []Check{c, cg}
+	if e.StorageDriver != "" {
+		cs = append(cs, storageDriverCheck(f))
+	}
+	if f.DataRoot != nil {
+		cs = append(cs, dataRootCheck(f))
+	}
+	if f.RT != nil {
+		cs = append(cs, rtRuntimeCheck(f))
+	}
+	return cs
+}
+
+// storageDriverCheck says whose cgroup a container's root-filesystem I/O
+// is charged to. With overlay2 (kernel overlayfs), btrfs, zfs or
+// devicemapper the container's own tasks do it in the kernel, in their
+// cgroup. With fuse-overlayfs every read and write of the root
+// filesystem is served by a fuse-overlayfs process that runs in dockerd's
+// cgroup, so no container's counters see it. vfs gives each container a
+// full copy of its image, which dockerd makes (in its own cgroup) when
+// the container is created; the container's later I/O is its own.
+func storageDriverCheck(f Facts) Check {
+	d := f.Engine.StorageDriver
+	c := Check{ID: "docker.storage_driver", Status: StatusOK, Value: d,
+		Why: "with " + d + " a container's root-filesystem I/O is done by the container's own tasks, so its cgroup counts and shapes it"}
+	overlay := "this one lists overlay in /proc/filesystems"
+	if !f.Overlay {
+		overlay = "this one does not list overlay in /proc/filesystems: modprobe overlay first, or boot a kernel with CONFIG_OVERLAY_FS"
+	}
+	toOverlay2 := "switch to overlay2 on a kernel with native overlay (" + overlay + "): set \"storage-driver\": \"overlay2\" in /etc/docker/daemon.json " +
+		"and systemctl restart docker (images and containers of the old driver are not carried over: pull or build them again)"
+	switch d {
+	case "fuse-overlayfs":
+		c.Status = StatusWarn
+		c.Value = d + ": only volumes and devices are controlled"
+		c.Why = "every read and write of a container's root filesystem is served by a fuse-overlayfs process in dockerd's cgroup, outside the container's: " +
+			"ddiskqos sees 0 B/s for a container writing into its own filesystem and cannot slow it. " +
+			"Only I/O to volumes (-v, --mount) and devices (--device) is the container's own"
+		c.Fix = toOverlay2
+	case "vfs":
+		c.Status = StatusWarn
+		c.Value = d + ": image copies at container creation are outside any container's cgroup"
+		c.Why = "vfs gives each container a full copy of its image, written by dockerd (in its own cgroup) when the container is created: " +
+			"that burst, the size of the image per container, is invisible to ddiskqos and competes with every container. " +
+			"The container's own reads and writes afterwards are charged to it"
+		c.Fix = toOverlay2
+	}
+	return c
+}
+
+// dataRootCheck says which disk holds Docker's data root (container
+// filesystems and volumes) and whether the daemon shapes I/O there.
+func dataRootCheck(f Facts) Check {
+	dr := f.DataRoot
+	c := Check{ID: "docker.data_root",
+		Why: "container filesystems and volumes live in Docker's data root: ddiskqos can share only a disk it shapes, so the disk under the data root must be one of its devices"}
+	if dr.Error != "" {
+		c.Status, c.Value = StatusWarn, dr.Dir+": "+dr.Error
+		return c
+	}
+	where := fmt.Sprintf("%s on %s %s at %s", dr.Dir, dr.FSType, dr.Source, dr.Mountpoint)
+	if len(dr.Devices) == 0 {
+		c.Status = StatusInfo
+		c.Value = where + ": no block device under it"
+		c.Why = "the data root is on a filesystem without a block device (tmpfs, overlay, a network filesystem): no disk of this host holds its I/O, so there is nothing for ddiskqos to share"
+		return c
+	}
+	c.Value = where + ", device " + strings.Join(dr.Devices, " over ")
+	byName := map[string]Device{}
+	for _, d := range f.Devices {
+		byName[d.Name] = d
+	}
+	var shaped []string
+	for _, name := range dr.Devices {
+		if d, ok := byName[name]; ok && Shaped(d, f.DeviceGlobs) {
+			shaped = append(shaped, fmt.Sprintf("%s (%s)", name, d.Mechanism))
+		}
+	}
+	if len(shaped) > 0 {
+		c.Status = StatusOK
+		c.Value += ": shaped on " + strings.Join(shaped, ", ")
+		return c
+	}
+	c.Status = StatusWarn
+	c.Value += ": not among the devices ddiskqos shapes"
+	top := byName[dr.Devices[0]]
+	switch {
+	case len(f.DeviceGlobs) > 0:
+		c.Fix = fmt.Sprintf("add %s to the daemon's devices: --devices %s,%s (or devices: in its config file)",
+			dr.Devices[len(dr.Devices)-1], strings.Join(f.DeviceGlobs, ","), dr.Devices[len(dr.Devices)-1])
+	case top.Mechanism == MechNone:
+		c.Fix = top.Fix
+	case !top.Target:
+		c.Why += "; " + top.Name + " is not a target: " + top.TargetReason
+		c.Fix = "move the data root to a disk: \"data-root\": \"/path/on/disk\" in /etc/docker/daemon.json, then systemctl restart docker"
+	}
+	return c
+}
+
+// rtRuntimeCheck: from the Red Hat seed (Using SCHED_FIFO in Docker
+// containers on RHEL) — on cgroup v1 with RT group scheduling a task may
+// use SCHED_FIFO only in a cgroup with cpu.rt_runtime_us above 0, and the
+// containers' parent (and every container) starts at 0.
+func rtRuntimeCheck(f Facts) Check {
+	rt := f.RT
+	c := Check{ID: "docker.rt_runtime",
+		Why: "a container that needs SCHED_FIFO or SCHED_RR (audio, cyclictest, PTP) gets EPERM unless its cgroup, and the containers' parent " + rt.Parent +
+			", have cpu.rt_runtime_us above 0 on cgroup v1; new cgroups start at 0. ddiskqos itself does not need it"}
+	switch {
+	case rt.Err != nil:
+		c.Status, c.Value = StatusWarn, "error: "+rt.Err.Error()
+	case !rt.Present:
+		c.Status = StatusOK
+		c.Value = "no cpu.rt_runtime_us in " + rt.Mount + ": the kernel has no RT group scheduling, real-time tasks are not limited per cgroup"
+	case !rt.ParentExists:
+		c.Status = StatusInfo
+		c.Value = fmt.Sprintf("%s does not exist yet (made at the first container start, with 0); root %d", rt.File(), rt.Root)
+		c.Fix = fmt.Sprintf("\"cpu-rt-runtime\": %d in /etc/docker/daemon.json and systemctl restart docker; then docker run --cpu-rt-runtime=%d --cap-add=SYS_NICE --ulimit rtprio=99", rtParentRuntime(rt.Root), rtParentRuntime(rt.Root)/10)
+	case rt.Value <= 0:
+		c.Status = StatusInfo
+		c.Value = fmt.Sprintf("%s = %d: containers cannot use SCHED_FIFO (root %d)", rt.File(), rt.Value, rt.Root)
+		c.Fix = fmt.Sprintf("echo %d > %s (until the cgroup is made again; to keep it: \"cpu-rt-runtime\": %d in /etc/docker/daemon.json), then docker run --cpu-rt-runtime=%d --cap-add=SYS_NICE --ulimit rtprio=99",
+			rtParentRuntime(rt.Root), rt.File(), rtParentRuntime(rt.Root), rtParentRuntime(rt.Root)/10)
+	default:
+		c.Status = StatusOK
+		c.Value = fmt.Sprintf("%s = %d (root %d): containers started with --cpu-rt-runtime can use SCHED_FIFO", rt.File(), rt.Value, rt.Root)
+	}
+	return c
+}
+
+// rtParentRuntime is what the fix gives the containers' parent: the
+// seed's 950000 µs per second, bounded by the root's own runtime (a child
+// cannot have more than its parent).
+func rtParentRuntime(root int64) int64 {
+	if root > 0 && root < 950000 {
+		return root
+	}
+	return 950000
 }
 
 func orUnknown(s string) string {

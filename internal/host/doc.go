@@ -3,7 +3,11 @@
 // controls block I/O, every block device with the mechanism that reaches it
 // (bfq-weight, iocost-weight, cfq-weight, throttle, none), pressure stall
 // information, the Docker engine, and the kernel and daemon limits a host of
-// 10,000 containers runs into.
+// 10,000 containers runs into. It also says what cannot be controlled: the
+// engine's storage driver (fuse-overlayfs does a container's
+// root-filesystem I/O in dockerd's cgroup), buffered writes on cgroup v1
+// (charged to the flusher), the disks under Docker's data root and whether
+// the daemon shapes them, and cpu.rt_runtime_us of the containers' parent.
 //
 // Reading is split from deciding. Gather, Devices and ProbeIOHierarchy read
 // files below Roots (never a hard-coded /sys or /proc); chooseMechanism and

@@ -35,7 +35,12 @@ type Engine struct {
 	APIVersion    string `json:"api_version,omitempty"`
 	CgroupDriver  string `json:"cgroup_driver,omitempty"`  // "cgroupfs" or "systemd"
 	CgroupVersion string `json:"cgroup_version,omitempty"` // "1" or "2" (API >= 1.40)
-	Error         string `json:"error,omitempty"`
+	// StorageDriver is /info's Driver: overlay2, fuse-overlayfs, vfs, ...
+	StorageDriver string `json:"storage_driver,omitempty"`
+	// RootDir is /info's DockerRootDir, e.g. /var/lib/docker: where image
+	// layers, container filesystems and volumes live.
+	RootDir string `json:"root_dir,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // DockerEndpoint is a parsed DOCKER_HOST.
@@ -92,12 +97,13 @@ func ProbeEngine(ctx context.Context, ep DockerEndpoint) Engine {
 		return e
 	}
 	e.Reachable, e.Version, e.APIVersion = true, v.Version, v.APIVersion
-	var info struct{ CgroupDriver, CgroupVersion string }
+	var info struct{ CgroupDriver, CgroupVersion, Driver, DockerRootDir string }
 	if err := getJSON(ctx, c, ep.Base+"/info", &info); err != nil {
 		e.Error = err.Error()
 		return e
 	}
 	e.CgroupDriver, e.CgroupVersion = info.CgroupDriver, info.CgroupVersion
+	e.StorageDriver, e.RootDir = info.Driver, info.DockerRootDir
 	return e
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
@@ -25,6 +27,19 @@ type Facts struct {
 	PSIErr error
 
 	Engine *Engine // nil when the engine was not asked
+	// DataRoot is where the engine's RootDir lives; nil when the engine
+	// was not asked, did not answer, or named no root dir.
+	DataRoot *DataRoot
+	// RT is cpu.rt_runtime_us of the containers' parent; nil unless the
+	// engine answered and a v1 cpu hierarchy is mounted.
+	RT *RTRuntime
+	// Overlay is whether the kernel offers the overlay filesystem
+	// (/proc/filesystems), which Docker's overlay2 driver needs.
+	Overlay    bool
+	OverlayErr error
+	// DeviceGlobs are the daemon's devices patterns (run's --devices); set
+	// by the caller, they decide which devices count as shaped.
+	DeviceGlobs []string
 
 	Dockerd          ProcLimits
 	Self             []Limit // this process (/proc/self/limits)
@@ -68,6 +83,24 @@ func Gather(ctx context.Context, r Roots, docker *DockerEndpoint) Facts {
 	}
 
 	f.Dockerd = DockerdLimits(r)
+	if e := f.Engine; e != nil && e.Reachable && e.Error == "" {
+		if e.RootDir != "" {
+			// The root dir is a path in dockerd's mount namespace.
+			mi := r.proc(strconv.Itoa(f.Dockerd.PID), "mountinfo")
+			if _, err := os.Stat(mi); f.Dockerd.PID == 0 || err != nil {
+				mi = r.MountinfoPath()
+			}
+			dr := ResolveDataRoot(r, mi, e.RootDir, f.Devices)
+			f.DataRoot = &dr
+		}
+		if f.LayoutErr == nil {
+			if cpu, ok := f.Layout.V1Controller("cpu"); ok {
+				rt := ReadRTRuntime(cpu.Mountpoint, containersParent(e.CgroupDriver))
+				f.RT = &rt
+			}
+		}
+	}
+	f.Overlay, f.OverlayErr = hasFilesystem(r, "overlay")
 	f.Self, f.SelfErr = ReadProcLimits(r, "self")
 	f.PtyMax = ReadSysctl(r, "kernel.pty.max")
 	f.ThreadsMax = ReadSysctl(r, "kernel.threads-max")

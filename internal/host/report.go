@@ -3,11 +3,13 @@ package host
 // Report is the JSON of `ddiskqos check --json`, a public contract: fields
 // may be added, never renamed or removed.
 type Report struct {
-	Cgroup      CgroupReport `json:"cgroup"`
-	Devices     []Device     `json:"devices"`
-	Docker      *Engine      `json:"docker,omitempty"`
-	QoSPossible bool         `json:"qos_possible"`
-	Checks      []Check      `json:"checks"`
+	Cgroup  CgroupReport `json:"cgroup"`
+	Devices []Device     `json:"devices"`
+	Docker  *Engine      `json:"docker,omitempty"`
+	// DataRoot is where the engine's data root lives, down to its disks.
+	DataRoot    *DataRoot `json:"docker_data_root,omitempty"`
+	QoSPossible bool      `json:"qos_possible"`
+	Checks      []Check   `json:"checks"`
 }
 
 // CgroupReport is the cgroup part of a Report.
@@ -27,7 +29,7 @@ type V1Mount struct {
 
 // BuildReport assembles the report of facts and their checks.
 func BuildReport(f Facts, checks []Check) Report {
-	r := Report{Devices: f.Devices, Docker: f.Engine, QoSPossible: QoSPossible(checks), Checks: checks}
+	r := Report{Devices: f.Devices, Docker: f.Engine, DataRoot: f.DataRoot, QoSPossible: QoSPossible(checks), Checks: checks}
 	if r.Devices == nil {
 		r.Devices = []Device{}
 	}

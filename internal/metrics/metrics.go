@@ -122,3 +122,32 @@ func (m *Metrics) LevelChange(from, to int, reason string) {
 	}
 	m.levelChanges.WithLabelValues(levelLabel(from), levelLabel(to), reason).Inc()
 }
+
+// WatchSource registers on reg, for the workload source called name, the
+// counter ddiskqos_source_errors_total{source=name} read from errors (how
+// often the source lost its backend, e.g. the Docker engine) and the gauge
+// ddiskqos_source_up{source=name}, 1 while healthy() and 0 otherwise. Both
+// are read at scrape time; the functions must be safe for concurrent use.
+func WatchSource(reg prometheus.Registerer, name string, errors func() uint64, healthy func() bool) error {
+	labels := prometheus.Labels{"source": name}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: namespace, Name: "source_errors_total", ConstLabels: labels,
+			Help: "Times the workload source could not reach its backend (the Docker engine lost or refusing).",
+		}, func() float64 { return float64(errors()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_up", ConstLabels: labels,
+			Help: "1 while the workload source reaches its backend, 0 while it is degraded (see /healthz).",
+		}, func() float64 {
+			if healthy() {
+				return 1
+			}
+			return 0
+		}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: register source %s: %w", name, err)
+		}
+	}
+	return nil
+}

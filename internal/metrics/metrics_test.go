@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -464,5 +465,42 @@ func TestMetricsAcceptsGzip(t *testing.T) {
 		if got := acceptsGzip(h); got != want {
 			t.Errorf("acceptsGzip(%q) = %v, want %v", h, got, want)
 		}
+	}
+}
+
+func TestWatchSource(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	var errs atomic.Uint64
+	var up atomic.Bool
+	up.Store(true)
+	if err := WatchSource(reg, "docker", errs.Load, up.Load); err != nil {
+		t.Fatal(err)
+	}
+	if err := WatchSource(reg, "docker", errs.Load, up.Load); err == nil {
+		t.Error("second WatchSource of one name: no error")
+	}
+	get := func() string {
+		t.Helper()
+		var b strings.Builder
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				fmt.Fprintf(&b, "%s{%s=%s} %g\n", mf.GetName(), m.GetLabel()[0].GetName(), m.GetLabel()[0].GetValue(), v)
+			}
+		}
+		return b.String()
+	}
+	if g := get(); !strings.Contains(g, "ddiskqos_source_up{source=docker} 1") || !strings.Contains(g, "ddiskqos_source_errors_total{source=docker} 0") {
+		t.Errorf("healthy:\n%s", g)
+	}
+	errs.Add(3)
+	up.Store(false)
+	if g := get(); !strings.Contains(g, "ddiskqos_source_up{source=docker} 0") || !strings.Contains(g, "ddiskqos_source_errors_total{source=docker} 3") {
+		t.Errorf("degraded after 3 errors:\n%s", g)
 	}
 }

@@ -19,7 +19,8 @@ type Workload struct {
 	// Name is the container name without its leading "/" (docker) or the
 	// directory name (cgroupdir).
 	Name string
-	// Labels are the container's labels (docker); nil for cgroupdir.
+	// Labels are the container's labels (docker); for cgroupdir, those its
+	// config pins and exemptions and the kubepods layout set, else nil.
 	Labels map[string]string
 	// Cgroup is the workload's cgroup relative to the I/O hierarchy's mount,
 	// e.g. "/docker/<id>", "/system.slice/docker-<id>.scope" or "/lxc/web1".

@@ -161,6 +161,21 @@ func (tr *Tree) Mountinfo(mounts ...string) {
 	tr.Write("proc/self/mountinfo", b.String())
 }
 
+// Mount appends a filesystem mount to proc/self/mountinfo (written by
+// Mountinfo first): mountpoint, its MAJ:MIN, fstype and source, such as
+// Mount("/var/lib/docker", "252:0", "xfs", "/dev/mapper/vg-docker").
+func (tr *Tree) Mount(mountpoint, dev, fstype, source string) {
+	tr.t.Helper()
+	p := filepath.Join(tr.Root, "proc/self/mountinfo")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tr.t.Fatalf("Mount before Mountinfo: %v", err)
+	}
+	n := strings.Count(string(b), "\n")
+	line := fmt.Sprintf("%d 22 %s / %s rw,relatime shared:%d - %s %s rw\n", 100+n, dev, mountpoint, 100+n, fstype, source)
+	tr.Write("proc/self/mountinfo", string(b)+line)
+}
+
 // Limits writes proc/<pid>/limits with the given open-files and processes
 // rows (and the others at their usual values).
 func (tr *Tree) Limits(pid, nofileSoft, nofileHard, nproc string) {
@@ -197,6 +212,9 @@ func (tr *Tree) Bridge(name string, ports int) {
 // Engine is what a fake Docker engine answers.
 type Engine struct {
 	Version, APIVersion, CgroupDriver, CgroupVersion string
+	// StorageDriver and RootDir are /info's Driver and DockerRootDir;
+	// empty leaves them out, as engines older than the fields do.
+	StorageDriver, RootDir string
 }
 
 // FakeEngine serves /version and /info on a unix socket under dir until the
@@ -213,7 +231,14 @@ func FakeEngine(t testing.TB, dir string, e Engine) string {
 		json.NewEncoder(w).Encode(map[string]string{"Version": e.Version, "ApiVersion": e.APIVersion, "MinAPIVersion": "1.12"})
 	})
 	mux.HandleFunc("GET /info", func(w http.ResponseWriter, _ *http.Request) {
-		json.NewEncoder(w).Encode(map[string]any{"CgroupDriver": e.CgroupDriver, "CgroupVersion": e.CgroupVersion, "Containers": 0})
+		info := map[string]any{"CgroupDriver": e.CgroupDriver, "CgroupVersion": e.CgroupVersion, "Containers": 0}
+		if e.StorageDriver != "" {
+			info["Driver"] = e.StorageDriver
+		}
+		if e.RootDir != "" {
+			info["DockerRootDir"] = e.RootDir
+		}
+		json.NewEncoder(w).Encode(info)
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(l)

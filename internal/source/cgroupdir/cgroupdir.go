@@ -1,15 +1,24 @@
-// Package cgroupdir discovers workloads as the child cgroups of one parent
-// cgroup: every direct child directory of, say, /lxc or /kubepods.slice is a
-// workload named after the directory.
+// Package cgroupdir discovers workloads as cgroups below one parent cgroup.
+// With the children layout every direct child directory of, say, /lxc or
+// /system.slice is a workload named after the directory. With the kubepods
+// layout the parent is the kubelet's cgroup root (kubepods or
+// kubepods.slice) and every container of every pod is a workload named
+// pod<uid>/<container id>, labelled with its pod's uid and QoS class.
 //
-// Changes are noticed through inotify on the parent directory (cgroupfs
-// reports mkdir and rmdir of child cgroups as IN_CREATE and IN_DELETE, v1 and
-// v2 alike; measured on the blkio hierarchy of a 6.x kernel), with a periodic
-// rescan as the safety net for anything inotify misses: a queue overflow, the
-// parent itself being removed and made again, or no inotify at all. Every
-// inotify event only triggers a rescan, and the rescan's difference with what
-// was already reported is what gets sent, so the two paths can never
-// disagree.
+// Since only Docker has labels, pins and exemptions come from globs on the
+// workload names (Options.Exempt, Options.Levels, and for Kubernetes
+// Options.ExemptGuaranteed); they are expressed as the ddiskqos.exempt and
+// ddiskqos.level labels, so the policy treats them exactly as Docker's.
+//
+// Changes are noticed through inotify on every directory the walk goes
+// through (the parent; with kubepods also the QoS and pod directories):
+// cgroupfs reports mkdir and rmdir of child cgroups as IN_CREATE and
+// IN_DELETE, v1 and v2 alike (measured on the blkio hierarchy of a 6.x
+// kernel). A periodic rescan is the safety net for anything inotify
+// misses: a queue overflow, the parent itself being removed and made
+// again, or no inotify at all. Every inotify event only triggers a rescan,
+// and the rescan's difference with what was already reported is what gets
+// sent, so the two paths can never disagree.
 package cgroupdir
 
 import (
@@ -19,14 +28,18 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
@@ -43,13 +56,76 @@ const DefaultRescan = 10 * time.Second
 // Without a watch (none, or the parent gone) the period is Rescan.
 const watchedFactor = 6
 
+// Layout says where the workloads sit below the parent.
+type Layout string
+
+const (
+	// LayoutAuto is LayoutKubepods when the parent's last element is
+	// "kubepods" or "kubepods.slice" (the kubelet's cgroup root), else
+	// LayoutChildren.
+	LayoutAuto Layout = "auto"
+	// LayoutChildren: every direct child directory is a workload.
+	LayoutChildren Layout = "children"
+	// LayoutKubepods: the kubelet's tree. Every container cgroup of every
+	// pod is a workload, named pod<uid>/<container id>:
+	//
+	//	cgroupfs driver                systemd driver
+	//	kubepods/pod<uid>/<id>         kubepods.slice/kubepods-pod<uid>.slice/cri-containerd-<id>.scope             Guaranteed
+	//	kubepods/burstable/pod<uid>/<id>   .../kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice/<runtime>-<id>.scope   Burstable
+	//	kubepods/besteffort/pod<uid>/<id>  .../kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice/<runtime>-<id>.scope BestEffort
+	//
+	// The systemd driver escapes the uid's dashes as underscores; names
+	// carry the uid as Kubernetes prints it. CRI-O's crio-conmon-<id>.scope
+	// (its monitor process, not a container) is skipped.
+	LayoutKubepods Layout = "kubepods"
+)
+
+// Labels the kubepods layout puts on its workloads.
+const (
+	// LabelPodUID is the pod's uid, under the key the CRI runtimes use
+	// for it on containers.
+	LabelPodUID = "io.kubernetes.pod.uid"
+	// LabelQoSClass is the pod's QoS class as Kubernetes spells it:
+	// Guaranteed, Burstable or BestEffort.
+	LabelQoSClass = "ddiskqos.qos_class"
+)
+
+// Kubernetes' QoS classes.
+const (
+	QoSGuaranteed = "Guaranteed"
+	QoSBurstable  = "Burstable"
+	QoSBestEffort = "BestEffort"
+)
+
+// LevelGlob pins the workloads whose names match Glob at Level.
+type LevelGlob struct {
+	Glob  string
+	Level int // 1..4
+}
+
 // Options configure a Source.
 type Options struct {
 	// Hierarchy is the I/O hierarchy the parent lives in (its mount is a
 	// value, so tests can use a directory tree in t.TempDir()).
 	Hierarchy cgroupfs.Hierarchy
-	// Parent is the parent cgroup relative to the hierarchy, e.g. "/lxc".
+	// Parent is the parent cgroup relative to the hierarchy, e.g. "/lxc",
+	// or the absolute path of its directory under the hierarchy's mount
+	// (see ParentPath).
 	Parent string
+	// Layout says where the workloads are below Parent; "" is LayoutAuto.
+	Layout Layout
+	// Exempt are globs (path.Match) on workload names: a workload that
+	// matches one is exempt, as a container labelled ddiskqos.exempt=true
+	// is: left alone, its original values restored.
+	Exempt []string
+	// Levels pin the workloads whose names match a glob at a level, as the
+	// ddiskqos.level label does; the first matching glob wins, and Exempt
+	// wins over Levels.
+	Levels []LevelGlob
+	// ExemptGuaranteed makes the containers of Guaranteed pods exempt
+	// (LayoutKubepods): their requests equal their limits, the operator
+	// promised them their resources.
+	ExemptGuaranteed bool
 	// Rescan is the period of the safety-net rescan; 0 means DefaultRescan.
 	// While the inotify watch is in place it is watchedFactor times longer.
 	Rescan time.Duration
@@ -59,10 +135,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Source reports the child cgroups of one parent as workloads.
+// Source reports the workload cgroups below one parent.
 type Source struct {
 	parent string // cleaned, absolute inside the hierarchy
 	dir    string // parent's directory on disk
+	layout Layout // LayoutChildren or LayoutKubepods
+	exempt []string
+	levels []LevelGlob
+	exGuar bool
 	rescan time.Duration
 	notify bool
 	log    *slog.Logger
@@ -70,25 +150,75 @@ type Source struct {
 
 var _ source.Source = (*Source)(nil)
 
+// ParentPath turns a --cgroup-parent into a cgroup path inside h: a cgroup
+// path (/lxc, as in /proc/PID/cgroup) is kept; the absolute path of a
+// directory under h's mount (/sys/fs/cgroup/blkio/lxc) is made relative to
+// the mount. A path under another cgroup mount (/sys/fs/cgroup/memory/lxc
+// when I/O is controlled through blkio) is refused, naming both.
+func ParentPath(h cgroupfs.Hierarchy, p string) (string, error) {
+	if p == "" {
+		return "", errors.New("cgroup parent: empty, want a cgroup path such as /lxc")
+	}
+	clean := filepath.Clean("/" + p)
+	mount := filepath.Clean(h.Mount)
+	if h.Mount != "" && (clean == mount || strings.HasPrefix(clean, mount+"/")) {
+		return "/" + strings.TrimPrefix(strings.TrimPrefix(clean, mount), "/"), nil
+	}
+	cgroupRoot := "/sys/fs/cgroup"
+	if h.Mount != "" && h.Version == 1 {
+		cgroupRoot = filepath.Dir(mount) // /sys/fs/cgroup for /sys/fs/cgroup/blkio
+	}
+	if clean == cgroupRoot || strings.HasPrefix(clean, cgroupRoot+"/") || strings.HasPrefix(clean, "/sys/fs/cgroup/") {
+		return "", fmt.Errorf("cgroup parent %s: a directory outside the I/O hierarchy's mount %s; "+
+			"give a directory under %s, or the cgroup path as in /proc/PID/cgroup (such as /lxc)", p, mount, mount)
+	}
+	return clean, nil
+}
+
 // New validates the options. The parent directory need not exist yet; Run
 // fails if it is missing when it starts.
 func New(o Options) (*Source, error) {
 	var errs []error
-	if o.Parent == "" {
-		errs = append(errs, errors.New("cgroup parent: empty, want a cgroup path such as /lxc"))
-	}
 	if o.Rescan < 0 {
 		errs = append(errs, fmt.Errorf("cgroup rescan interval: %s is negative", o.Rescan))
 	}
-	parent := filepath.Clean("/" + o.Parent)
-	dir, err := o.Hierarchy.Path(parent)
+	parent, err := ParentPath(o.Hierarchy, o.Parent)
 	if err != nil {
+		errs = append(errs, err)
+	}
+	dir, err := o.Hierarchy.Path(parent)
+	if err != nil && parent != "" {
 		errs = append(errs, fmt.Errorf("cgroup parent: %w", err))
+	}
+	layout := o.Layout
+	switch layout {
+	case "", LayoutAuto:
+		layout = LayoutChildren
+		if b := filepath.Base(parent); b == "kubepods" || b == "kubepods.slice" {
+			layout = LayoutKubepods
+		}
+	case LayoutChildren, LayoutKubepods:
+	default:
+		errs = append(errs, fmt.Errorf("cgroup layout %q: want auto, children or kubepods", o.Layout))
+	}
+	for _, g := range o.Exempt {
+		if err := globProblem(g); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup exempt pattern %q: %w", g, err))
+		}
+	}
+	for _, l := range o.Levels {
+		if err := globProblem(l.Glob); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup level pattern %q: %w", l.Glob, err))
+		}
+		if l.Level < 1 || l.Level > policy.NumLevels {
+			errs = append(errs, fmt.Errorf("cgroup level pattern %q: level %d, want 1 to %d", l.Glob, l.Level, policy.NumLevels))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s := &Source{parent: parent, dir: dir, rescan: o.Rescan, notify: !o.NoInotify, log: o.Logger}
+	s := &Source{parent: parent, dir: dir, layout: layout, rescan: o.Rescan, notify: !o.NoInotify, log: o.Logger,
+		exempt: slices.Clone(o.Exempt), levels: slices.Clone(o.Levels), exGuar: o.ExemptGuaranteed}
 	if s.rescan == 0 {
 		s.rescan = DefaultRescan
 	}
@@ -98,35 +228,54 @@ func New(o Options) (*Source, error) {
 	return s, nil
 }
 
-// Name returns "cgroup:<parent>".
-func (s *Source) Name() string { return "cgroup:" + s.parent }
+// globProblem checks a pattern on workload names.
+func globProblem(g string) error {
+	if g == "" {
+		return errors.New("empty pattern")
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("bad glob: %w", err)
+	}
+	return nil
+}
 
-// Run reports the current children as Added, then each child that appears
+// Name returns "cgroup:<parent>", with " (kubepods)" for that layout.
+func (s *Source) Name() string {
+	if s.layout == LayoutKubepods {
+		return "cgroup:" + s.parent + " (kubepods)"
+	}
+	return "cgroup:" + s.parent
+}
+
+// Layout is the layout in use (LayoutAuto resolved).
+func (s *Source) Layout() Layout { return s.layout }
+
+// Run reports the current workloads as Added, then each one that appears
 // or disappears, until ctx ends. It fails only when the parent cannot be
-// listed at the start. If the parent disappears later, its children are
+// listed at the start. If the parent disappears later, its workloads are
 // reported Removed and it is watched for again.
 func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	var w *watcher
 	if s.notify {
 		var err error
-		w, err = newWatcher(s.dir)
+		w, err = newWatcher()
 		if err != nil {
 			s.log.Info("inotify unavailable, rescanning periodically only", "dir", s.dir, "interval", s.rescan, "err", err)
 		} else {
 			defer w.close()
 		}
 	}
-	// The names reported Added; a Workload is rebuilt from its name
-	// (workload), so the map holds no second copy of 10,000 records.
+	// The workloads reported Added, by their path below the parent; a
+	// Workload is rebuilt from it (workload), so the map holds no second
+	// copy of 10,000 records.
 	known := map[string]struct{}{}
-	names, err := s.scan()
+	rels, watched, err := s.scanArmed(w)
 	if err != nil {
 		return err
 	}
-	if err := s.report(ctx, out, known, names); err != nil {
+	if err := s.report(ctx, out, known, rels); err != nil {
 		return nil // ctx ended
 	}
-	watched := w != nil && w.armed
 	period := func() time.Duration {
 		if watched {
 			return watchedFactor * s.rescan
@@ -142,32 +291,93 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 		case <-timer.C:
 		case <-w.changed():
 		}
-		if w != nil {
-			// Idempotent while the directory lives; re-arms the watch when
-			// the parent was removed and made again (a new inode). Armed
-			// before the scan so nothing made in between is missed.
-			watched = w.arm()
-		}
+		rels, watched, err = s.scanArmed(w)
 		timer.Reset(period())
-		names, err := s.scan()
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			names = nil // parent gone: everything below it is gone
+			rels = nil // parent gone: everything below it is gone
 		case err != nil:
-			s.log.Debug("rescan failed, keeping the last known children", "dir", s.dir, "err", err)
+			s.log.Debug("rescan failed, keeping the last known workloads", "dir", s.dir, "err", err)
 			continue
 		}
-		if err := s.report(ctx, out, known, names); err != nil {
+		if err := s.report(ctx, out, known, rels); err != nil {
 			return nil
 		}
 	}
 }
 
-// scan lists the child cgroups of the parent, sorted.
-func (s *Source) scan() ([]string, error) {
-	ents, err := os.ReadDir(s.dir)
+// scanArmed scans, then watches every directory the scan went through.
+// When that put a watch on a directory not watched before (the parent at
+// start or made again, a new pod), anything made in it between its scan
+// and its watch would be missed, so it scans again (a few times at most:
+// the safety-net rescan covers a tree that never settles). watched is
+// whether the parent is watched.
+func (s *Source) scanArmed(w *watcher) (rels []string, watched bool, err error) {
+	for range 4 {
+		var dirs []string
+		rels, dirs, err = s.scan()
+		if w == nil || err != nil {
+			return rels, false, err
+		}
+		var fresh bool
+		watched, fresh = w.arm(s.dir, dirs)
+		if !fresh {
+			break
+		}
+	}
+	return rels, watched, err
+}
+
+// scan lists the workloads below the parent as paths relative to it,
+// sorted, and the directories it read.
+func (s *Source) scan() (rels, dirs []string, err error) {
+	top, err := subdirs(s.dir)
 	if err != nil {
-		return nil, fmt.Errorf("list cgroup parent %s: %w", s.dir, err)
+		return nil, nil, fmt.Errorf("list cgroup parent %s: %w", s.dir, err)
+	}
+	if s.layout == LayoutChildren {
+		return top, []string{s.dir}, nil
+	}
+	dirs = []string{s.dir}
+	pods := func(rel string) {
+		d := filepath.Join(s.dir, rel)
+		ents, err := subdirs(d)
+		if err != nil {
+			return // removed while walking: the next scan sees it gone
+		}
+		dirs = append(dirs, d)
+		for _, c := range ents {
+			if _, ok := containerID(c); ok {
+				rels = append(rels, rel+"/"+c)
+			}
+		}
+	}
+	for _, e := range top {
+		if _, ok := qosOfDir(e); ok {
+			d := filepath.Join(s.dir, e)
+			ents, err := subdirs(d)
+			if err != nil {
+				continue
+			}
+			dirs = append(dirs, d)
+			for _, p := range ents {
+				if _, ok := podUID(p); ok {
+					pods(e + "/" + p)
+				}
+			}
+		} else if _, ok := podUID(e); ok {
+			pods(e)
+		}
+	}
+	slices.Sort(rels)
+	return rels, dirs, nil
+}
+
+// subdirs lists the child directories of dir, sorted.
+func subdirs(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var names []string
 	for _, e := range ents {
@@ -178,11 +388,55 @@ func (s *Source) scan() ([]string, error) {
 	return names, nil // ReadDir sorts by name
 }
 
-// report sends Removed for known children not in names and Added for new
-// ones, in name order, and updates known. It returns ctx's error if ctx ends.
-func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[string]struct{}, names []string) error {
-	present := make(map[string]bool, len(names))
-	for _, n := range names {
+// qosOfDir is the QoS class of a kubepods child that holds pods:
+// burstable or besteffort (cgroupfs), kubepods-burstable.slice or
+// kubepods-besteffort.slice (systemd).
+func qosOfDir(name string) (string, bool) {
+	switch name {
+	case "burstable", "kubepods-burstable.slice":
+		return QoSBurstable, true
+	case "besteffort", "kubepods-besteffort.slice":
+		return QoSBestEffort, true
+	}
+	return "", false
+}
+
+// podUID is the uid of a pod's directory: pod<uid> (cgroupfs) or
+// kubepods[-<qos>]-pod<uid with _ for ->.slice (systemd).
+func podUID(name string) (string, bool) {
+	if base, ok := strings.CutSuffix(name, ".slice"); ok {
+		last := base[strings.LastIndex(base, "-")+1:]
+		uid, ok := strings.CutPrefix(last, "pod")
+		if !ok || uid == "" || !strings.HasPrefix(base, "kubepods") {
+			return "", false
+		}
+		return strings.ReplaceAll(uid, "_", "-"), true
+	}
+	uid, ok := strings.CutPrefix(name, "pod")
+	return uid, ok && uid != ""
+}
+
+// containerID is the id of a container's directory in a pod: <id>
+// (cgroupfs) or <runtime>-<id>.scope (systemd: cri-containerd-, crio-,
+// docker-). CRI-O's crio-conmon-<id>.scope is its monitor, not a
+// container.
+func containerID(name string) (string, bool) {
+	base, ok := strings.CutSuffix(name, ".scope")
+	if !ok {
+		return name, name != ""
+	}
+	if strings.HasPrefix(base, "crio-conmon-") {
+		return "", false
+	}
+	id := base[strings.LastIndex(base, "-")+1:]
+	return id, id != ""
+}
+
+// report sends Removed for known workloads not in rels and Added for new
+// ones, in order, and updates known. It returns ctx's error if ctx ends.
+func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[string]struct{}, rels []string) error {
+	present := make(map[string]bool, len(rels))
+	for _, n := range rels {
 		present[n] = true
 	}
 	var gone []string
@@ -199,13 +453,13 @@ func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[
 		}
 		delete(known, n)
 	}
-	for _, n := range names {
+	for _, n := range rels {
 		if _, ok := known[n]; ok {
 			continue
 		}
 		wl, ok := s.workload(n)
 		if !ok {
-			s.log.Debug("skipping child cgroup whose name leaves the parent", "parent", s.parent, "name", n)
+			s.log.Debug("skipping a cgroup whose name leaves the parent", "parent", s.parent, "name", n)
 			continue
 		}
 		if err := source.Send(ctx, out, source.Event{Kind: source.Added, Workload: wl}); err != nil {
@@ -216,44 +470,98 @@ func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[
 	return nil
 }
 
-// workload is the child cgroup n as a workload; false when n would leave
-// the parent.
-func (s *Source) workload(n string) (source.Workload, bool) {
-	cg, err := cgroupfs.Within(s.parent, n)
-	if err != nil || filepath.Dir(cg) != s.parent {
+// workload is the cgroup rel (below the parent) as a workload; false when
+// rel would leave the parent or is not one of the layout's.
+func (s *Source) workload(rel string) (source.Workload, bool) {
+	for _, e := range strings.Split(rel, "/") {
+		if e == "" || e == "." || e == ".." { // never from ReadDir; refused anyway
+			return source.Workload{}, false
+		}
+	}
+	cg, err := cgroupfs.Within(s.parent, rel)
+	if err != nil || cg != path.Join(s.parent, rel) {
 		return source.Workload{}, false
 	}
-	return source.Workload{ID: n, Name: n, Cgroup: cg}, true
+	var wl source.Workload
+	qos := ""
+	switch s.layout {
+	case LayoutChildren:
+		if strings.Contains(rel, "/") {
+			return source.Workload{}, false
+		}
+		wl = source.Workload{ID: rel, Name: rel, Cgroup: cg}
+	default:
+		parts := strings.Split(rel, "/")
+		qos = QoSGuaranteed
+		if len(parts) == 3 {
+			if qos, _ = qosOfDir(parts[0]); qos == "" {
+				return source.Workload{}, false
+			}
+			parts = parts[1:]
+		}
+		if len(parts) != 2 {
+			return source.Workload{}, false
+		}
+		uid, ok1 := podUID(parts[0])
+		id, ok2 := containerID(parts[1])
+		if !ok1 || !ok2 {
+			return source.Workload{}, false
+		}
+		name := "pod" + uid + "/" + id
+		wl = source.Workload{ID: name, Name: name, Cgroup: cg,
+			Labels: map[string]string{LabelPodUID: uid, LabelQoSClass: qos}}
+	}
+	set := func(k, v string) {
+		if wl.Labels == nil {
+			wl.Labels = map[string]string{}
+		}
+		wl.Labels[k] = v
+	}
+	switch {
+	case s.exGuar && qos == QoSGuaranteed, s.matches(wl.Name):
+		set(policy.LabelExempt, "true")
+	default:
+		for _, l := range s.levels {
+			if ok, _ := path.Match(l.Glob, wl.Name); ok {
+				set(policy.LabelLevel, strconv.Itoa(l.Level))
+				break
+			}
+		}
+	}
+	return wl, true
 }
 
-// watcher is an inotify instance watching one directory. Events are not
-// decoded: any of them only means "rescan now".
+// matches reports whether name matches an exempt glob.
+func (s *Source) matches(name string) bool {
+	for _, g := range s.exempt {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// watcher is an inotify instance watching a set of directories. Events
+// are not decoded: any of them only means "rescan now".
 type watcher struct {
-	dir   string
-	fd    int
-	file  *os.File // the fd, non-blocking, so Read parks in the runtime poller and Close wakes it
-	ch    chan struct{}
-	wg    sync.WaitGroup
-	armed bool // the watch was in place at start
+	fd      int
+	file    *os.File // the fd, non-blocking, so Read parks in the runtime poller and Close wakes it
+	ch      chan struct{}
+	wg      sync.WaitGroup
+	watches map[string]int // directory -> watch descriptor, as of the last arm
 }
 
-// watchMask: a child made, removed, or renamed in or out; the parent itself
-// removed or moved (the rescan then finds it gone and re-arms).
+// watchMask: a child made, removed, or renamed in or out; the directory
+// itself removed or moved (the rescan then finds it gone and re-arms).
 const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
-func newWatcher(dir string) (*watcher, error) {
+func newWatcher() (*watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	w := &watcher{dir: dir, fd: fd, file: os.NewFile(uintptr(fd), "inotify"), ch: make(chan struct{}, 1)}
-	_, err = unix.InotifyAddWatch(fd, dir, watchMask)
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		w.file.Close()
-		return nil, fmt.Errorf("inotify watch %s: %w", dir, err)
-	}
-	w.armed = err == nil
+	w := &watcher{fd: fd, file: os.NewFile(uintptr(fd), "inotify"), ch: make(chan struct{}, 1), watches: map[string]int{}}
 	w.wg.Add(1)
 	go w.read()
 	return w, nil
@@ -276,12 +584,28 @@ func (w *watcher) read() {
 	}
 }
 
-// arm (re)adds the watch on the directory and reports whether it is in
-// place; a missing directory is no error (watched for again at the next
-// rescan).
-func (w *watcher) arm() bool {
-	_, err := unix.InotifyAddWatch(w.fd, w.dir, watchMask)
-	return err == nil
+// arm (re)adds a watch on every directory of dirs and forgets the others
+// (the kernel drops the watch of a removed directory by itself). Adding a
+// watch that is in place returns its descriptor again; a new descriptor
+// means a directory that was not watched (new, or made again: a new
+// inode), reported as fresh. watched is whether parent is watched. A
+// directory that vanished in between is no error: the next scan sees it
+// gone.
+func (w *watcher) arm(parent string, dirs []string) (watched, fresh bool) {
+	next := make(map[string]int, len(dirs))
+	for _, d := range dirs {
+		wd, err := unix.InotifyAddWatch(w.fd, d, watchMask)
+		if err != nil {
+			continue
+		}
+		next[d] = wd
+		if old, ok := w.watches[d]; !ok || old != wd {
+			fresh = true
+		}
+	}
+	w.watches = next
+	_, watched = next[parent]
+	return watched, fresh
 }
 
 // changed returns the channel that fires after inotify events; nil (never

@@ -69,7 +69,13 @@ func TestNewValidates(t *testing.T) {
 		want string // Name()
 	}{
 		{"plain", Options{Hierarchy: h, Parent: "/lxc"}, true, "cgroup:/lxc"},
-		{"relative is made absolute", Options{Hierarchy: h, Parent: "kubepods.slice"}, true, "cgroup:/kubepods.slice"},
+		{"relative is made absolute", Options{Hierarchy: h, Parent: "kubepods.slice"}, true, "cgroup:/kubepods.slice (kubepods)"},
+		{"mount path accepted", Options{Hierarchy: h, Parent: h.Mount + "/lxc"}, true, "cgroup:/lxc"},
+		{"layout forced", Options{Hierarchy: h, Parent: "/k8s", Layout: LayoutKubepods}, true, "cgroup:/k8s (kubepods)"},
+		{"layout children on kubepods", Options{Hierarchy: h, Parent: "/kubepods", Layout: LayoutChildren}, true, "cgroup:/kubepods"},
+		{"bad layout", Options{Hierarchy: h, Parent: "/x", Layout: "flat"}, false, ""},
+		{"bad exempt glob", Options{Hierarchy: h, Parent: "/x", Exempt: []string{"[x"}}, false, ""},
+		{"bad level", Options{Hierarchy: h, Parent: "/x", Levels: []LevelGlob{{"db-*", 5}}}, false, ""},
 		{"dot-dot cannot leave the hierarchy", Options{Hierarchy: h, Parent: "/../../etc"}, true, "cgroup:/etc"},
 		{"root", Options{Hierarchy: h, Parent: "/"}, true, "cgroup:/"},
 		{"empty parent", Options{Hierarchy: h}, false, ""},
@@ -169,6 +175,10 @@ func TestTree(t *testing.T) {
 			}
 			expect(t, ch, tc.within, source.Removed, "a", "/lxc/a")
 			expect(t, ch, tc.within, source.Removed, "d", "/lxc/d")
+			// Let the rescans the removal's events queued run first: one
+			// that ran after the mkdir below would find the new parent
+			// (seen once under load).
+			expectNone(t, ch, 100*time.Millisecond)
 			if err := os.MkdirAll(filepath.Join(parent, "e"), 0o755); err != nil {
 				t.Fatal(err)
 			}
