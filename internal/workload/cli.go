@@ -66,8 +66,9 @@ Flags:
                      once); a sequential job stays sequential as a whole
                      (default 1)
   --iops R           issue R requests per second, paced like a server's
-                     requests; a request's latency counts from when it was
-                     due, so a stall delays every request behind it
+                     requests; latency is each request's service time, and
+                     the result adds its response time, counted from when
+                     it was due (a stall delays every request behind it)
   --fsync-every SIZE write: fdatasync each time SIZE more bytes are
                      written (counted as "fsyncs" in the result)
   --sync             write: fdatasync at the end (counted in the time)

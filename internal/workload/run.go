@@ -41,9 +41,12 @@ type Result struct {
 	Fsyncs      int64         `json:"fsyncs,omitempty"` // FsyncEvery's fdatasync calls
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	BytesPerSec float64       `json:"bytes_per_sec"`
-	Latency     Latency       `json:"latency_us"`
-	Start       time.Time     `json:"start"`
-	End         time.Time     `json:"end"`
+	Latency     Latency       `json:"latency_us"` // each request's service time, from its issue
+	// Response is, with IOPS, each request's time from when it was due:
+	// a stall delays every request behind it (no coordinated omission).
+	Response *Latency  `json:"response_us,omitempty"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
 }
 
 // Run opens s.Path and runs the job until Bytes, Duration, the end of the
@@ -215,6 +218,7 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	recs := make([]*latencyRecorder, depth)
+	resps := make([]*latencyRecorder, depth)
 	errs := make([]error, depth)
 	var wg sync.WaitGroup
 	// Each worker needs its own aligned buffer; worker 0 reuses j.buf (a
@@ -227,12 +231,12 @@ func (j *job) run(ctx context.Context) (Result, error) {
 		copy(bufs[w], j.buf)
 	}
 	for w := range depth {
-		recs[w] = newLatencyRecorder()
+		recs[w], resps[w] = newLatencyRecorder(), newLatencyRecorder()
 		buf := bufs[w]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[w] = j.worker(ctx, st, recs[w], buf)
+			errs[w] = j.worker(ctx, st, recs[w], resps[w], buf)
 			if errs[w] != nil {
 				stop() // the first error ends the job
 			}
@@ -246,14 +250,19 @@ func (j *job) run(ctx context.Context) (Result, error) {
 		}
 	}
 	end := time.Now()
-	lat := recs[0]
-	for _, r := range recs[1:] {
-		lat.merge(r)
+	lat, resp := recs[0], resps[0]
+	for w := 1; w < depth; w++ {
+		lat.merge(recs[w])
+		resp.merge(resps[w])
 	}
 	r := Result{
 		Op: s.Op, Path: s.Path, BlockSize: j.bs, IODepth: depth,
 		Bytes: st.bytes, Ops: st.ops, Fsyncs: st.fsyncs, Elapsed: end.Sub(st.start),
 		Latency: lat.latency(), Start: st.start, End: end,
+	}
+	if s.IOPS > 0 {
+		l := resp.latency()
+		r.Response = &l
 	}
 	if r.Elapsed > 0 {
 		r.BytesPerSec = float64(st.bytes) / r.Elapsed.Seconds()
@@ -323,7 +332,7 @@ func (j *job) claim(st *runState) (off, n, before int64, due time.Time, ok bool)
 
 // worker issues requests one at a time until the job is over, ctx is done
 // or a request fails.
-func (j *job) worker(ctx context.Context, st *runState, lat *latencyRecorder, buf []byte) error {
+func (j *job) worker(ctx context.Context, st *runState, lat, resp *latencyRecorder, buf []byte) error {
 	s := j.s
 	for {
 		if ctx.Err() != nil {
@@ -341,10 +350,11 @@ func (j *job) worker(ctx context.Context, st *runState, lat *latencyRecorder, bu
 			return nil
 		}
 		t := time.Now()
+		from := t
 		if !due.IsZero() && due.Before(t) {
 			// Late: the request waited since it was due (behind a slow
-			// one, or for a free worker); that wait is latency too.
-			t = due
+			// one, or for a free worker); that wait is response time too.
+			from = due
 		}
 		var got int
 		var err error
@@ -358,6 +368,9 @@ func (j *job) worker(ctx context.Context, st *runState, lat *latencyRecorder, bu
 			return fmt.Errorf("%s %s at offset %d, %d bytes: %w", s.Op, s.Path, off, n, err)
 		}
 		lat.record(now.Sub(t))
+		if !due.IsZero() {
+			resp.record(now.Sub(from))
+		}
 		syncNow, serr := j.account(st, off, n, int64(got))
 		if serr != nil {
 			return serr

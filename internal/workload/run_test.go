@@ -197,6 +197,12 @@ func TestRunIOPS(t *testing.T) {
 	if r.Ops != 21 || r.Elapsed < 200*time.Millisecond {
 		t.Errorf("21 requests at 100 IOPS: %d ops in %v; want 21 in 200ms or more", r.Ops, r.Elapsed)
 	}
+	if r.Response == nil || r.Response.Max < r.Latency.Max || r.Response.P50 < r.Latency.P50 {
+		t.Errorf("paced job: response %+v must be reported and never below service latency %+v", r.Response, r.Latency)
+	}
+	if u := mustRun(t, Spec{Path: path, Op: OpRandRead, Bytes: 4096}); u.Response != nil {
+		t.Errorf("unpaced job reports a response time %+v", u.Response)
+	}
 	r = mustRun(t, Spec{Path: path, Op: OpRandRead, IOPS: 50, IODepth: 4, Duration: 300 * time.Millisecond})
 	if r.Ops < 1 || r.Ops > 16 {
 		t.Errorf("300ms at 50 IOPS: %d ops; want 15 (one due at 0ms, none past the deadline)", r.Ops)

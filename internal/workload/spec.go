@@ -94,9 +94,10 @@ type Spec struct {
 	IODepth int
 	// IOPS paces requests at this many per second over the whole job (a
 	// server answering requests, not a stream); 0 means as fast as they
-	// complete. A request's latency counts from when it was due, not from
-	// when a late request could be issued, so a stall shows as the time
-	// every request waited behind it (no coordinated omission).
+	// complete. Result.Latency is each request's service time, from its
+	// issue (as fio reports it); Result.Response counts from when it was
+	// due, so a stall shows as the time every request waited behind it (no
+	// coordinated omission).
 	IOPS float64
 	// FsyncEvery calls fdatasync each time the job has written this many
 	// more bytes (a database's checkpoint, a log's commit); 0 means never.

@@ -59,10 +59,13 @@ type Row struct {
 	WebP50    Spread    `json:"web_p50_x_idle"`
 	WebP99    Spread    `json:"web_p99_x_idle"`
 	WebP999   Spread    `json:"web_p99_9_x_idle"`
-	Cold      []Spread  `json:"cold_x_idle"` // per ColdSizes
-	NBDuring  Spread    `json:"neighbour_during_x_noqos"`
-	NBAfter1  Spread    `json:"neighbour_after_0_1s_x_noqos"`
-	NBAfter2  Spread    `json:"neighbour_after_1_2s_x_noqos"`
+	// WebRespP99 is the response time's p99 (from when each request was
+	// due) ÷ idle's.
+	WebRespP99 Spread   `json:"web_response_p99_x_idle"`
+	Cold       []Spread `json:"cold_x_idle"` // per ColdSizes
+	NBDuring   Spread   `json:"neighbour_during_x_noqos"`
+	NBAfter1   Spread   `json:"neighbour_after_0_1s_x_noqos"`
+	NBAfter2   Spread   `json:"neighbour_after_1_2s_x_noqos"`
 	// Absolute medians.
 	WebP99us   float64 `json:"web_p99_us"`
 	DuringMiBs float64 `json:"neighbour_during_mib_s"`
@@ -142,7 +145,7 @@ func Summarize(r *Result) Summary {
 				continue
 			}
 			row := Row{Neighbour: nb, Config: cfg}
-			var p50, p99, p999, dur, a1, a2, abs99, absDur, charged []float64
+			var p50, p99, p999, resp99, dur, a1, a2, abs99, absDur, charged []float64
 			cold := make([][]float64, len(ColdSizes))
 			for _, c := range r.Cells {
 				if c.Config != cfg || c.Neighbour != nb {
@@ -153,6 +156,7 @@ func Summarize(r *Result) Summary {
 					p50 = append(p50, ratio(c.Web.P50, id.Web.P50))
 					p99 = append(p99, ratio(c.Web.P99, id.Web.P99))
 					p999 = append(p999, ratio(c.Web.P999, id.Web.P999))
+					resp99 = append(resp99, ratio(c.WebResponse.P99, id.WebResponse.P99))
 					for i := range ColdSizes {
 						if i < len(c.Cold) && len(c.Cold[i]) > 0 && i < len(id.Cold) && len(id.Cold[i]) > 0 {
 							cold[i] = append(cold[i], ratio(median(c.Cold[i]), median(id.Cold[i])))
@@ -170,7 +174,7 @@ func Summarize(r *Result) Summary {
 					}
 				}
 			}
-			row.WebP50, row.WebP99, row.WebP999 = spread(p50), spread(p99), spread(p999)
+			row.WebP50, row.WebP99, row.WebP999, row.WebRespP99 = spread(p50), spread(p99), spread(p999), spread(resp99)
 			for i := range ColdSizes {
 				row.Cold = append(row.Cold, spread(cold[i]))
 			}
@@ -255,7 +259,8 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 	fmt.Fprintf(w, "The host's load average (1 min) was %s at the start and %s at the end; the bench and its workloads ran at nice %d. "+
 		"On a busy host, CPU waits add to every latency here: compare only within one run.\n\n", r.LoadStart, r.LoadEnd, r.Nice)
 	fmt.Fprintf(w, "Each neighbour runs alone in a cgroup of its own; after %s of warm-up the victims start, each in a new cgroup: "+
-		"a web-server-like reader (4k O_DIRECT random reads at %.0f requests/s for %s; latency counts from when a request was due), "+
+		"a web-server-like reader (4k O_DIRECT random reads at %.0f requests/s for %s; its latency is each request's service time, "+
+		"from its issue, as fio reports it; its response time counts from when the request was due, so one stall counts against every request behind it), "+
 		"then %d cold read(s) each of a 1 MiB and a 10 MiB file (page cache of the file dropped first). The neighbour keeps running %s after them. "+
 		"Victims are compared with the same victims alone on the same scheduler (idle, or idle-bfq for the BFQ configurations) in the same trial; the neighbour's throughput (its cgroup's "+
 		"blkio.throttle.io_service_bytes sampled every %s) with no QoS (original).\n\n",
@@ -275,8 +280,8 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 		fmtAbs(s.IdleBFQWebP50us, "µs"), fmtAbs(s.IdleBFQWebP99us, "µs"), fmtAbs(s.IdleBFQWebP999us, "µs"))
 	for _, nb := range p.Neighbours {
 		fmt.Fprintf(w, "## Neighbour: %s (%s)\n\n", nb, nb.Describe())
-		fmt.Fprintf(w, "| configuration | web p50 ÷ idle | web p99 ÷ idle | web p99.9 ÷ idle | web p99 | cold 1 MiB ÷ idle | cold 10 MiB ÷ idle | neighbour during ÷ no QoS | after 0–1 s | after 1–2 s | neighbour during |\n")
-		fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		fmt.Fprintf(w, "| configuration | web p50 ÷ idle | web p99 ÷ idle | web p99.9 ÷ idle | web p99 | web response p99 ÷ idle | cold 1 MiB ÷ idle | cold 10 MiB ÷ idle | neighbour during ÷ no QoS | after 0–1 s | after 1–2 s | neighbour during |\n")
+		fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, row := range s.Rows {
 			if row.Neighbour != nb {
 				continue
@@ -285,8 +290,8 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 			for i := range min(2, len(row.Cold)) {
 				cold[i] = fmtX(row.Cold[i])
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f µs | %s | %s | %s | %s | %s | %.0f MiB/s |\n",
-				row.Config, fmtX(row.WebP50), fmtX(row.WebP99), fmtX(row.WebP999), row.WebP99us, cold[0], cold[1],
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f µs | %s | %s | %s | %s | %s | %s | %.0f MiB/s |\n",
+				row.Config, fmtX(row.WebP50), fmtX(row.WebP99), fmtX(row.WebP999), row.WebP99us, fmtX(row.WebRespP99), cold[0], cold[1],
 				fmtPct(row.NBDuring), fmtPct(row.NBAfter1), fmtPct(row.NBAfter2), row.DuringMiBs)
 		}
 		fmt.Fprintln(w)

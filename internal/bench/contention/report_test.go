@@ -13,7 +13,8 @@ import (
 // with a neighbour, its throughput during and after.
 func cellOf(c Config, nb Neighbour, p50, p99, cold float64, during, after float64) Cell {
 	cell := Cell{Trial: 1, Config: c, Neighbour: nb, Web: workload.Latency{P50: p50, P99: p99, P999: p99 * 1.1}, WebOps: 100,
-		Cold: [][]float64{{cold}, {cold * 5}}}
+		WebResponse: workload.Latency{P50: p50, P99: p99 * 2, P999: p99 * 3},
+		Cold:        [][]float64{{cold}, {cold * 5}}}
 	if nb != "" {
 		cell.NB = &NeighbourStats{Warm: Window{Cgroup: during, Device: during}, During: Window{Cgroup: during, Device: during},
 			After1: Window{Cgroup: after, Device: after}, After2: Window{Cgroup: after, Device: after}}
@@ -80,6 +81,9 @@ func TestSummarize(t *testing.T) {
 	var md, svg strings.Builder
 	WriteMarkdown(&md, r, s, "contention.svg")
 	WriteSVG(&svg, r, s)
+	if x := row(Original); x.WebRespP99.Median != 200 {
+		t.Errorf("original response p99 ÷ idle %g, want 200", x.WebRespP99.Median)
+	}
 	for _, want := range []string{"| original | 50.0× | 200× |", "| ddiskqos | 1.40× | 2.50× |", "3 of 13 bars missed", "![victim p99"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md.String())

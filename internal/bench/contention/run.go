@@ -69,9 +69,12 @@ type Cell struct {
 	Config    Config    `json:"config"`
 	Neighbour Neighbour `json:"neighbour,omitempty"` // "" for Idle
 	Scheduler string    `json:"scheduler"`
-	// Web is the web-like victim's latency, µs.
-	Web    workload.Latency `json:"web_us"`
-	WebOps int64            `json:"web_ops"`
+	// Web is the web-like victim's service latency (from each request's
+	// issue, as fio reports it), µs; WebResponse counts from when each
+	// request was due, so a stall counts against every request behind it.
+	Web         workload.Latency `json:"web_us"`
+	WebResponse workload.Latency `json:"web_response_us"`
+	WebOps      int64            `json:"web_ops"`
 	// Cold are the cold reads' times per size (ColdSizes order), ms.
 	Cold [][]float64     `json:"cold_ms"`
 	NB   *NeighbourStats `json:"neighbour_stats,omitempty"`
@@ -449,6 +452,9 @@ func (b *bench) cell(ctx context.Context, res *Result, trial int, c Config, nb N
 		return cell, fmt.Errorf("web victim: %w", err)
 	}
 	cell.Web, cell.WebOps = web.Latency, web.Ops
+	if web.Response != nil {
+		cell.WebResponse = *web.Response
+	}
 	cell.Cold = make([][]float64, len(ColdSizes))
 	for range b.p.ColdReads {
 		for i, s := range ColdSizes {
