@@ -120,10 +120,14 @@ func FuzzParseMountInfo(f *testing.F) {
 		}
 		// Checked without the parser: a cgroup v1 line whose last field
 		// (the super options) names blkio makes blkio a v1 controller,
-		// whatever the source field holds (empty: two spaces).
+		// whatever the source field holds (empty: two spaces). Only lines
+		// as the kernel writes them for cgroup mounts: type, source and
+		// options after " - ", no space inside the options (the parser
+		// keeps a space there as part of them, as cifs needs).
 		for _, line := range strings.Split(data, "\n") {
+			_, post, _ := strings.Cut(line, " - ")
 			opts := line[strings.LastIndexByte(line, ' ')+1:]
-			if strings.Contains(line, " - cgroup ") && slices.Contains(strings.Split(opts, ","), "blkio") {
+			if strings.Count(post, " ") == 2 && strings.HasPrefix(post, "cgroup ") && slices.Contains(strings.Split(opts, ","), "blkio") {
 				if _, ok := l.V1Controller("blkio"); !ok {
 					t.Fatalf("blkio line %q, but no blkio hierarchy in %+v", line, l)
 				}
