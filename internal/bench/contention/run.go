@@ -535,7 +535,7 @@ func (b *bench) teardown() error {
 	b.procs = nil
 	if b.parent != "" {
 		if dir, err := b.h.Path(b.parent); err == nil {
-			if err := removeTree(dir); err != nil {
+			if err := cgroupfs.RemoveTree(dir); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -560,41 +560,6 @@ func removeStale(mount string) {
 		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) == nil {
 			continue
 		}
-		_ = removeTree(filepath.Join(mount, e.Name()))
+		_ = cgroupfs.RemoveTree(filepath.Join(mount, e.Name()))
 	}
-}
-
-// removeTree kills what runs in dir's cgroups and removes them, deepest
-// first.
-func removeTree(dir string) error {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	var errs []error
-	for i := len(dirs) - 1; i >= 0; i-- {
-		d := dirs[i]
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			pids, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-			for _, f := range strings.Fields(string(pids)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			if time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return errors.Join(errs...)
 }

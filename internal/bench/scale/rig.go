@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,7 +68,7 @@ func removeStale(mount string) {
 		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) == nil {
 			continue // still running
 		}
-		removeTree(filepath.Join(mount, e.Name()))
+		cgroupfs.RemoveTree(filepath.Join(mount, e.Name()))
 	}
 }
 
@@ -185,7 +184,7 @@ func (r *rig) teardown() error {
 		r.cancel()
 	}
 	if r.dir != "" {
-		if err := removeTree(r.dir); err != nil {
+		if err := cgroupfs.RemoveTree(r.dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -198,41 +197,6 @@ func (r *rig) teardown() error {
 	if r.scratch != "" {
 		if err := os.RemoveAll(r.scratch); err != nil {
 			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// removeTree kills what runs in dir's cgroups and removes them, deepest
-// first (cgroup directories are removed with rmdir, never unlinked).
-func removeTree(dir string) error {
-	var dirs []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	var errs []error
-	for i := len(dirs) - 1; i >= 0; i-- {
-		d := dirs[i]
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			pids, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-			for _, f := range strings.Fields(string(pids)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, fs.ErrNotExist) {
-				break
-			}
-			if time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return errors.Join(errs...)
