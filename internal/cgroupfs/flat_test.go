@@ -96,9 +96,9 @@ func TestParseSingleValue(t *testing.T) {
 		unlimited bool
 		wantErr   bool
 	}{
-		{in: "338777963662\n", want: 338777963662},         // cpuacct.usage
+		{in: "338777963662\n", want: 338777963662},        // cpuacct.usage
 		{in: "9223372036854771712\n", want: 1<<63 - 4096}, // v1 memory.limit_in_bytes, no limit
-		{in: "max\n", unlimited: true},                     // pids.max, memory.max
+		{in: "max\n", unlimited: true},                    // pids.max, memory.max
 		{in: "  7 \n", want: 7},
 		{in: "0", want: 0},
 		{in: "", wantErr: true},
