@@ -263,7 +263,7 @@ func writeOneStats(w io.Writer, s *stats.Stats, notes bool) {
 		fmt.Fprintf(w, "  IO\t%s%s\n", io.File, pressureText(io.Pressure))
 		shown := 0
 		for _, d := range io.Devices {
-			if d == (stats.Device{Dev: d.Dev, Name: d.Name}) {
+			if d.ReadBytes == 0 && d.WriteBytes == 0 && d.ReadOps == 0 && d.WriteOps == 0 {
 				continue // a v1 row of a disk this cgroup never used
 			}
 			if shown == 0 {
@@ -273,6 +273,9 @@ func writeOneStats(w io.Writer, s *stats.Stats, notes bool) {
 			name := d.Dev
 			if d.Name != "" {
 				name = d.Name + " " + d.Dev
+			}
+			if len(d.Lowers) > 0 {
+				name += " (over " + strings.Join(d.Lowers, ",") + ")"
 			}
 			fmt.Fprintf(w, "\t%s\t%s\t%s\t%d\t%d\n", name, humanBytes(d.ReadBytes), humanBytes(d.WriteBytes), d.ReadOps, d.WriteOps)
 		}

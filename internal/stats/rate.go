@@ -62,14 +62,31 @@ func Rate(prev, cur *Stats) {
 	cur.Rates = r
 }
 
-// ioTotal sums the devices.
+// ioTotal sums the devices, counting a stacked device's I/O once: as much
+// of it as its lower disks also show is taken off again.
 func ioTotal(io *IO) Device {
 	var t Device
+	byDev := map[string]Device{}
 	for _, d := range io.Devices {
 		t.ReadBytes += d.ReadBytes
 		t.WriteBytes += d.WriteBytes
 		t.ReadOps += d.ReadOps
 		t.WriteOps += d.WriteOps
+		byDev[d.Dev] = d
+	}
+	for _, d := range io.Devices {
+		var low Device
+		for _, l := range d.Lowers {
+			ld := byDev[l]
+			low.ReadBytes += ld.ReadBytes
+			low.WriteBytes += ld.WriteBytes
+			low.ReadOps += ld.ReadOps
+			low.WriteOps += ld.WriteOps
+		}
+		t.ReadBytes -= min(d.ReadBytes, low.ReadBytes)
+		t.WriteBytes -= min(d.WriteBytes, low.WriteBytes)
+		t.ReadOps -= min(d.ReadOps, low.ReadOps)
+		t.WriteOps -= min(d.WriteOps, low.WriteOps)
 	}
 	return t
 }

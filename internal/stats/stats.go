@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
 // Target is what to read: a cgroup, and what it is known as.
@@ -111,6 +112,10 @@ type Device struct {
 	WriteBytes uint64 `json:"write_bytes"`
 	ReadOps    uint64 `json:"read_ops"`
 	WriteOps   uint64 `json:"write_ops"`
+	// Lowers are the disks below a stacked device (a loop device's backing
+	// file's disk, a dm or md device's slaves), as MAJ:MIN: the kernel
+	// charges the I/O of the stacked device to the cgroup again on them.
+	Lowers []string `json:"lowers,omitempty"`
 }
 
 // Pids is the number of tasks and its limit.
@@ -180,6 +185,7 @@ type Reader struct {
 	SysFS  string // "" means /sys
 
 	devNames map[cgroupfs.Dev]string
+	lowers   map[string][]string // host.Lowers, once
 }
 
 func (r *Reader) procfs() string { return cmpOr(r.ProcFS, "/proc") }
@@ -470,6 +476,15 @@ func (r *Reader) readIO(s *Stats, rel string) {
 		io.Devices = append(io.Devices, Device{Dev: d.Dev.String(), Name: r.devName(d.Dev),
 			ReadBytes: d.RBytes, WriteBytes: d.WBytes, ReadOps: d.RIOs, WriteOps: d.WIOs})
 	}
+	if len(io.Devices) > 0 {
+		lowers := r.stacked()
+		for i := range io.Devices {
+			io.Devices[i].Lowers = lowers[io.Devices[i].Dev]
+			if len(io.Devices[i].Lowers) > 0 {
+				s.noteOnce("I/O on a stacked device (loop, dm, md) is counted again on the disks below it; totals and rates count it once")
+			}
+		}
+	}
 	if h.Version == 2 {
 		if p, err := c.ReadPressure(); err == nil {
 			io.Pressure = pressureOf(p)
@@ -485,6 +500,25 @@ func (r *Reader) readIO(s *Stats, rel string) {
 		s.Notes = append(s.Notes, "v1 charges buffered writes to the kernel's flusher, not to the writer: only direct and synchronous writes count here")
 	}
 	s.IO = io
+}
+
+// stacked maps stacked devices to the disks below them (host.Lowers),
+// found once per Reader.
+func (r *Reader) stacked() map[string][]string {
+	if r.lowers == nil {
+		roots := host.Roots{Sys: r.sysfs(), Proc: r.procfs()}
+		r.lowers = map[string][]string{}
+		if devs, err := host.Devices(roots, r.Layout); err == nil {
+			r.lowers = host.Lowers(roots, devs)
+		}
+	}
+	return r.lowers
+}
+
+func (s *Stats) noteOnce(n string) {
+	if !slices.Contains(s.Notes, n) {
+		s.Notes = append(s.Notes, n)
+	}
 }
 
 // devName is the kernel's name of a block device, from sysfs.
