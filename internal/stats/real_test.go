@@ -82,6 +82,29 @@ func checkMoved(t *testing.T, before, after *Stats, dev string, read int64) {
 	}
 }
 
+// runRead reads tg with the reader p in it (its pids and namespace), lets
+// p read to the end, reads again, and returns both readings and p's result.
+func runRead(t *testing.T, r *Reader, tg Target, p *workload.Proc) (before, after *Stats, res workload.Result) {
+	t.Helper()
+	before = readIn(t, r, tg)
+	if before.Pids == nil || before.Pids.Current < 1 {
+		t.Errorf("pids with the reader in: %+v", before.Pids)
+	}
+	if before.Net == nil || before.Net.Pid != p.Pid() || before.Net.Interfaces == nil {
+		t.Errorf("net of the reader's namespace: %+v (missing %q)", before.Net, before.Missing)
+	} else if before.Net.SharedWith == "" {
+		t.Errorf("the reader runs in the test's network namespace, yet SharedWith is empty: %+v", before.Net)
+	}
+	if err := p.Go(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return before, readIn(t, r, tg), res
+}
+
 func TestRealV1StatsMove(t *testing.T) {
 	if testkit.InVM() {
 		t.Skip("the test VM runs cgroup v2 only; v1 tests run on the host")
@@ -118,26 +141,10 @@ func TestRealV1StatsMove(t *testing.T) {
 		}
 	}
 	tg := Target{Name: rel, Cgroup: rel}
-	before := readIn(t, r, tg)
-	if before.Pids == nil || before.Pids.Current < 1 {
-		t.Errorf("pids with the reader in: %+v", before.Pids)
-	}
-	if before.Net == nil || before.Net.Pid != p.Pid() || before.Net.Interfaces == nil {
-		t.Errorf("net of the reader's namespace: %+v (missing %q)", before.Net, before.Missing)
-	} else if before.Net.SharedWith == "" {
-		t.Errorf("the reader runs in the test's network namespace, yet SharedWith is empty: %+v", before.Net)
-	}
+	before, after, res := runRead(t, r, tg, p)
 	if before.CPU == nil || before.CPU.Throttling == nil {
 		t.Errorf("v1 cpu.stat not read: %+v, missing %q", before.CPU, before.Missing)
 	}
-	if err := p.Go(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := readIn(t, r, tg)
 	checkMoved(t, before, after, dev.String(), res.Bytes)
 	// The loop device's reads are charged again to the disk below it;
 	// the total counts them once.
@@ -194,21 +201,7 @@ func TestRealV2StatsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg := Target{Name: rel, Cgroup: rel, Pid: p.Pid()}
-	before := readIn(t, r, tg)
-	if before.Pids == nil || before.Pids.Current < 1 {
-		t.Errorf("pids with the reader in: %+v", before.Pids)
-	}
-	if before.Net == nil || before.Net.Pid != p.Pid() {
-		t.Errorf("net: %+v (missing %q)", before.Net, before.Missing)
-	}
-	if err := p.Go(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := readIn(t, r, tg)
+	before, after, res := runRead(t, r, tg, p)
 	checkMoved(t, before, after, dev, res.Bytes)
 	if after.CPU == nil || after.CPU.Throttling == nil {
 		t.Errorf("v2 cpu throttling not read (cpu controller on): %+v, missing %q", after.CPU, after.Missing)
