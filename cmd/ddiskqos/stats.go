@@ -50,7 +50,7 @@ v1, a file of a newer kernel) are listed as missing, never shown as 0.
 With --watch (or --interval) a reading is printed every interval, with
 the rates since the previous one: CPU %% of one CPU, bytes and operations
 per second, network bytes per second (loopback left out), faults per
-second.
+second. What is missing and the notes are printed with the first reading.
 
 Exit status:
   0  printed
