@@ -884,6 +884,10 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	if d.stateErr != nil {
 		s.StateError = d.stateErr.Error()
 	}
+	// A source that can lose its backend (the Docker engine) says so.
+	if h, ok := d.opts.Source.(interface{ Health() string }); ok {
+		s.SourceError = h.Health()
+	}
 	if d.opts.HostPressure != "" {
 		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {
 			s.HostPressure = toPressure(p)
