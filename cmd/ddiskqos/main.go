@@ -25,6 +25,7 @@ Usage:
   ddiskqos stats CONTAINER|CGROUP...
                                 what the kernel counts for each: CPU,
                                 memory, I/O per disk, pids, network
+  ddiskqos top                  the same, live: rates, level changes, health
   ddiskqos check [--json]       host preflight: cgroup layout, per-device
                                 mechanism, PSI, Docker engine, scale limits
   ddiskqos bench paper|scale|contention
@@ -56,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runStatus(rest, stdout, stderr)
 	case "stats":
 		return runStats(rest, stdout, stderr)
+	case "top":
+		return runTop(rest, stdout, stderr)
 	case "check":
 		return runCheck(rest, stdout, stderr)
 	case "workload":
