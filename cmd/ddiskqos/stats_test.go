@@ -16,6 +16,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
 // Bad input: a usage error is 2 and names the flag; a cgroup or container
@@ -221,5 +222,54 @@ func TestStatsGolden(t *testing.T) {
 			t.Errorf("%s: a terminal escape reached the table", tt.name)
 		}
 		statsGolden(t, tt.name, b.String())
+	}
+}
+
+// The command end to end on cgroup v2 (in the VM): a cgroup named by its
+// directory, an O_DIRECT reader in it; the JSON reading shows the bytes
+// and io.pressure.
+func TestRealV2StatsCLI(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Need(t, l.Mode == cgroupfs.ModeV2, "the VM should mount cgroup2 only, layout is %s", l.Mode)
+	disk := os.Getenv("DDISKQOS_VM_DISK")
+	testkit.Need(t, disk != "", "DDISKQOS_VM_DISK is not set by the VM's init")
+	dir := testkit.Cgroup(t, filepath.Join(l.Unified, fmt.Sprintf("ddiskqos-test-stats-cli-%d", os.Getpid())))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+		[]string{"--wait-stdin", "--json", "--direct", "--bytes", "16MiB", "read", disk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(p.Pid())), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Go(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := statsMain(context.Background(), []string{"--json", dir}, &out, &errb); code != 0 {
+		t.Fatalf("stats %s: exit %d: %s", dir, code, errb.String())
+	}
+	var s stats.Stats
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatalf("%q: %v", out.String(), err)
+	}
+	if s.CgroupVersion != 2 || s.Cgroup != "/"+filepath.Base(dir) {
+		t.Errorf("version %d, cgroup %q", s.CgroupVersion, s.Cgroup)
+	}
+	if s.IO == nil || s.IO.Pressure == nil || s.IO.Pressure.Some.TotalUs == 0 || s.IOTotal().ReadBytes < uint64(res.Bytes) {
+		t.Errorf("after reading %d bytes: io %+v, missing %q", res.Bytes, s.IO, s.Missing)
 	}
 }
