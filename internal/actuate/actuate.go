@@ -239,6 +239,19 @@ func (a *Actuator) forgetDynamic(cgroup string) {
 	}
 }
 
+// OpenFiles is how many descriptors the actuator keeps open now: the
+// throttle's, one per demoted workload and parent on each of its devices,
+// which the daemon's open-file budget must leave room for.
+func (a *Actuator) OpenFiles() int {
+	n := 0
+	for i := range a.mechs {
+		if d := a.dynamicOf(i); d != nil {
+			n += d.OpenFiles()
+		}
+	}
+	return n
+}
+
 // ObservePeak feeds a device's total bandwidth in the last tick (bytes/s);
 // the throttle sizes its caps from it where it cannot read the device's own
 // counters.

@@ -189,6 +189,21 @@ func (t *throttle) ObservePeak(bps float64) {
 	}
 }
 
+func (t *throttle) OpenFiles() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.parents)
+	if t.stat != nil {
+		n++
+	}
+	for _, m := range t.members {
+		if m.cg != nil {
+			n += m.cg.KeptFiles()
+		}
+	}
+	return n
+}
+
 func (t *throttle) InForce(cgroup string) (cgroupfs.Limits, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -60,6 +60,9 @@ type Actuator interface {
 	RestoreAll() error
 	RestoreOrphans(live map[string]bool) error
 	Originals() ([]actuate.Original, bool)
+	// OpenFiles is how many descriptors it keeps open (the open-file
+	// budget leaves room for them).
+	OpenFiles() int
 }
 
 // Options configure a Daemon.
@@ -159,6 +162,7 @@ type Daemon struct {
 	nextSlot  uint32
 	sen       sensor.Sensor              // the sensing stage
 	noFile    uint64                     // the open-file budget (soft RLIMIT_NOFILE)
+	actFDs    int                        // descriptors the actuator keeps (the throttle's), at the last tick
 	fds       int                        // descriptors the tracked cgroups keep
 	details   int                        // of which detail files (see cgroupfs.Cgroup.CloseDetail)
 	refused   map[string]source.Workload // not tracked for want of descriptors
@@ -514,6 +518,7 @@ func (d *Daemon) step() {
 		d.countErr("actuate")
 		d.log.Warn("apply levels", "err", err)
 	}
+	d.actFDs = d.act.OpenFiles()
 	if !d.orphansOK && start.Sub(d.started) >= d.opts.OrphanGrace {
 		d.orphansOK = true
 		live := make(map[string]bool, len(d.work))
