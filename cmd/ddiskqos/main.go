@@ -22,10 +22,10 @@ Usage:
                                 2, 8, 32, 128 MiB, apply the level as a
                                 weight or cap on its cgroup, restore on exit
   ddiskqos status [--json]      what the running daemon decided, per workload
+  ddiskqos top                  the same, live: rates, level changes, health
   ddiskqos stats CONTAINER|CGROUP...
                                 what the kernel counts for each: CPU,
                                 memory, I/O per disk, pids, network
-  ddiskqos top                  the same, live: rates, level changes, health
   ddiskqos check [--json]       host preflight: cgroup layout, per-device
                                 mechanism, PSI, Docker engine, scale limits
   ddiskqos bench paper|scale|contention
