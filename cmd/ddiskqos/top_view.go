@@ -449,7 +449,7 @@ func (m *topModel) renderDevices() []topLine {
 			active = "level " + strconv.Itoa(d.TopActiveLevel)
 		}
 		capText := "-"
-		if d.Mechanism == "throttle" {
+		if strings.Contains(d.Mechanism, "throttle") {
 			capText = "none in force"
 		}
 		if c := capped[d.Name]; c != nil {
