@@ -143,6 +143,10 @@ func TestRealTopInTmux(t *testing.T) {
 	lines = x.waitScreen("bulk's demotion in the changes pane", 15*time.Second, func(l []string) bool {
 		return screenHas(l, demoted)
 	})
+	// The stream let the device's throttle measure its capacity.
+	if !screenHas(lines, regexp.MustCompile(`^`+r.loop.Name+`\s.*\s\d+(\.\d)?[KMG]iB/s \d+ IOPS\s`)) {
+		t.Errorf("no capacity on the device's row:\n%s", strings.Join(lines, "\n"))
+	}
 	t.Logf("at 120×30:\n%s", strings.Join(lines, "\n"))
 
 	// SIGWINCH: the layout follows the new width.

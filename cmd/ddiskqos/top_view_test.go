@@ -278,6 +278,7 @@ func TestTopHealthAndEscapes(t *testing.T) {
 func TestTopGolden(t *testing.T) {
 	t.Parallel()
 	s1 := statusFixture()
+	s1.Devices[0].CapacityBps, s1.Devices[0].CapacityIOPS = 200<<20, 1500 // sda, throttled
 	m := newTopModelT(s1)
 	m.observe(topAfter(s1, func(s *snapshot.Snapshot) {
 		w := topFind(s, "web-1")
