@@ -220,6 +220,16 @@ func (a *Actuator) TopActive(i int) int {
 	return 0
 }
 
+// Capacity returns device i's capacity as its throttle estimates it
+// (bytes and requests per second); 0 when it has no throttle or has not
+// measured it yet.
+func (a *Actuator) Capacity(i int) (bps, iops float64) {
+	if d := a.dynamicOf(i); d != nil {
+		return d.Capacity()
+	}
+	return 0, 0
+}
+
 // dynamicOf returns device i's dynamic mechanism, nil if it has none.
 func (a *Actuator) dynamicOf(i int) dynamic {
 	for _, m := range a.mechs[i] {

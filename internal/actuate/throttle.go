@@ -186,6 +186,12 @@ func (t *throttle) TopActive() int {
 	return t.top
 }
 
+func (t *throttle) Capacity() (bps, iops float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.capBps, t.capIOPS
+}
+
 func (t *throttle) ObservePeak(bps float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -881,6 +881,12 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
 			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt})
 	}
+	// The throttle's capacity estimate, where the actuator has one.
+	if c, ok := d.act.(interface{ Capacity(int) (float64, float64) }); ok {
+		for i := range s.Devices {
+			s.Devices[i].CapacityBps, s.Devices[i].CapacityIOPS = c.Capacity(i)
+		}
+	}
 	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
 	for cause, n := range d.errCounts {
 		s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: cause, Count: n})
