@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/metrics"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
@@ -50,12 +51,63 @@ var v2OnlyFamilies = []string{
 // source's series. promtool must find nothing in either output, and every
 // metric the dashboard queries must be among those exported.
 func TestRealMetricsPromtoolAndDashboard(t *testing.T) {
-	r := newRunRig(t)
+	r := newRunRig(t) // skips in the VM
+	testkit.SetScheduler(t, r.loop.Name, "none")
+	metricsPromtoolAndDashboard(t, r)
+}
+
+// TestRealV2MetricsPromtoolAndDashboard is the same inside the cgroup-v2
+// test VM, on its test disk, where the per-workload PSI series exist too.
+// The daemon and the workloads are this test binary (see TestMain): the
+// VM has no Go toolchain to build one.
+func TestRealV2MetricsPromtoolAndDashboard(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	testkit.NeedRoot(t)
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := os.Getenv("DDISKQOS_VM_DISK")
+	testkit.Need(t, disk != "" && l.Unified != "", "no test disk (DDISKQOS_VM_DISK %q) or no cgroup2 (layout %s)", disk, l.Mode)
+	name := filepath.Base(disk)
+	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := cgroupfs.ParseDev(strings.TrimSpace(string(devText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The VM's init leaves the loopback interface down; the daemon's API
+	// listens on 127.0.0.1. Up is harmless in the throwaway VM.
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set lo up: %v: %s", err, out)
+	}
+	t.Setenv(envRunAsMain, "1")
+	r := &runRig{bin: self, addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
+		lock: filepath.Join(t.TempDir(), "ddiskqos.lock"), h: cgroupfs.Hierarchy{Version: 2, Mount: l.Unified},
+		parent: fmt.Sprintf("/ddiskqos-test-metrics-%d", os.Getpid()),
+		loop:   testkit.Loop{Name: name, Path: disk, Major: dev.Major, Minor: dev.Minor}, dev: dev}
+	testkit.SetScheduler(t, name, "none")
+	p, _ := r.h.Path(r.parent)
+	testkit.Cgroup(t, p)
+	if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
+		t.Fatal(err)
+	}
+	metricsPromtoolAndDashboard(t, r, v2OnlyFamilies...)
+}
+
+func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 	promtool, err := exec.LookPath("promtool")
 	testkit.Need(t, err == nil, "promtool not found (Debian package prometheus)")
 	_, err = os.Stat("/proc/pressure/io")
 	testkit.Need(t, err == nil, "no /proc/pressure/io (kernel without PSI)")
-	testkit.SetScheduler(t, r.loop.Name, "none")
 	small, bulk := r.child(t, "small"), r.child(t, "bulk")
 	d := r.start(t, "--boost-after", "10m")
 
@@ -71,6 +123,7 @@ func TestRealMetricsPromtoolAndDashboard(t *testing.T) {
 		"ddiskqos_host_pressure_io_waiting_seconds_total", "ddiskqos_scan_errors_total",
 		"ddiskqos_level_changes_total", "ddiskqos_tick_duration_seconds", "ddiskqos_sense_workloads_total",
 	}
+	want = append(want, wantToo...)
 	body := waitMetrics(t, r.addr, want, 30*time.Second)
 	for _, p := range []*workload.Proc{stream, reader} {
 		p.Stop()
