@@ -61,6 +61,9 @@ type Actuator interface {
 	RestoreAll() error
 	RestoreOrphans(live map[string]bool) error
 	Originals() ([]actuate.Original, bool)
+	// OpenFiles is how many descriptors it keeps open (the open-file
+	// budget leaves room for them).
+	OpenFiles() int
 }
 
 // Options configure a Daemon.
@@ -160,6 +163,7 @@ type Daemon struct {
 	nextSlot  uint32
 	sen       sensor.Sensor              // the sensing stage
 	noFile    uint64                     // the open-file budget (soft RLIMIT_NOFILE)
+	actFDs    int                        // descriptors the actuator keeps (the throttle's), at the last tick
 	fds       int                        // descriptors the tracked cgroups keep
 	details   int                        // of which detail files (see cgroupfs.Cgroup.CloseDetail)
 	refused   map[string]source.Workload // not tracked for want of descriptors
@@ -517,6 +521,7 @@ func (d *Daemon) step() {
 		d.countErr(snapshot.CauseActuate)
 		d.log.Warn("apply levels", "err", err)
 	}
+	d.actFDs = d.act.OpenFiles()
 	if !d.orphansOK && start.Sub(d.started) >= d.opts.OrphanGrace {
 		d.orphansOK = true
 		live := make(map[string]bool, len(d.work))
@@ -884,6 +889,12 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt,
 			ReadBytes: d.devTotal[i].read, WriteBytes: d.devTotal[i].write})
 	}
+	// The throttle's capacity estimate, where the actuator has one.
+	if c, ok := d.act.(interface{ Capacity(int) (float64, float64) }); ok {
+		for i := range s.Devices {
+			s.Devices[i].CapacityBps, s.Devices[i].CapacityIOPS = c.Capacity(i)
+		}
+	}
 	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
 	for cause, n := range d.errCounts {
 		if n > 0 {
@@ -893,6 +904,10 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
 	if d.stateErr != nil {
 		s.StateError = d.stateErr.Error()
+	}
+	// A source that can lose its backend (the Docker engine) says so.
+	if h, ok := d.opts.Source.(interface{ Health() string }); ok {
+		s.SourceError = h.Health()
 	}
 	if d.opts.HostPressure != "" {
 		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {

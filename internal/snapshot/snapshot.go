@@ -34,6 +34,10 @@ type Snapshot struct {
 	// last save succeeded: while it is set, knobs whose original is not
 	// saved are not written.
 	StateError string `json:"state_error,omitempty"`
+	// SourceError is why the workload source cannot reach its backend
+	// (the Docker engine), "" while it can: the daemon keeps running
+	// degraded, containers are neither discovered nor released.
+	SourceError string `json:"source_error,omitempty"`
 	// HostPressure is /proc/pressure/io, nil when PSI is unavailable.
 	HostPressure *Pressure `json:"host_pressure,omitempty"`
 }
@@ -93,6 +97,11 @@ type Device struct {
 	// TopActiveLevel is the best level that did I/O on the device in the
 	// last tick, 0 when idle (what the throttle mechanism keys on).
 	TopActiveLevel int `json:"top_active_level"`
+	// CapacityBps and CapacityIOPS are the device's capacity as the
+	// throttle estimates it from the device's own counters (what the caps
+	// are shares of); 0 without a throttle or before it measured.
+	CapacityBps  float64 `json:"capacity_bps,omitempty"`
+	CapacityIOPS float64 `json:"capacity_iops,omitempty"`
 	// Rates over the last tick and totals since start: the bytes the
 	// managed workloads read and wrote on the device (stacked devices'
 	// bytes once, on the device they were issued to).
