@@ -120,6 +120,7 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 	want := []string{
 		"ddiskqos_info", "ddiskqos_workload_level", "ddiskqos_workload_io_bytes_total",
 		"ddiskqos_device_info", "ddiskqos_device_io_bytes_total", "ddiskqos_device_level_cap_bytes_per_second",
+		"ddiskqos_device_capacity_bytes_per_second",
 		"ddiskqos_host_pressure_io_waiting_seconds_total", "ddiskqos_scan_errors_total",
 		"ddiskqos_level_changes_total", "ddiskqos_tick_duration_seconds", "ddiskqos_sense_workloads_total",
 	}

@@ -18,11 +18,11 @@ type Collector struct {
 	current func() *snapshot.Snapshot
 	part    part
 
-	info, workloads, byLevel, lastTick           *prometheus.Desc
-	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight *prometheus.Desc
-	wlWaiting, wlStalled                         *prometheus.Desc
-	devInfo, devTopLevel, devBytes, devCap       *prometheus.Desc
-	hostWaiting, hostStalled                     *prometheus.Desc
+	info, workloads, byLevel, lastTick                  *prometheus.Desc
+	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight        *prometheus.Desc
+	wlWaiting, wlStalled                                *prometheus.Desc
+	devInfo, devTopLevel, devBytes, devCap, devCapacity *prometheus.Desc
+	hostWaiting, hostStalled                            *prometheus.Desc
 }
 
 // NewCollector returns a collector reading current() on every Collect.
@@ -85,6 +85,9 @@ func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
 		devCap: d("device_level_cap_bytes_per_second",
 			"Sum of the byte-rate caps the throttle had in force on the level's workloads on the device at the last tick; absent while the level is not capped.",
 			"device", "level", labelOperation),
+		devCapacity: d("device_capacity_bytes_per_second",
+			"The device's byte rate as the throttle estimates it from the device's own counters (what the caps are shares of); absent before it measured or without a throttle.",
+			"device"),
 		hostWaiting: d("host_pressure_io_waiting_seconds_total",
 			"Time at least one task of the host waited on I/O (/proc/pressure/io, some)."),
 		hostStalled: d("host_pressure_io_stalled_seconds_total",
@@ -96,7 +99,7 @@ func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.part != onlyWorkloads {
 		for _, d := range []*prometheus.Desc{c.info, c.workloads, c.byLevel, c.lastTick,
-			c.devInfo, c.devTopLevel, c.devBytes, c.devCap, c.hostWaiting, c.hostStalled} {
+			c.devInfo, c.devTopLevel, c.devBytes, c.devCap, c.devCapacity, c.hostWaiting, c.hostStalled} {
 			ch <- d
 		}
 	}
@@ -147,6 +150,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.devTopLevel, gauge, float64(d.TopActiveLevel), name)
 		ch <- prometheus.MustNewConstMetric(c.devBytes, counter, float64(d.ReadBytes), name, valRead)
 		ch <- prometheus.MustNewConstMetric(c.devBytes, counter, float64(d.WriteBytes), name, valWrite)
+		if d.CapacityBps > 0 {
+			ch <- prometheus.MustNewConstMetric(c.devCapacity, gauge, d.CapacityBps, name)
+		}
 		lcs := caps[d.Name]
 		if lcs == nil {
 			continue
