@@ -171,7 +171,6 @@ func FuzzParseScheduler(f *testing.F) {
 	})
 }
 
-
 func FuzzParseLimits(f *testing.F) {
 	f.Add(dockerdLimits)
 	f.Add("Max open files 1 2 files\n\nMax x unlimited unlimited")
