@@ -27,7 +27,7 @@ sequential and random reads and writes at queue depth 64 (IOPS and the
 latency at saturation), and 4 KiB random requests one at a time (the
 unloaded latency) — and writes iocost's io.cost.model for it (the linear
 model, derived as the kernel's tools/cgroup/iocost_coef_gen.py does) and an
-io.cost.qos (enable=1; p95 latency targets of 3x the unloaded p99, at most
+io.cost.qos (enable=1; p95 latency targets of 3x the unloaded p90, at most
 the saturated p99; vrate between 50%% and 100%% of the model). iocost shares a
 disk by weight only while its model says the disk is saturated: with the
 kernel's default model (a whole device class) weights barely show.

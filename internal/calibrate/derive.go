@@ -14,7 +14,8 @@
 // does: bytes/s from sequential reads and writes of large blocks, and the
 // 4 KiB sequential and random IOPS at a deep queue. The QoS part is this
 // package's heuristic, in the spirit of resctl-bench's: latency targets
-// between the device's unloaded and saturated 4 KiB latency, vrate bounded
+// between the device's unloaded and saturated 4 KiB latency (3x the
+// unloaded p90, at most the saturated p99), vrate bounded
 // to [MinVrate, MaxVrate] percent of the model.
 package calibrate
 
@@ -136,8 +137,10 @@ const (
 	MaxVrate = 100.0
 	// Pct is the latency percentile the targets bound.
 	Pct = 95.0
-	// LatencyFactor times the unloaded p99 is the latency target, unless
-	// that is above the saturated p99 (then the saturated p99 is).
+	// LatencyFactor times the unloaded p90 is the latency target, unless
+	// that is above the saturated p99 (then the saturated p99 is). The
+	// unloaded p90, not p99: one slow request in a short run (a busy host,
+	// an emulated disk) must not set a target the queue never misses.
 	LatencyFactor = 3
 )
 
@@ -207,9 +210,9 @@ func hasPattern(ms []Measurement, p Pattern) bool {
 }
 
 // target is a latency target in microseconds: LatencyFactor times the
-// unloaded p99, at most the saturated p99, at least 1.
+// unloaded p90, at most the saturated p99, at least 1.
 func target(idle, sat workload.Latency) uint64 {
-	t := LatencyFactor * idle.P99
+	t := LatencyFactor * idle.P90
 	if sat.P99 > 0 && t > sat.P99 {
 		t = sat.P99
 	}
