@@ -208,13 +208,6 @@ func modeName(m os.FileMode) string {
 func (j *job) run(ctx context.Context) (Result, error) {
 	s := j.s
 	depth := max(1, s.IODepth)
-	st := &runState{pos: j.start, start: time.Now()}
-	if s.Op.random() {
-		st.nblocks = (j.end - j.start) / j.bs
-	}
-	if s.Duration > 0 {
-		st.deadline = st.start.Add(s.Duration)
-	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	recs := make([]*latencyRecorder, depth)
@@ -223,7 +216,9 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	var wg sync.WaitGroup
 	// Each worker needs its own aligned buffer; worker 0 reuses j.buf (a
 	// write's pseudo-random data is the same for all). All are filled
-	// before any worker reads into j.buf.
+	// before any worker reads into j.buf, and before the clock starts: at
+	// a deep queue of large blocks this takes long enough to skew a short
+	// job's rate.
 	bufs := make([][]byte, depth)
 	bufs[0] = j.buf
 	for w := 1; w < depth; w++ {
@@ -232,6 +227,15 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	}
 	for w := range depth {
 		recs[w], resps[w] = newLatencyRecorder(), newLatencyRecorder()
+	}
+	st := &runState{pos: j.start, start: time.Now()}
+	if s.Op.random() {
+		st.nblocks = (j.end - j.start) / j.bs
+	}
+	if s.Duration > 0 {
+		st.deadline = st.start.Add(s.Duration)
+	}
+	for w := range depth {
 		buf := bufs[w]
 		wg.Add(1)
 		go func() {
