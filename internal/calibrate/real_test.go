@@ -58,7 +58,10 @@ func nullBlk(t *testing.T, mbps, completionNsec int) Device {
 		}
 		args := []string{"/modules/" + m.file}
 		if m.name == "null_blk" {
-			args = append(args, "nr_devices=1", "gb=4", "irqmode=2", "hw_queue_depth=8", "submit_queues=1",
+			// max_sectors=24: 12 KiB requests, under the throttle's
+			// per-millisecond budget (mbps MiB / 1000), which a larger
+			// request never fits: it would wait for ever.
+			args = append(args, "nr_devices=1", "gb=4", "irqmode=2", "hw_queue_depth=8", "submit_queues=1", "max_sectors=24",
 				fmt.Sprintf("completion_nsec=%d", completionNsec), fmt.Sprintf("mbps=%d", mbps))
 		}
 		out, err := exec.Command("insmod", args...).CombinedOutput()
@@ -133,10 +136,10 @@ func stream(t *testing.T, h cgroupfs.Hierarchy, d Device, cgs []string, dur time
 // patterns) they split it as their weights say. Then --restore puts the
 // kernel's model back.
 func TestRealV2CalibrateSplit(t *testing.T) {
-	// null_blk's speed: at mbps=4 the device stalled for good (its
-	// throttle refills a per-millisecond budget smaller than one request
-	// of the streams); at 12 the emulated CPU kept it near 5 MiB/s on a
-	// loaded host, so the model may come out lower, never higher.
+	// null_blk's speed. Its throttle refills a budget of mbps/1000 MiB
+	// every millisecond; requests are cut to 12 KiB (max_sectors) to fit
+	// it. On a loaded host the emulated CPU may keep it slower, so the
+	// model may come out lower, never higher.
 	const nullMbps = 12
 	for _, tc := range []struct {
 		name     string
