@@ -20,11 +20,22 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // vmStartTimeout is how long containerd and dockerd may take to answer in
 // the VM.
 const vmStartTimeout = 10 * time.Minute
+
+// runTimeout bounds creating and starting one container: a minute, or
+// vmStartTimeout in the VM.
+func runTimeout() time.Duration {
+	if testkit.InVM() {
+		return vmStartTimeout
+	}
+	return time.Minute
+}
 
 // vmContainerd is the containerd StartEngine runs beside dockerd in the VM.
 type vmContainerd struct {
