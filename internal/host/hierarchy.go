@@ -56,6 +56,10 @@ type IOHierarchy struct {
 	IOCostModel []cgroupfs.CostModel `json:"-"`
 	// Pressure is whether per-cgroup io.pressure exists (v2 with PSI on).
 	Pressure bool `json:"pressure"`
+	// Memory is v2 only: the root delegates the memory controller
+	// (cgroup.subtree_control), without which writeback is charged to the
+	// root, not to the cgroup that dirtied the pages.
+	Memory bool `json:"memory"`
 }
 
 // Hierarchy returns the cgroupfs value for it.
@@ -101,6 +105,7 @@ func ProbeIOHierarchy(layout cgroupfs.Layout) (IOHierarchy, error) {
 	// A first-level child has the io files exactly when the root delegates
 	// io, so only then does a child lacking a file prove it is not offered.
 	conclusive := slices.Contains(sub, "io")
+	h.Memory = slices.Contains(sub, "memory")
 	if !h.Enabled {
 		why := "io is not in " + filepath.Join(hier.Mount, "cgroup.controllers")
 		for _, p := range []*Probe{&h.Throttle, &h.BFQ, &h.CFQ, &h.IOCost} {
