@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/api/types/system"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/source"
@@ -61,7 +61,7 @@ func newFakeEngine(t *testing.T, driver string) *fakeEngine {
 }
 
 func (f *fakeEngine) client() *client.Client {
-	c, err := client.NewClientWithOpts(client.WithHost("unix://"+f.sock), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost("unix://" + f.sock))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -126,12 +126,10 @@ func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		json.NewEncoder(w).Encode(container.InspectResponse{
-			ContainerJSONBase: &container.ContainerJSONBase{
-				ID: c.id, Name: "/" + c.name,
-				State:      &container.State{Running: true, Pid: c.pid, Status: "running"},
-				HostConfig: &container.HostConfig{Resources: container.Resources{CgroupParent: c.parent}},
-			},
-			Config: &container.Config{Labels: c.labels},
+			ID: c.id, Name: "/" + c.name,
+			State:      &container.State{Running: true, Pid: c.pid, Status: "running"},
+			HostConfig: &container.HostConfig{Resources: container.Resources{CgroupParent: c.parent}},
+			Config:     &container.Config{Labels: c.labels},
 		})
 	case p == "/events":
 		ch := make(chan events.Message, 64)
