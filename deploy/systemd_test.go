@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -245,7 +244,7 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	}
 
 	tmp := t.TempDir()
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	trace := filepath.Join(tmp, "strace.out")
 	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
 		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
@@ -469,22 +468,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -109,15 +109,15 @@ func (r *runRig) child(t *testing.T, name string) string {
 	return rel
 }
 
-// start runs `ddiskqos run` in the background; logs go to the test log.
-func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
+// launch runs the binary with args and the rig's environment in the
+// background, killed when the test ends; its log is kept for the test to
+// read and goes to the test log when the test fails.
+func (r *runRig) launch(t *testing.T, args ...string) (*exec.Cmd, *testkit.SyncBuffer) {
 	t.Helper()
-	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
-		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
-		"--devices", r.loop.Name, "--log-level", "debug"}, extra...)...)
+	cmd := exec.Command(r.bin, args...)
 	cmd.Env = r.env()
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &testkit.SyncBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +130,16 @@ func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
 			t.Logf("daemon log:\n%s", logs.String())
 		}
 	})
+	return cmd, logs
+}
+
+// start runs `ddiskqos run` on the rig's parent and loop device in the
+// background; logs go to the test log.
+func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
+	t.Helper()
+	cmd, _ := r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
+		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
+		"--devices", r.loop.Name, "--log-level", "debug"}, extra...)...)
 	return cmd
 }
 

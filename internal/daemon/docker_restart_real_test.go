@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +55,7 @@ func TestRealDockerEngineRestart(t *testing.T) {
 		dev: actuate.Device{Name: loop.Name, Dev: cgroupfs.Dev{Major: loop.Major, Minor: loop.Minor}, Mech: host.MechBFQWeight},
 		run: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
 
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -410,22 +409,4 @@ func (e *tracedEngine) summary(from time.Time, rel func(time.Time) string) strin
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// lockedBuffer is a log sink goroutines may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -8,12 +8,14 @@
 package testkit
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,4 +199,23 @@ func RemoveCgroup(t testing.TB, dir string) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// SyncBuffer is a log sink that a child process or goroutines write while
+// the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // fakeEngine speaks just enough of the Engine API, over a unix socket, for
@@ -211,28 +211,11 @@ var hybridLayout = cgroupfs.Layout{
 	UnifiedRoot: "/",
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	t      *testing.T
 	engine *fakeEngine
 	procfs string
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	out    chan source.Event
 	done   chan error
 	cancel context.CancelFunc
@@ -240,7 +223,7 @@ type harness struct {
 
 func startHarness(t *testing.T, f *fakeEngine, min, max time.Duration) *harness {
 	t.Helper()
-	h := &harness{t: t, engine: f, procfs: t.TempDir(), logs: &syncBuffer{}, out: make(chan source.Event), done: make(chan error, 1)}
+	h := &harness{t: t, engine: f, procfs: t.TempDir(), logs: &testkit.SyncBuffer{}, out: make(chan source.Event), done: make(chan error, 1)}
 	s, err := New(Options{
 		Engine: f.client(), Layout: hybridLayout, ProcFS: h.procfs,
 		MinBackoff: min, MaxBackoff: max,
@@ -417,7 +400,7 @@ func TestFakeEngineUnreachableAtStart(t *testing.T) {
 	f := newFakeEngine(t, DriverCgroupfs)
 	c := f.client()
 	f.stop()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	s, err := New(Options{Engine: c, Layout: hybridLayout, ProcFS: t.TempDir(), MinBackoff: 10 * time.Millisecond,
 		MaxBackoff: 40 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
