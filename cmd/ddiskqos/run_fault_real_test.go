@@ -218,7 +218,7 @@ func TestRealFaultSecondDaemon(t *testing.T) {
 
 	second := *r
 	second.state = filepath.Join(t.TempDir(), "other-state.json")
-	second.addr = freeAddr(t)
+	second.addr = testkit.FreeAddr(t)
 	for _, c := range []struct {
 		name string
 		rig  *runRig

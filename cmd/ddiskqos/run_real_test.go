@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,16 +53,6 @@ func buildBinary(t *testing.T) string {
 	return binPath
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 type runRig struct {
 	bin, addr, state string
 	lock             string
@@ -85,7 +74,7 @@ func newRunRig(t *testing.T) *runRig {
 	}
 	m, ok := l.V1Controller("blkio")
 	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
-	r := &runRig{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
+	r := &runRig{bin: buildBinary(t), addr: testkit.FreeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
 		h: cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}, parent: fmt.Sprintf("/ddiskqos-test-run-%d", os.Getpid())}
 	r.lock = filepath.Join(t.TempDir(), "ddiskqos.lock")
 	r.loop = testkit.LoopDevice(t, 512)
