@@ -34,6 +34,10 @@ type Snapshot struct {
 	// last save succeeded: while it is set, knobs whose original is not
 	// saved are not written.
 	StateError string `json:"state_error,omitempty"`
+	// SourceError is why the workload source cannot reach its backend
+	// (the Docker engine), "" while it can: the daemon keeps running
+	// degraded, containers are neither discovered nor released.
+	SourceError string `json:"source_error,omitempty"`
 	// HostPressure is /proc/pressure/io, nil when PSI is unavailable.
 	HostPressure *Pressure `json:"host_pressure,omitempty"`
 }
@@ -92,9 +96,14 @@ type Device struct {
 	WeightsEffective bool   `json:"weights_effective"`
 	// TopActiveLevel is the best level that did I/O on the device in the
 	// last tick, 0 when idle (what the throttle mechanism keys on).
-	TopActiveLevel int     `json:"top_active_level"`
-	ReadBps        float64 `json:"read_bps"`
-	WriteBps       float64 `json:"write_bps"`
+	TopActiveLevel int `json:"top_active_level"`
+	// CapacityBps and CapacityIOPS are the device's capacity as the
+	// throttle estimates it from the device's own counters (what the caps
+	// are shares of); 0 without a throttle or before it measured.
+	CapacityBps  float64 `json:"capacity_bps,omitempty"`
+	CapacityIOPS float64 `json:"capacity_iops,omitempty"`
+	ReadBps      float64 `json:"read_bps"`
+	WriteBps     float64 `json:"write_bps"`
 }
 
 // Pressure is one PSI reading (some and full), averages in percent, totals
