@@ -15,12 +15,11 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/jsonmessage"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/moby/moby/client/pkg/jsonmessage"
 
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -57,13 +56,13 @@ func buildImage(t *testing.T, c *client.Client, tag string, bin []byte) time.Dur
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
-		_, err := c.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true})
+		_, err := c.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("remove image %s: %v", tag, err)
 		}
 	})
 	start := time.Now()
-	resp, err := c.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Dockerfile: "Dockerfile",
+	resp, err := c.ImageBuild(ctx, &ctxTar, client.ImageBuildOptions{Tags: []string{tag}, Dockerfile: "Dockerfile",
 		Remove: true, ForceRemove: true, Version: build.BuilderV1, Labels: map[string]string{dockertest.LabelTest: t.Name()}})
 	if err != nil {
 		t.Fatalf("docker build %s: %v", tag, err)
@@ -93,17 +92,17 @@ func startContainer(t *testing.T, c *client.Client, name string, cfg *container.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg.Labels = map[string]string{dockertest.LabelTest: t.Name()}
-	cr, err := c.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	cr, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
 		t.Fatalf("create container %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		err := c.ContainerRemove(context.Background(), cr.ID, container.RemoveOptions{Force: true})
+		_, err := c.ContainerRemove(context.Background(), cr.ID, client.ContainerRemoveOptions{Force: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("remove container %s: %v", name, err)
 		}
 	})
-	if err := c.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
+	if _, err := c.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
 		t.Fatalf("start container %s: %v", name, err)
 	}
 	return cr.ID
@@ -111,7 +110,7 @@ func startContainer(t *testing.T, c *client.Client, name string, cfg *container.
 
 // logs returns a container's stdout and stderr.
 func logs(c *client.Client, id string) (string, string) {
-	rc, err := c.ContainerLogs(context.Background(), id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	rc, err := c.ContainerLogs(context.Background(), id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return "", "logs: " + err.Error()
 	}
@@ -368,13 +367,14 @@ func TestRealContainerImage(t *testing.T) {
 	// docker stop: SIGTERM to the daemon, which restores the original
 	// (no per-device weight: only the "default" line) and exits 0.
 	timeout := 20
-	if err := c.ContainerStop(ctx, writer, container.StopOptions{Timeout: &timeout}); err != nil {
+	if _, err := c.ContainerStop(ctx, writer, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
 		t.Fatal(err)
 	}
-	ci, err := c.ContainerInspect(ctx, writer)
+	res, err := c.ContainerInspect(ctx, writer, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ci := res.Container
 	if ci.State.ExitCode != 0 {
 		t.Errorf("daemon container exited %d after docker stop, want 0\n%s", ci.State.ExitCode, dump())
 	}

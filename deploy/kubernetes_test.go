@@ -19,7 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
@@ -308,13 +309,14 @@ func TestRealDaemonSetContainer(t *testing.T) {
 		&container.Config{Image: tag, Cmd: args},
 		&container.HostConfig{NetworkMode: "bridge", Binds: binds, ReadonlyRootfs: spec.SecurityContext.ReadOnlyRootFilesystem})
 	ctx := context.Background()
-	ci, err := c.ContainerInspect(ctx, id)
+	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ci := res.Container
 	ip := ""
-	if n := ci.NetworkSettings; n != nil && n.Networks["bridge"] != nil {
-		ip = n.Networks["bridge"].IPAddress
+	if n := ci.NetworkSettings; n != nil && n.Networks["bridge"] != nil && n.Networks["bridge"].IPAddress.IsValid() {
+		ip = n.Networks["bridge"].IPAddress.String()
 	}
 	if ip == "" {
 		t.Fatalf("container %s has no bridge address", id)
@@ -374,12 +376,13 @@ func TestRealDaemonSetContainer(t *testing.T) {
 
 	grace := pod.TerminationGracePeriodSeconds
 	stopped := time.Now()
-	if err := c.ContainerStop(ctx, id, container.StopOptions{Timeout: &grace}); err != nil {
+	if _, err := c.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &grace}); err != nil {
 		t.Fatal(err)
 	}
-	if ci, err = c.ContainerInspect(ctx, id); err != nil {
+	if res, err = c.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	ci = res.Container
 	if ci.State.ExitCode != 0 || ci.State.OOMKilled {
 		o, e := logs(c, id)
 		t.Errorf("after SIGTERM: exit %d (grace %d s), want 0\n%s%s", ci.State.ExitCode, grace, o, e)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -245,12 +243,12 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	}
 
 	tmp := t.TempDir()
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	trace := filepath.Join(tmp, "strace.out")
 	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
 		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
 		bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name,
-		"--interval", "200ms", "--listen", freeAddr(t), "--state-file", tmp+"/state.json")
+		"--interval", "200ms", "--listen", testkit.FreeAddr(t), "--state-file", tmp+"/state.json")
 	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
 	d.Stdout, d.Stderr = &log, &log
 	if err := d.Start(); err != nil {
@@ -458,33 +456,4 @@ func syscallGroups(t *testing.T, systemdAnalyze string) map[string][]string {
 		t.Fatalf("systemd-analyze syscall-filter: no @system-service group in:\n%s", out)
 	}
 	return groups
-}
-
-// freeAddr returns a loopback address with a port free just now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/paper"
 	"github.com/ddiskqos/ddiskqos/internal/bytesize"
@@ -91,20 +91,19 @@ func runBenchPaper(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench paper: docker client: %v\n", err)
 		return 1
 	}
 	defer cli.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = cli.Ping(pctx)
+	_, err = cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench paper: the Docker engine at %s does not answer: %v\n", cli.DaemonHost(), err)
 		return 1
 	}
-	cli.NegotiateAPIVersion(ctx)
 	exe, _ := os.Executable()
 	cmdline := "ddiskqos bench paper " + strings.Join(args, " ")
 	res, err := paper.Run(ctx, paper.Options{Plan: plan, VolumeSize: volSize, Exe: exe, Docker: cli,

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/paper"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
@@ -57,10 +57,10 @@ func TestRealBenchPaperQuick(t *testing.T) {
 	testkit.NeedRoot(t)
 	_, err := exec.LookPath("mkfs.ext4")
 	testkit.Need(t, err == nil, "mkfs.ext4 not found: install e2fsprogs")
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	c, err := client.New(client.FromEnv)
 	testkit.Need(t, err == nil, "docker client: %v", err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, err = c.Ping(ctx)
+	_, err = c.Ping(ctx, client.PingOptions{})
 	cancel()
 	c.Close()
 	testkit.Need(t, err == nil, "docker engine not reachable: %v", err)

@@ -90,7 +90,7 @@ func TestRealV2MetricsPromtoolAndDashboard(t *testing.T) {
 		t.Fatalf("ip link set lo up: %v: %s", err, out)
 	}
 	t.Setenv(envRunAsMain, "1")
-	r := &runRig{bin: self, addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
+	r := &runRig{bin: self, addr: testkit.FreeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
 		lock: filepath.Join(t.TempDir(), "ddiskqos.lock"), h: cgroupfs.Hierarchy{Version: 2, Mount: l.Unified},
 		parent: fmt.Sprintf("/ddiskqos-test-metrics-%d", os.Getpid()),
 		loop:   testkit.Loop{Name: name, Path: disk, Major: dev.Major, Minor: dev.Minor}, dev: dev}
@@ -132,7 +132,7 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 	}
 	// A second daemon, Docker-sourced with no engine to reach: degraded,
 	// with ddiskqos_source_up 0. --dry-run: it writes nothing.
-	r2 := &runRig{addr: freeAddr(t), lock: filepath.Join(t.TempDir(), "ddiskqos.lock")}
+	r2 := &runRig{addr: testkit.FreeAddr(t), lock: filepath.Join(t.TempDir(), "ddiskqos.lock")}
 	d2 := exec.Command(r.bin, "run", "--source", "docker", "--docker-host", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"),
 		"--dry-run", "--interval", "100ms", "--listen", r2.addr, "--state-file", filepath.Join(t.TempDir(), "state.json"),
 		"--devices", r.loop.Name)

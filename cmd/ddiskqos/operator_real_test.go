@@ -18,53 +18,20 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
-
-// lockedBuffer collects a child's stderr; safe to read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // startLogged is runRig.start with the log kept for the test to read; args
 // replace the rig's defaults.
-func (r *runRig) startLogged(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) {
+func (r *runRig) startLogged(t *testing.T, args ...string) (*exec.Cmd, *testkit.SyncBuffer) {
 	t.Helper()
-	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
+	return r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
 		"--state-file", r.state, "--devices", r.loop.Name}, args...)...)
-	cmd.Env = r.env()
-	logs := &lockedBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs.String())
-		}
-	})
-	return cmd, logs
 }
 
 // waitLog waits until the log holds a line containing every one of parts,
 // and returns that line.
-func waitLog(t *testing.T, logs *lockedBuffer, within time.Duration, parts ...string) string {
+func waitLog(t *testing.T, logs *testkit.SyncBuffer, within time.Duration, parts ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -251,23 +218,8 @@ func TestRealRunDockerEngineLost(t *testing.T) {
 	stopped := e.Stop(t)
 	t.Logf("private engine stopped in %s", stopped.Round(time.Millisecond))
 
-	d := exec.Command(r.bin, "run", "--source", "docker", "--docker-host", e.Host(), "--interval", "100ms",
+	d, logs := r.launch(t, "run", "--source", "docker", "--docker-host", e.Host(), "--interval", "100ms",
 		"--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name)
-	d.Env = r.env()
-	logs := &lockedBuffer{}
-	d.Stderr = logs
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if d.ProcessState == nil {
-			d.Process.Kill()
-			d.Wait()
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs.String())
-		}
-	})
 	base := "http://" + r.addr
 	// health waits until /healthz answers want, and returns its body.
 	health := func(want int, within time.Duration) string {

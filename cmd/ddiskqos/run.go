@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
@@ -194,19 +194,20 @@ func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *f
 }
 
 func dockerClient(cfg config.Config) (*client.Client, error) {
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	opts := []client.Opt{client.FromEnv}
 	if cfg.DockerHost != "" {
 		opts = append(opts, client.WithHost(cfg.DockerHost))
 	}
-	cli, err := client.NewClientWithOpts(opts...)
+	cli, err := client.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %s: %w", cfg.DockerHost, err)
 	}
-	// Negotiate now, before the event stream and other calls run
-	// concurrently: the SDK reads the negotiated version unlocked.
+	// Negotiate the API version now, before the event stream and other
+	// calls share the client; an engine that is down is no error here (the
+	// client negotiates on its first request instead).
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	cli.NegotiateAPIVersion(ctx)
+	cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	return cli, nil
 }
 
@@ -218,7 +219,7 @@ func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h
 		cli, err := dockerClient(cfg)
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, err = cli.Ping(pctx)
+			_, err = cli.Ping(pctx, client.PingOptions{})
 			cancel()
 			cli.Close()
 		}

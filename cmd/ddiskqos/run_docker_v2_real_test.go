@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"github.com/moby/moby/client"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,10 +71,11 @@ func TestVMDockerV2(t *testing.T) {
 	c := e.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	info, err := c.Info(ctx)
+	ir, err := c.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	info := ir.Info
 	if info.CgroupVersion != "2" || info.CgroupDriver != "cgroupfs" {
 		t.Fatalf("engine reports cgroup version %q driver %q, want 2 and cgroupfs", info.CgroupVersion, info.CgroupDriver)
 	}
@@ -141,7 +143,7 @@ func TestVMDockerV2(t *testing.T) {
 	}
 
 	// The daemon: this test binary as ddiskqos.
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	args := []string{"run", "--source", "docker", "--docker-host", e.Host(), "--interval", "250ms", "--boost-after", "1h",
 		"--listen", addr, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--devices", devName, "--log-level", "debug"}
 	if !full {

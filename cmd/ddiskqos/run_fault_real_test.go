@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // waitFor polls cond until it holds or 20 s pass.
@@ -69,7 +70,7 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	}
 	dir, writable := readOnlyDir(t)
 	r.state = filepath.Join(dir, "state.json")
-	d, logPath := r.startLog(t)
+	d, dlog := r.startLog(t)
 	var stateErrs uint64
 	waitFor(t, "a state save failure in the snapshot", func() bool {
 		s, err := r.snapshot()
@@ -117,7 +118,7 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	if v, ok := r.weight(t, small); !ok || v != 300 {
 		t.Fatalf("after SIGTERM small weight %d (set %v), want 300", v, ok)
 	}
-	logs := readFile(t, logPath)
+	logs := dlog.String()
 	if n := strings.Count(logs, "msg=\"save state: retried every tick"); n != 1 || !strings.Contains(logs, "state file saved again") {
 		t.Fatalf("want one WARN when saving starts to fail (got %d) and one line when it works again", n)
 	}
@@ -217,7 +218,7 @@ func TestRealFaultSecondDaemon(t *testing.T) {
 
 	second := *r
 	second.state = filepath.Join(t.TempDir(), "other-state.json")
-	second.addr = freeAddr(t)
+	second.addr = testkit.FreeAddr(t)
 	for _, c := range []struct {
 		name string
 		rig  *runRig
@@ -285,34 +286,13 @@ func TestRealFaultPortTaken(t *testing.T) {
 	}
 }
 
-// startLog is r.start with the daemon's log in a file, returned for reading.
-func (r *runRig) startLog(t *testing.T) (*exec.Cmd, string) {
+// startLog is r.start with a longer boost-after and the daemon's log
+// returned for reading.
+func (r *runRig) startLog(t *testing.T) (*exec.Cmd, *testkit.SyncBuffer) {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "daemon.log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(r.bin, "run", "--source", "cgroup", "--cgroup-parent", r.parent,
+	return r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent,
 		"--interval", "100ms", "--boost-after", "30s", "--listen", r.addr, "--state-file", r.state,
 		"--devices", r.loop.Name, "--log-level", "debug")
-	cmd.Env = r.env()
-	cmd.Stderr = lf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lf.Close()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("daemon log %s:\n%s", logPath, b)
-		}
-	})
-	return cmd, logPath
 }
 
 // term sends SIGTERM and returns the exit code.
@@ -374,7 +354,7 @@ func TestRealFaultKillRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d, logPath := r.startLog(t)
+	d, dlog := r.startLog(t)
 	r.waitLevel(t, "small", 2) // the level survived
 	r.waitLevel(t, "bulk", 1)
 	if v, _ := r.weight(t, small); v != 500 {
@@ -384,7 +364,7 @@ func TestRealFaultKillRestart(t *testing.T) {
 	if code := term(t, d); code != 0 {
 		t.Fatalf("SIGTERM after the restart: exit %d, want 0", code)
 	}
-	logs := readFile(t, logPath)
+	logs := dlog.String()
 	if n := strings.Count(logs, "state file entry dropped: its cgroup was removed while no daemon ran"); n != 1 ||
 		!strings.Contains(logs, gone) {
 		t.Fatalf("want one log line dropping %s, got %d", gone, n)
@@ -416,13 +396,13 @@ func TestRealFaultUnrestorableEntry(t *testing.T) {
 	if err := os.WriteFile(r.state, []byte(st), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, logPath := r.startLog(t)
+	d, dlog := r.startLog(t)
 	r.waitLevel(t, "small", 1)
 	waitFor(t, "small's level-1 weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
 	if code := term(t, d); code != 1 {
 		t.Fatalf("first SIGTERM with an unrestorable original: exit %d, want 1", code)
 	}
-	logs := readFile(t, logPath)
+	logs := dlog.String()
 	if !strings.Contains(logs, "set it by hand") || !strings.Contains(logs, "native=5000") {
 		t.Fatalf("the unrestorable original is not reported with its value:\n%s", logs)
 	}
@@ -465,7 +445,7 @@ func TestRealFaultRecreatedWhileDown(t *testing.T) {
 	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 700); err != nil {
 		t.Fatal(err)
 	}
-	d, logPath := r.startLog(t)
+	d, dlog := r.startLog(t)
 	r.waitLevel(t, "small", 1)
 	waitFor(t, "the new small's level-1 weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
 	time.Sleep(500 * time.Millisecond)
@@ -484,7 +464,7 @@ func TestRealFaultRecreatedWhileDown(t *testing.T) {
 	if v, ok := r.weight(t, small); !ok || v != 700 {
 		t.Fatalf("after SIGTERM the new small's weight is %d (set %v), want its own 700, not the old cgroup's 300", v, ok)
 	}
-	if logs := readFile(t, logPath); strings.Count(logs, "created again under the same name") != 1 {
+	if logs := dlog.String(); strings.Count(logs, "created again under the same name") != 1 {
 		t.Fatalf("want one log line about the recreated cgroup:\n%s", logs)
 	}
 	t.Logf("recreated while down: level 1, weight 1000, restored to its own 700 (old original 300 dropped)")
@@ -501,7 +481,7 @@ func TestRealFaultRecreatedWhileRunning(t *testing.T) {
 	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
 		t.Fatal(err)
 	}
-	d, logPath := r.startLog(t)
+	d, dlog := r.startLog(t)
 	r.waitLevel(t, "small", 1)
 	waitFor(t, "small's level-1 weight", func() bool { v, _ := r.weight(t, small); return v == 1000 })
 	p, _ := r.h.Path(small)
@@ -516,7 +496,7 @@ func TestRealFaultRecreatedWhileRunning(t *testing.T) {
 	}
 	waitFor(t, "the new small tracked and at its level-1 weight", func() bool {
 		v, _ := r.weight(t, small)
-		return v == 1000 && strings.Count(readFile(t, logPath), "tracking workload") == 2
+		return v == 1000 && strings.Count(dlog.String(), "tracking workload") == 2
 	})
 	if code := term(t, d); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
@@ -524,7 +504,7 @@ func TestRealFaultRecreatedWhileRunning(t *testing.T) {
 	if v, ok := r.weight(t, small); !ok || v != 700 {
 		t.Fatalf("after SIGTERM the new small's weight is %d (set %v), want its own 700, not the old cgroup's 300", v, ok)
 	}
-	logs := readFile(t, logPath)
+	logs := dlog.String()
 	// Which way the daemon learnt it depends on timing; each must end so.
 	how := "removal handled before the mkdir"
 	switch {
@@ -564,9 +544,9 @@ func TestRealFaultOddNamesKillRestart(t *testing.T) {
 	d, _ := r.startLog(t)
 	waitFor(t, "every odd name at its level-1 weight", allAt(1000))
 	stopWith(t, d, syscall.SIGKILL)
-	d, logPath := r.startLog(t)
+	d, dlog := r.startLog(t)
 	waitFor(t, "every odd name tracked again", func() bool {
-		return strings.Count(readFile(t, logPath), "tracking workload") == len(names)
+		return strings.Count(dlog.String(), "tracking workload") == len(names)
 	})
 	waitFor(t, "every odd name at its level-1 weight", allAt(1000))
 	if code := term(t, d); code != 0 {

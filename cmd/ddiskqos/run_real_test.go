@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,16 +53,6 @@ func buildBinary(t *testing.T) string {
 	return binPath
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 type runRig struct {
 	bin, addr, state string
 	lock             string
@@ -85,7 +74,7 @@ func newRunRig(t *testing.T) *runRig {
 	}
 	m, ok := l.V1Controller("blkio")
 	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
-	r := &runRig{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
+	r := &runRig{bin: buildBinary(t), addr: testkit.FreeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
 		h: cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}, parent: fmt.Sprintf("/ddiskqos-test-run-%d", os.Getpid())}
 	r.lock = filepath.Join(t.TempDir(), "ddiskqos.lock")
 	r.loop = testkit.LoopDevice(t, 512)
@@ -109,15 +98,15 @@ func (r *runRig) child(t *testing.T, name string) string {
 	return rel
 }
 
-// start runs `ddiskqos run` in the background; logs go to the test log.
-func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
+// launch runs the binary with args and the rig's environment in the
+// background, killed when the test ends; its log is kept for the test to
+// read and goes to the test log when the test fails.
+func (r *runRig) launch(t *testing.T, args ...string) (*exec.Cmd, *testkit.SyncBuffer) {
 	t.Helper()
-	cmd := exec.Command(r.bin, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
-		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
-		"--devices", r.loop.Name, "--log-level", "debug"}, extra...)...)
+	cmd := exec.Command(r.bin, args...)
 	cmd.Env = r.env()
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &testkit.SyncBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +119,16 @@ func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
 			t.Logf("daemon log:\n%s", logs.String())
 		}
 	})
+	return cmd, logs
+}
+
+// start runs `ddiskqos run` on the rig's parent and loop device in the
+// background; logs go to the test log.
+func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
+	t.Helper()
+	cmd, _ := r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
+		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
+		"--devices", r.loop.Name, "--log-level", "debug"}, extra...)...)
 	return cmd
 }
 

@@ -34,7 +34,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
@@ -51,8 +52,8 @@ const MechDockerWeight host.Mechanism = "docker-blkio-weight"
 // DockerAPI is the part of the Engine API the Docker actuator uses;
 // *client.Client implements it.
 type DockerAPI interface {
-	ContainerUpdate(ctx context.Context, id string, cfg container.UpdateConfig) (container.UpdateResponse, error)
-	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ContainerUpdate(ctx context.Context, id string, options client.ContainerUpdateOptions) (client.ContainerUpdateResult, error)
+	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 }
 
 // WeightDiscardedError is an update the engine accepted but did not apply:
@@ -314,14 +315,14 @@ func (d *Docker) computeTop(targets []Target) {
 func (d *Docker) record(id string) error {
 	if _, ok := d.originals[id]; !ok {
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
-		ci, err := d.api.ContainerInspect(ctx, id)
+		ci, err := d.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("inspect container %.12s: %w", id, err)
 		}
 		var native uint16
-		if ci.ContainerJSONBase != nil && ci.HostConfig != nil {
-			native = ci.HostConfig.BlkioWeight
+		if hc := ci.Container.HostConfig; hc != nil {
+			native = hc.BlkioWeight
 		}
 		d.originals[id] = Original{Cgroup: id, Knob: DockerKnob, Native: uint64(native), Had: native != 0}
 		d.dirty = true
@@ -336,7 +337,7 @@ func (d *Docker) record(id string) error {
 func (d *Docker) update(id string, wt uint16) error {
 	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
 	defer cancel()
-	resp, err := d.api.ContainerUpdate(ctx, id, container.UpdateConfig{Resources: container.Resources{BlkioWeight: wt}})
+	resp, err := d.api.ContainerUpdate(ctx, id, client.ContainerUpdateOptions{Resources: &container.Resources{BlkioWeight: wt}})
 	if err != nil {
 		return fmt.Errorf("docker update --blkio-weight %d %.12s: %w", wt, id, err)
 	}

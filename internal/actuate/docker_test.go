@@ -13,8 +13,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
@@ -40,34 +40,38 @@ func newFake(ids ...string) *fakeEngine {
 	return f
 }
 
-func (f *fakeEngine) ContainerInspect(_ context.Context, id string) (container.InspectResponse, error) {
+func (f *fakeEngine) ContainerInspect(_ context.Context, id string, _ client.ContainerInspectOptions) (client.ContainerInspectResult, error) {
 	f.calls = append(f.calls, "inspect "+id)
 	if f.fail != nil {
-		return container.InspectResponse{}, f.fail
+		return client.ContainerInspectResult{}, f.fail
 	}
 	w, ok := f.weights[id]
 	if !ok {
-		return container.InspectResponse{}, fmt.Errorf("No such container: %s: %w", id, cerrdefs.ErrNotFound)
+		return client.ContainerInspectResult{}, fmt.Errorf("No such container: %s: %w", id, cerrdefs.ErrNotFound)
 	}
-	return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id,
+	return client.ContainerInspectResult{Container: container.InspectResponse{ID: id,
 		HostConfig: &container.HostConfig{Resources: container.Resources{BlkioWeight: w}}}}, nil
 }
 
-func (f *fakeEngine) ContainerUpdate(_ context.Context, id string, c container.UpdateConfig) (container.UpdateResponse, error) {
-	f.calls = append(f.calls, fmt.Sprintf("update %s %d", id, c.BlkioWeight))
+func (f *fakeEngine) ContainerUpdate(_ context.Context, id string, o client.ContainerUpdateOptions) (client.ContainerUpdateResult, error) {
+	var wt uint16
+	if o.Resources != nil {
+		wt = o.Resources.BlkioWeight
+	}
+	f.calls = append(f.calls, fmt.Sprintf("update %s %d", id, wt))
 	if f.fail != nil {
-		return container.UpdateResponse{}, f.fail
+		return client.ContainerUpdateResult{}, f.fail
 	}
 	if _, ok := f.weights[id]; !ok {
-		return container.UpdateResponse{}, fmt.Errorf("No such container: %s: %w", id, cerrdefs.ErrNotFound)
+		return client.ContainerUpdateResult{}, fmt.Errorf("No such container: %s: %w", id, cerrdefs.ErrNotFound)
 	}
 	if len(f.warnings) > 0 {
-		return container.UpdateResponse{Warnings: f.warnings}, nil
+		return client.ContainerUpdateResult{Warnings: f.warnings}, nil
 	}
-	if c.BlkioWeight != 0 {
-		f.weights[id] = c.BlkioWeight
+	if wt != 0 {
+		f.weights[id] = wt
 	}
-	return container.UpdateResponse{}, nil
+	return client.ContainerUpdateResult{}, nil
 }
 
 func (f *fakeEngine) take() []string {
@@ -483,11 +487,11 @@ func TestRealDockerActuator(t *testing.T) {
 	err = d.Apply(t0, []Target{target(ctr.ID, 2, 500)})
 	inspect := func() uint16 {
 		t.Helper()
-		ci, err := c.ContainerInspect(context.Background(), ctr.ID)
+		ci, err := c.ContainerInspect(context.Background(), ctr.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ci.HostConfig.BlkioWeight
+		return ci.Container.HostConfig.BlkioWeight
 	}
 	origs, _ := d.Originals()
 	if len(origs) != 1 || origs[0].Cgroup != ctr.ID || origs[0].Had {

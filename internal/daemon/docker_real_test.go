@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -241,10 +241,11 @@ func TestRealDockerDaemonDockerActuator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci, err := r.c.ContainerInspect(context.Background(), bulk.ID)
+	res, err := r.c.ContainerInspect(context.Background(), bulk.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ci := res.Container
 	bfq, err := os.ReadFile(filepath.Join(dir, "blkio.bfq.weight"))
 	if err != nil {
 		t.Fatal(err)
@@ -278,10 +279,11 @@ func TestRealDockerDaemonDockerActuator(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	ci, err = r.c.ContainerInspect(context.Background(), bulk.ID)
+	res, err = r.c.ContainerInspect(context.Background(), bulk.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ci = res.Container
 	if w := ci.HostConfig.BlkioWeight; w != 0 && int(w) != int(actuate.UnsetWeight(opts.Actuator.Devices)) {
 		t.Errorf("after shutdown HostConfig.BlkioWeight = %d, want 0 or the kernel default %d", w, actuate.UnsetWeight(opts.Actuator.Devices))
 	}

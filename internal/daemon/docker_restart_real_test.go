@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -59,7 +55,7 @@ func TestRealDockerEngineRestart(t *testing.T) {
 		dev: actuate.Device{Name: loop.Name, Dev: cgroupfs.Dev{Major: loop.Major, Minor: loop.Minor}, Mech: host.MechBFQWeight},
 		run: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
 
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -344,24 +340,24 @@ func (e *tracedEngine) note(what string, err error) {
 	e.mu.Unlock()
 }
 
-func (e *tracedEngine) Info(ctx context.Context) (system.Info, error) {
-	i, err := e.Client.Info(ctx)
+func (e *tracedEngine) Info(ctx context.Context, o client.InfoOptions) (client.SystemInfoResult, error) {
+	i, err := e.Client.Info(ctx, o)
 	e.note("info", err)
 	return i, err
 }
 
-func (e *tracedEngine) ContainerList(ctx context.Context, o container.ListOptions) ([]container.Summary, error) {
+func (e *tracedEngine) ContainerList(ctx context.Context, o client.ContainerListOptions) (client.ContainerListResult, error) {
 	l, err := e.Client.ContainerList(ctx, o)
 	e.note("list", err)
 	return l, err
 }
 
-func (e *tracedEngine) Events(ctx context.Context, o events.ListOptions) (<-chan events.Message, <-chan error) {
-	msgs, errs := e.Client.Events(ctx, o)
+func (e *tracedEngine) Events(ctx context.Context, o client.EventsListOptions) client.EventsResult {
+	r := e.Client.Events(ctx, o)
 	e.note("events", nil)
 	out := make(chan error, 1)
 	go func() {
-		err, ok := <-errs
+		err, ok := <-r.Err
 		if !ok {
 			close(out)
 			return
@@ -369,7 +365,7 @@ func (e *tracedEngine) Events(ctx context.Context, o events.ListOptions) (<-chan
 		e.note("events-end", err)
 		out <- err
 	}()
-	return msgs, out
+	return client.EventsResult{Messages: r.Messages, Err: out}
 }
 
 // waitCall waits until a call what succeeded at or after from.
@@ -413,22 +409,4 @@ func (e *tracedEngine) summary(from time.Time, rel func(time.Time) string) strin
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// lockedBuffer is a log sink goroutines may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

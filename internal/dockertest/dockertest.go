@@ -31,10 +31,9 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/containers"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
@@ -53,17 +52,13 @@ const LabelTest = "ddiskqos.test"
 // DDISKQOS_REQUIRE_REAL=1 — when the engine does not answer a ping.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	c, err := client.New(client.FromEnv)
 	testkit.Need(t, err == nil, "docker client: %v", err)
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = c.Ping(ctx)
+	_, err = c.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	testkit.Need(t, err == nil, "docker engine not reachable at %s: %v", c.DaemonHost(), err)
-	// Negotiate now, before the client is shared: the SDK (v28.5.2) reads
-	// the version unlocked in Events' goroutine while a lazily negotiating
-	// call on another goroutine writes it — a data race under -race.
-	c.NegotiateAPIVersion(ctx)
 	return c
 }
 
@@ -133,7 +128,7 @@ func BuildImage(t testing.TB, tag string, opts ...ImageOption) string {
 			images.mu.Lock()
 			delete(images.done, tag)
 			images.mu.Unlock()
-			_, err := c.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true})
+			_, err := c.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 			if err != nil && !cerrdefs.IsNotFound(err) {
 				t.Errorf("remove image %s: %v", tag, err)
 			}
@@ -244,11 +239,10 @@ func RunContainer(t testing.TB, c *client.Client, o RunOptions) Container {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout())
 	defer cancel()
-	cr, err := c.ContainerCreate(ctx,
-		&container.Config{Image: o.Image, Cmd: o.Args, Labels: labels},
-		&container.HostConfig{NetworkMode: "none", Resources: container.Resources{
-			CgroupParent: o.CgroupParent, Devices: devs, BlkioWeight: o.BlkioWeight}},
-		nil, nil, name)
+	cr, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name,
+		Config: &container.Config{Image: o.Image, Cmd: o.Args, Labels: labels},
+		HostConfig: &container.HostConfig{NetworkMode: "none", Resources: container.Resources{
+			CgroupParent: o.CgroupParent, Devices: devs, BlkioWeight: o.BlkioWeight}}})
 	if err != nil {
 		t.Fatalf("create container %s: %v", name, err)
 	}
@@ -258,12 +252,12 @@ func RunContainer(t testing.TB, c *client.Client, o RunOptions) Container {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		err := c.ContainerRemove(ctx, cr.ID, container.RemoveOptions{Force: true})
+		_, err := c.ContainerRemove(ctx, cr.ID, client.ContainerRemoveOptions{Force: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("remove container %s: %v", name, err)
 		}
 	})
-	if err := c.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
+	if _, err := c.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
 		t.Fatalf("start container %s: %v", name, err)
 	}
 	return Container{ID: cr.ID, Name: name}
@@ -286,7 +280,7 @@ func RemoveContainer(t testing.TB, c *client.Client, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		t.Fatalf("remove container %.12s: %v", id, err)
 	}
 }
@@ -297,14 +291,14 @@ func WaitExit(t testing.TB, c *client.Client, id string, within time.Duration) i
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	resc, errc := c.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	wr := c.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	select {
-	case r := <-resc:
+	case r := <-wr.Result:
 		if r.Error != nil && r.Error.Message != "" {
 			t.Fatalf("wait for container %.12s: %s", id, r.Error.Message)
 		}
 		return r.StatusCode
-	case err := <-errc:
+	case err := <-wr.Error:
 		t.Fatalf("container %.12s did not exit within %s: %v\nlogs:\n%s", id, within, err, Logs(t, c, id))
 	}
 	return 0
@@ -339,7 +333,7 @@ func Logs(t testing.TB, c *client.Client, id string) string {
 func LogStreams(c *client.Client, id string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rc, err := c.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	rc, err := c.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return "", "", err
 	}
@@ -357,10 +351,11 @@ func WaitRunning(t testing.TB, c *client.Client, id string, within time.Duration
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		ci, err := c.ContainerInspect(context.Background(), id)
+		res, err := c.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
 		if err != nil {
 			t.Fatalf("inspect container %.12s: %v", id, err)
 		}
+		ci := res.Container
 		if ci.State != nil && ci.State.Running && ci.State.Pid > 0 {
 			return ci.State.Pid
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
@@ -57,7 +58,7 @@ func TestRealImage(t *testing.T) {
 	// The subtest's cleanups have run: containers and image are gone.
 	ctx := context.Background()
 	for _, id := range ids {
-		if _, err := c.ContainerInspect(ctx, id); !cerrdefs.IsNotFound(err) {
+		if _, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 			t.Errorf("container %.12s still there after cleanup (inspect: %v)", id, err)
 		}
 	}

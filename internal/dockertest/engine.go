@@ -47,8 +47,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -172,17 +171,16 @@ func (e *Engine) ContainerdPid() int {
 // working across Restart: every request dials the socket afresh.
 func (e *Engine) Client(t testing.TB) *client.Client {
 	t.Helper()
-	c, err := client.NewClientWithOpts(client.WithHost(e.Host()), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(e.Host()))
 	if err != nil {
 		t.Fatalf("client of %s: %v", e.Host(), err)
 	}
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
+	if _, err := c.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		t.Fatalf("private engine at %s does not answer: %v%s", e.Host(), err, e.logTail(40))
 	}
-	c.NegotiateAPIVersion(ctx) // before the client is shared, see Client
 	return c
 }
 
@@ -324,7 +322,7 @@ func (e *Engine) start(t testing.TB) {
 	e.cmd, e.done = cmd, done
 	e.mu.Unlock()
 
-	c, err := client.NewClientWithOpts(client.WithHost(e.Host()), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(e.Host()))
 	if err != nil {
 		t.Fatalf("client of %s: %v", e.Host(), err)
 	}
@@ -345,7 +343,7 @@ func (e *Engine) start(t testing.TB) {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.Ping(ctx)
+		_, err := c.Ping(ctx, client.PingOptions{})
 		cancel()
 		if err == nil {
 			break
@@ -467,7 +465,7 @@ func (e *Engine) cleanup(t testing.TB) {
 
 func (e *Engine) removeContainers(t testing.TB) {
 	t.Helper()
-	c, err := client.NewClientWithOpts(client.WithHost(e.Host()), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(e.Host()))
 	if err != nil {
 		t.Errorf("client of %s: %v", e.Host(), err)
 		return
@@ -475,13 +473,13 @@ func (e *Engine) removeContainers(t testing.TB) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := c.ContainerList(ctx, container.ListOptions{All: true})
+	list, err := c.ContainerList(ctx, client.ContainerListOptions{All: true})
 	if err != nil {
 		t.Errorf("list containers of the private engine: %v", err)
 		return
 	}
-	for _, ct := range list {
-		if err := c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true}); err != nil {
+	for _, ct := range list.Items {
+		if _, err := c.ContainerRemove(ctx, ct.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
 			t.Errorf("remove container %.12s of the private engine: %v", ct.ID, err)
 		}
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
@@ -36,13 +37,13 @@ func TestRealPrivateEngine(t *testing.T) {
 		// Not RunContainer: its cleanup would need the engine, and this
 		// container is left for the engine's cleanup with the engine down.
 		ctx := context.Background()
-		cr, err := c.ContainerCreate(ctx, &container.Config{Image: img,
+		cr, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: img,
 			Cmd: []string{"workload", "--bytes", "1GiB", "--rate", "1M/s", "--loop", "read", Entrypoint}},
-			&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+			HostConfig: &container.HostConfig{NetworkMode: "none"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
+		if _, err := c.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		pid := WaitRunning(t, c, cr.ID, 30*time.Second)
@@ -65,7 +66,7 @@ func TestRealPrivateEngine(t *testing.T) {
 		// Stopped, the engine does not answer and the container runs on;
 		// the cleanup must kill it by its cgroup and its shim.
 		e.Stop(t)
-		if _, err := c.Ping(ctx); err == nil {
+		if _, err := c.Ping(ctx, client.PingOptions{}); err == nil {
 			t.Error("the engine answers after Stop")
 		}
 		if waitGone(pid, 0) {

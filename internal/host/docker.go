@@ -20,11 +20,10 @@ const DefaultDockerHost = "unix:///var/run/docker.sock"
 // Engine is what the Docker engine says about itself.
 //
 // It is read with two plain GETs of the Engine API instead of Docker's Go
-// SDK: for /version and /info the SDK (github.com/docker/docker v28) adds
-// 69 packages from 22 modules (OpenTelemetry among them) and 1.7 MB to the
-// binary, 1.2 MB stripped (measured with Go 1.26 against a plain-HTTP
-// build). Where internal/source/docker links the SDK into the same binary
-// that size is shared; what remains is that this package stays standard
+// SDK: for /version and /info the SDK (github.com/moby/moby/client) adds
+// some 70 packages from 20 modules (OpenTelemetry among them) and more than
+// a megabyte to the binary. Where internal/source/docker links the SDK
+// into the same binary that size is shared; what remains is that this package stays standard
 // library only, so everything importing host (the controller, tests, tools)
 // does not pull the SDK in. The unversioned paths answer in the engine's own
 // API version, so no negotiation is needed, and both exist since API 1.12.

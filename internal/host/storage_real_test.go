@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
@@ -112,19 +111,19 @@ func execIn(t *testing.T, c *client.Client, id string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ex, err := c.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: append([]string{dockertest.Entrypoint}, args...),
+	ex, err := c.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: append([]string{dockertest.Entrypoint}, args...),
 		AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := c.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	att, err := c.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	io.Copy(&out, att.Reader)
 	att.Close()
-	in, err := c.ContainerExecInspect(ctx, ex.ID)
+	in, err := c.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 )
 
 // Entrypoint is where the binary lives in the image.
@@ -145,8 +144,8 @@ func ImportImage(ctx context.Context, c client.APIClient, tag string, bin []byte
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	rc, err := c.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, tag,
-		image.ImportOptions{Changes: []string{fmt.Sprintf(`ENTRYPOINT [%q]`, Entrypoint)}})
+	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, tag,
+		client.ImageImportOptions{Changes: []string{fmt.Sprintf(`ENTRYPOINT [%q]`, Entrypoint)}})
 	if err != nil {
 		return fmt.Errorf("import image %s: %w", tag, err)
 	}
@@ -164,7 +163,7 @@ func ImportImage(ctx context.Context, c client.APIClient, tag string, bin []byte
 
 // RemoveImage removes tag; an image already gone is not an error.
 func RemoveImage(ctx context.Context, c client.APIClient, tag string) error {
-	_, err := c.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true})
+	_, err := c.ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove image %s: %w", tag, err)
 	}

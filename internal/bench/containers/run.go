@@ -10,11 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
@@ -54,7 +53,7 @@ type Container struct {
 	ID, Name string
 	Pid      int // main process on the host
 	r        *Runner
-	conn     types.HijackedResponse
+	conn     client.HijackedResponse
 	attached bool
 	stdout   *bufio.Reader
 	pr       *io.PipeReader
@@ -98,7 +97,8 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Container, error) {
 	if s.Gated {
 		cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
 	}
-	cr, err := r.c.ContainerCreate(ctx, cfg, &container.HostConfig{NetworkMode: "none", Mounts: mounts}, nil, nil, s.Name)
+	cr, err := r.c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.Name, Config: cfg,
+		HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: mounts}})
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", s.Name, err)
 	}
@@ -107,10 +107,11 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Container, error) {
 	r.mu.Unlock()
 	ct := &Container{ID: cr.ID, Name: s.Name, r: r, stderr: &lockedBuffer{}, copyDone: make(chan error, 1)}
 	// Attach before start so no output is lost.
-	ct.conn, err = r.c.ContainerAttach(ctx, cr.ID, container.AttachOptions{Stream: true, Stdin: s.Gated, Stdout: true, Stderr: true})
+	at, err := r.c.ContainerAttach(ctx, cr.ID, client.ContainerAttachOptions{Stream: true, Stdin: s.Gated, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, fmt.Errorf("attach container %s: %w", s.Name, err)
 	}
+	ct.conn = at.HijackedResponse
 	ct.attached = true
 	pr, pw := io.Pipe()
 	ct.pr = pr
@@ -120,15 +121,15 @@ func (r *Runner) Start(ctx context.Context, s Spec) (*Container, error) {
 		pw.CloseWithError(err)
 		ct.copyDone <- err
 	}()
-	if err := r.c.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
+	if _, err := r.c.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
 		return nil, fmt.Errorf("start container %s: %w", s.Name, err)
 	}
-	ci, err := r.c.ContainerInspect(ctx, cr.ID)
+	ci, err := r.c.ContainerInspect(ctx, cr.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("inspect container %s: %w", s.Name, err)
 	}
-	if ci.State != nil {
-		ct.Pid = ci.State.Pid
+	if st := ci.Container.State; st != nil {
+		ct.Pid = st.Pid
 	}
 	if s.Gated {
 		line, err := readLine(ctx, ct.stdout)
@@ -185,14 +186,14 @@ func (ct *Container) Wait(ctx context.Context) (int64, string, error) {
 		ct.pr.CloseWithError(ctx.Err())
 		return 0, "", ctx.Err()
 	}
-	resc, errc := ct.r.c.ContainerWait(ctx, ct.ID, container.WaitConditionNotRunning)
+	wr := ct.r.c.ContainerWait(ctx, ct.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	select {
-	case w := <-resc:
+	case w := <-wr.Result:
 		if w.Error != nil && w.Error.Message != "" {
 			return 0, string(out.b), fmt.Errorf("wait for container %s: %s", ct.Name, w.Error.Message)
 		}
 		return w.StatusCode, string(out.b), out.err
-	case err := <-errc:
+	case err := <-wr.Error:
 		return 0, string(out.b), fmt.Errorf("wait for container %s: %w", ct.Name, err)
 	}
 }
@@ -204,7 +205,8 @@ func (ct *Container) Stderr() string { return ct.stderr.String() }
 // prints its result so far) and waits for it; Remove follows.
 func (ct *Container) Stop(ctx context.Context, grace time.Duration) error {
 	secs := int(grace.Seconds())
-	return ct.r.c.ContainerStop(ctx, ct.ID, container.StopOptions{Timeout: &secs})
+	_, err := ct.r.c.ContainerStop(ctx, ct.ID, client.ContainerStopOptions{Timeout: &secs})
+	return err
 }
 
 // Remove removes the container forcibly; one already gone is not an error.
@@ -217,7 +219,7 @@ func (ct *Container) Remove(ctx context.Context) error {
 }
 
 func (r *Runner) remove(ctx context.Context, id string) error {
-	err := r.c.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
+	_, err := r.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove container %.12s: %w", id, err)
 	}

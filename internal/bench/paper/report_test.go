@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/bench/benchd"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -68,7 +69,7 @@ func TestSummarizeAndReport(t *testing.T) {
 		{Config: CfgSolo, BulkQuietBps: 1000e6},
 		{Config: CfgStatic, BulkContentionBps: 100e6, BulkContentionSecs: 1, BulkQuietBps: 990e6},
 		{Config: CfgDdiskqos, BulkContentionBps: 400e6, BulkContentionSecs: 1, BulkQuietBps: 960e6,
-			Daemon: &DaemonStats{Mechanism: "throttle", Scheduler: "none", Ticks: 20}},
+			Daemon: &DaemonStats{Mechanism: "throttle", Scheduler: "none", Stats: benchd.Stats{Ticks: 20}}},
 	}
 	s := Summarize(r)
 	if len(s.Bar) != 4 {

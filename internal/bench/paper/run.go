@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/containers"
@@ -154,7 +154,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if b.h, err = layout.IOHierarchy(); err != nil {
 		return res, err
 	}
-	ver, err := o.Docker.ServerVersion(ctx)
+	ver, err := o.Docker.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
 		return res, fmt.Errorf("docker engine: %w", err)
 	}

@@ -34,11 +34,10 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
+
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/source"
@@ -47,10 +46,10 @@ import (
 // Engine is the part of the Engine API the source uses; *client.Client
 // implements it.
 type Engine interface {
-	Info(ctx context.Context) (system.Info, error)
-	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
-	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
-	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+	Info(ctx context.Context, options client.InfoOptions) (client.SystemInfoResult, error)
+	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	ContainerInspect(ctx context.Context, containerID string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	Events(ctx context.Context, options client.EventsListOptions) client.EventsResult
 }
 
 var _ Engine = (*client.Client)(nil)
@@ -185,14 +184,12 @@ func (s *Source) setUp() {
 func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	eng := s.engine
 	if eng == nil {
-		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		// The client negotiates the API version on its first request, once.
+		c, err := client.New(client.FromEnv)
 		if err != nil {
 			return fmt.Errorf("docker client: %w", err)
 		}
 		defer c.Close()
-		// Negotiate before Events and Info run concurrently: the SDK reads
-		// the negotiated version unlocked in its event goroutine.
-		c.NegotiateAPIVersion(ctx)
 		eng = c
 	}
 	known := map[string]source.Workload{}
@@ -244,19 +241,16 @@ var errStreamClosed = errors.New("event stream closed by the engine")
 func (s *Source) session(ctx context.Context, eng Engine, known map[string]source.Workload, out chan<- source.Event) (synced bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the SDK's stream goroutine
-	msgs, errs := eng.Events(sctx, events.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("type", string(events.ContainerEventType)),
-		filters.Arg("event", string(events.ActionStart)),
-		filters.Arg("event", string(events.ActionDie)),
-		filters.Arg("event", string(events.ActionDestroy)),
-		filters.Arg("event", string(events.ActionUpdate)),
-		filters.Arg("event", string(events.ActionRename)),
-	)})
-	info, err := eng.Info(sctx)
+	ev := eng.Events(sctx, client.EventsListOptions{Filters: make(client.Filters).
+		Add("type", string(events.ContainerEventType)).
+		Add("event", string(events.ActionStart), string(events.ActionDie), string(events.ActionDestroy),
+			string(events.ActionUpdate), string(events.ActionRename))})
+	msgs, errs := ev.Messages, ev.Err
+	info, err := eng.Info(sctx, client.InfoOptions{})
 	if err != nil {
 		return false, fmt.Errorf("info: %w", err)
 	}
-	driver := info.CgroupDriver
+	driver := info.Info.CgroupDriver
 	if err := s.resync(sctx, eng, driver, known, out); err != nil {
 		return false, err
 	}
@@ -285,13 +279,13 @@ func (s *Source) session(ctx context.Context, eng Engine, known map[string]sourc
 
 // resync lists the running containers and brings known in line with them.
 func (s *Source) resync(ctx context.Context, eng Engine, driver string, known map[string]source.Workload, out chan<- source.Event) error {
-	list, err := eng.ContainerList(ctx, container.ListOptions{})
+	list, err := eng.ContainerList(ctx, client.ContainerListOptions{})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
-	running := make(map[string]bool, len(list))
-	ids := make([]string, 0, len(list))
-	for _, c := range list {
+	running := make(map[string]bool, len(list.Items))
+	ids := make([]string, 0, len(list.Items))
+	for _, c := range list.Items {
 		running[c.ID] = true
 		ids = append(ids, c.ID)
 	}
@@ -335,14 +329,15 @@ func (s *Source) handle(ctx context.Context, eng Engine, driver string, known ma
 // it changed (or always, with force), Removed when it is no longer running.
 // A container that vanished before it could be inspected is no error.
 func (s *Source) refresh(ctx context.Context, eng Engine, driver string, known map[string]source.Workload, id string, force bool, out chan<- source.Event) error {
-	ci, err := eng.ContainerInspect(ctx, id)
+	res, err := eng.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		return s.remove(ctx, known, id, out)
 	}
 	if err != nil {
 		return fmt.Errorf("inspect container %s: %w", id, err)
 	}
-	if ci.ContainerJSONBase == nil || ci.State == nil || !ci.State.Running || ci.State.Pid <= 0 {
+	ci := res.Container
+	if ci.State == nil || !ci.State.Running || ci.State.Pid <= 0 {
 		return s.remove(ctx, known, id, out)
 	}
 	wl, err := s.workload(ci, driver)

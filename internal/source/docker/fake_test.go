@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -15,13 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/system"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/api/types/system"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // fakeEngine speaks just enough of the Engine API, over a unix socket, for
@@ -61,7 +61,7 @@ func newFakeEngine(t *testing.T, driver string) *fakeEngine {
 }
 
 func (f *fakeEngine) client() *client.Client {
-	c, err := client.NewClientWithOpts(client.WithHost("unix://"+f.sock), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost("unix://" + f.sock))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -126,12 +126,10 @@ func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		json.NewEncoder(w).Encode(container.InspectResponse{
-			ContainerJSONBase: &container.ContainerJSONBase{
-				ID: c.id, Name: "/" + c.name,
-				State:      &container.State{Running: true, Pid: c.pid, Status: "running"},
-				HostConfig: &container.HostConfig{Resources: container.Resources{CgroupParent: c.parent}},
-			},
-			Config: &container.Config{Labels: c.labels},
+			ID: c.id, Name: "/" + c.name,
+			State:      &container.State{Running: true, Pid: c.pid, Status: "running"},
+			HostConfig: &container.HostConfig{Resources: container.Resources{CgroupParent: c.parent}},
+			Config:     &container.Config{Labels: c.labels},
 		})
 	case p == "/events":
 		ch := make(chan events.Message, 64)
@@ -213,28 +211,11 @@ var hybridLayout = cgroupfs.Layout{
 	UnifiedRoot: "/",
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	t      *testing.T
 	engine *fakeEngine
 	procfs string
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	out    chan source.Event
 	done   chan error
 	cancel context.CancelFunc
@@ -242,7 +223,7 @@ type harness struct {
 
 func startHarness(t *testing.T, f *fakeEngine, min, max time.Duration) *harness {
 	t.Helper()
-	h := &harness{t: t, engine: f, procfs: t.TempDir(), logs: &syncBuffer{}, out: make(chan source.Event), done: make(chan error, 1)}
+	h := &harness{t: t, engine: f, procfs: t.TempDir(), logs: &testkit.SyncBuffer{}, out: make(chan source.Event), done: make(chan error, 1)}
 	s, err := New(Options{
 		Engine: f.client(), Layout: hybridLayout, ProcFS: h.procfs,
 		MinBackoff: min, MaxBackoff: max,
@@ -419,7 +400,7 @@ func TestFakeEngineUnreachableAtStart(t *testing.T) {
 	f := newFakeEngine(t, DriverCgroupfs)
 	c := f.client()
 	f.stop()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	s, err := New(Options{Engine: c, Layout: hybridLayout, ProcFS: t.TempDir(), MinBackoff: 10 * time.Millisecond,
 		MaxBackoff: 40 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

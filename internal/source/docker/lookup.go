@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
@@ -30,32 +30,33 @@ func (s *Source) Lookup(ctx context.Context, ref string) (source.Workload, error
 	}
 	eng := s.engine
 	if eng == nil {
-		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		c, err := client.New(client.FromEnv)
 		if err != nil {
 			return source.Workload{}, fmt.Errorf("docker client: %w", err)
 		}
 		defer c.Close()
 		eng = c
 	}
-	ci, err := eng.ContainerInspect(ctx, ref)
+	res, err := eng.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return source.Workload{}, fmt.Errorf("container %q: %w", ref, ErrNoContainer)
 		}
 		return source.Workload{}, fmt.Errorf("container %q: inspect: %w", ref, err)
 	}
+	ci := res.Container
 	if ci.State == nil || !ci.State.Running || ci.State.Pid <= 0 {
 		status := "unknown"
 		if ci.State != nil {
-			status = ci.State.Status
+			status = string(ci.State.Status)
 		}
 		return source.Workload{}, fmt.Errorf("container %q (%.12s) is %s: %w", ref, ci.ID, status, ErrNotRunning)
 	}
-	info, err := eng.Info(ctx)
+	info, err := eng.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return source.Workload{}, fmt.Errorf("container %q: engine info: %w", ref, err)
 	}
-	wl, err := s.workload(ci, info.CgroupDriver)
+	wl, err := s.workload(ci, info.Info.CgroupDriver)
 	if err != nil {
 		return source.Workload{}, fmt.Errorf("container %q: %w", ref, err)
 	}

@@ -16,9 +16,8 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/source"
@@ -46,12 +45,12 @@ func main() {
 // DDISKQOS_REQUIRE_REAL=1).
 func realEngine(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	c, err := client.New(client.FromEnv)
 	testkit.Need(t, err == nil, "docker client: %v", err)
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err = c.Ping(ctx)
+	_, err = c.Ping(ctx, client.PingOptions{})
 	testkit.Need(t, err == nil, "docker engine not reachable at %s: %v", c.DaemonHost(), err)
 	return c
 }
@@ -92,14 +91,14 @@ func sleeperImage(t *testing.T, c *client.Client) string {
 	}
 	ref := fmt.Sprintf("ddiskqos-test-sleeper:source-%d-%d", os.Getpid(), time.Now().UnixNano())
 	ctx := context.Background()
-	rc, err := c.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{})
+	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
 	if err != nil {
 		t.Fatalf("import image %s: %v", ref, err)
 	}
 	msg, _ := io.ReadAll(rc)
 	rc.Close()
 	t.Cleanup(func() {
-		if _, err := c.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+		if _, err := c.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
 			t.Errorf("remove image %s: %v", ref, err)
 		}
 	})
@@ -113,15 +112,14 @@ func sleeperImage(t *testing.T, c *client.Client) string {
 // test ends, also on failure.
 func createContainer(t *testing.T, c *client.Client, ref, name string, labels map[string]string, parent string) string {
 	t.Helper()
-	cr, err := c.ContainerCreate(context.Background(),
-		&container.Config{Image: ref, Cmd: []string{"/sleeper"}, Labels: labels},
-		&container.HostConfig{NetworkMode: "none", Resources: container.Resources{CgroupParent: parent}},
-		nil, nil, name)
+	cr, err := c.ContainerCreate(context.Background(), client.ContainerCreateOptions{Name: name,
+		Config:     &container.Config{Image: ref, Cmd: []string{"/sleeper"}, Labels: labels},
+		HostConfig: &container.HostConfig{NetworkMode: "none", Resources: container.Resources{CgroupParent: parent}}})
 	if err != nil {
 		t.Fatalf("create container %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		err := c.ContainerRemove(context.Background(), cr.ID, container.RemoveOptions{Force: true})
+		_, err := c.ContainerRemove(context.Background(), cr.ID, client.ContainerRemoveOptions{Force: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("remove container %s: %v", name, err)
 		}
@@ -131,7 +129,7 @@ func createContainer(t *testing.T, c *client.Client, ref, name string, labels ma
 
 func startContainer(t *testing.T, c *client.Client, id string) {
 	t.Helper()
-	if err := c.ContainerStart(context.Background(), id, container.StartOptions{}); err != nil {
+	if _, err := c.ContainerStart(context.Background(), id, client.ContainerStartOptions{}); err != nil {
 		t.Fatalf("start container %.12s: %v", id, err)
 	}
 }
@@ -186,10 +184,11 @@ func TestRealDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Info(context.Background())
+	ir, err := c.Info(context.Background(), client.InfoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	info := ir.Info
 	t.Logf("engine %s, API %s, cgroup driver %s, cgroup v%s, layout %s, I/O hierarchy v%d at %s",
 		info.ServerVersion, c.ClientVersion(), info.CgroupDriver, info.CgroupVersion, layout.Mode, h.Version, h.Mount)
 
@@ -275,7 +274,7 @@ func TestRealDocker(t *testing.T) {
 	check(wlB, nameB, want(idB, parent))
 
 	// docker update --blkio-weight: Updated (20.10 emits "update").
-	if _, err := c.ContainerUpdate(context.Background(), idB, container.UpdateConfig{Resources: container.Resources{BlkioWeight: 300}}); err != nil {
+	if _, err := c.ContainerUpdate(context.Background(), idB, client.ContainerUpdateOptions{Resources: &container.Resources{BlkioWeight: 300}}); err != nil {
 		t.Fatalf("update %s: %v", nameB, err)
 	}
 	if wl := o.expect(source.Updated, idB); !wl.Equal(wlB) {
@@ -283,15 +282,15 @@ func TestRealDocker(t *testing.T) {
 	}
 
 	// stop: Removed; rm afterwards: nothing more.
-	if err := c.ContainerStop(context.Background(), idB, container.StopOptions{}); err != nil {
+	if _, err := c.ContainerStop(context.Background(), idB, client.ContainerStopOptions{}); err != nil {
 		t.Fatalf("stop %s: %v", nameB, err)
 	}
 	o.expect(source.Removed, idB)
-	if err := c.ContainerRemove(context.Background(), idB, container.RemoveOptions{}); err != nil {
+	if _, err := c.ContainerRemove(context.Background(), idB, client.ContainerRemoveOptions{}); err != nil {
 		t.Fatalf("rm %s: %v", nameB, err)
 	}
 	// rm -f of a running container: Removed.
-	if err := c.ContainerRemove(context.Background(), idA, container.RemoveOptions{Force: true}); err != nil {
+	if _, err := c.ContainerRemove(context.Background(), idA, client.ContainerRemoveOptions{Force: true}); err != nil {
 		t.Fatalf("rm -f %.12s: %v", idA, err)
 	}
 	o.expect(source.Removed, idA)
