@@ -152,7 +152,7 @@ func TestVMDockerV2(t *testing.T) {
 	d := exec.Command(exe, args...)
 	d.Args[0] = asMain
 	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+filepath.Join(t.TempDir(), "ddiskqos.lock"))
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	d.Stderr = logs
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
