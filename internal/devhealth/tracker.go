@@ -104,8 +104,10 @@ const (
 	// idleToRecover: exhausted, demand gone for this long means the
 	// bucket is filling again.
 	idleToRecover = 3 * time.Second
-	// drainTau: time constant of the drain rate's moving average.
-	drainTau = 10 * time.Second
+	// drainTau: time constant of the drain rate's moving average (a
+	// gp2 burst lasts half an hour; 20 s smooths a bursty workload and
+	// still follows a change within a minute).
+	drainTau = 20 * time.Second
 	// drainingHorizon: with a model, a device is draining once the bucket
 	// would be empty within this long (or is below lowFrac).
 	drainingHorizon = 15 * time.Minute
@@ -149,6 +151,8 @@ type Tracker struct {
 	// peaks while busy, and the request latency at the IOPS peak
 	peakIOPS, peakBps, peakLat float64
 	peakAt                     time.Time
+	drainW                     float64   // weight the drain averages have gathered (bias correction)
+	drainIOPS, drainBps        float64   // uncorrected averages
 	idleSince                  time.Time // exhausted: first non-busy sample
 	calmSince                  time.Time // draining: first sample not draining
 	started                    bool
@@ -261,16 +265,18 @@ func (t *Tracker) enter(to State, at time.Time, why string) {
 	}
 }
 
-// updatePeaks keeps the busy peaks, decaying, and the latency at the IOPS
-// peak. The peaks do not decay while exhausted (what the floor is judged
-// against must not sink to it).
+// updatePeaks keeps the peaks of what the device delivered, decaying, and
+// the request latency at the IOPS peak. Any sample counts, busy or not: a
+// device that bursts faster than its demand and then throttles below it is
+// the case to catch. The peaks do not decay while exhausted (what the floor
+// is judged against must not sink to it).
 func (t *Tracker) updatePeaks(s Sample) {
 	if t.st.State != Exhausted && !t.peakAt.IsZero() {
 		f := math.Exp2(-s.Secs / peakHalfLife.Seconds())
 		t.peakIOPS *= f
 		t.peakBps *= f
 	}
-	if !s.busy() || s.IOs == 0 {
+	if s.IOs == 0 {
 		return
 	}
 	if r := s.iops(); r >= t.peakIOPS {
@@ -280,25 +286,27 @@ func (t *Tracker) updatePeaks(s Sample) {
 	t.st.PeakIOPS, t.st.PeakBps = t.peakIOPS, t.peakBps
 }
 
-// floor reports whether the last window is a throttle's floor: every
-// sample busy, a rate at most dropTo of its peak and steady, requests
-// waiting latencyRise times longer than at the peak.
+// floor reports whether the last window is a throttle's floor: the device
+// busy over the window with a request in flight on average in every
+// sample, a rate at most dropTo of its peak and steady, requests waiting
+// latencyRise times longer than at the peak.
 func (t *Tracker) floor() (bool, string) {
 	if len(t.recent) < 3 || t.recent[len(t.recent)-1].At.Sub(t.recent[0].At) < window-window/4 {
 		return false, ""
 	}
-	var secs, ios, bytes, q float64
+	var secs, ios, bytes, q, busyMs float64
 	for _, r := range t.recent {
-		if !r.busy() {
+		if r.depth() < 1 {
 			return false, ""
 		}
+		busyMs += float64(r.BusyMs)
 		secs += r.Secs
 		ios += float64(r.IOs)
 		bytes += float64(r.Bytes)
 		q += float64(r.QueueMs) / 1000
 	}
-	if ios == 0 {
-		return false, "" // nothing completes at all: a hang, not a floor
+	if ios == 0 || busyMs < busyUtil*secs*1000 {
+		return false, "" // idle, or nothing completes at all: a hang, not a floor
 	}
 	lat := q / ios
 	if t.peakLat > 0 && lat < latencyRise*t.peakLat {
@@ -333,21 +341,25 @@ func (t *Tracker) updateModel(s Sample) {
 	if !st.Modeled {
 		return
 	}
+	// The drain rates are moving averages over drainTau, corrected for
+	// their start from zero (the first samples are not diluted).
 	a := 1 - math.Exp(-s.Secs/drainTau.Seconds())
-	step := func(b Bucket, bal *float64, drain *float64, rate float64) float64 {
+	t.drainW += a * (1 - t.drainW)
+	step := func(b Bucket, bal, avg, drain *float64, rate float64) float64 {
 		if !b.Enabled() {
 			return math.Inf(1)
 		}
 		d := rate - b.Baseline
 		*bal = math.Max(0, math.Min(b.Size, *bal-d*s.Secs))
-		*drain += a * (d - *drain)
+		*avg += a * (d - *avg)
+		*drain = *avg / t.drainW
 		if *drain <= 0 {
 			return math.Inf(1)
 		}
 		return *bal / *drain
 	}
-	tte := math.Min(step(t.model.IOPS, &st.BalanceIOs, &st.DrainIOPS, s.iops()),
-		step(t.model.Bytes, &st.BalanceBytes, &st.DrainBps, s.bps()))
+	tte := math.Min(step(t.model.IOPS, &st.BalanceIOs, &t.drainIOPS, &st.DrainIOPS, s.iops()),
+		step(t.model.Bytes, &st.BalanceBytes, &t.drainBps, &st.DrainBps, s.bps()))
 	st.TimeToEmpty = tte
 	frac := 1.0
 	if t.model.IOPS.Enabled() {
