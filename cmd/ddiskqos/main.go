@@ -22,6 +22,10 @@ Usage:
                                 2, 8, 32, 128 MiB, apply the level as a
                                 weight or cap on its cgroup, restore on exit
   ddiskqos status [--json]      what the running daemon decided, per workload
+  ddiskqos stats CONTAINER|CGROUP...
+                                what the kernel counts for each: CPU,
+                                memory, I/O per disk, pids, network
+  ddiskqos top                  the same, live: rates, level changes, health
   ddiskqos check [--json]       host preflight: cgroup layout, per-device
                                 mechanism, PSI, Docker engine, scale limits
   ddiskqos bench paper|scale|contention
@@ -51,6 +55,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runDaemon(rest, stdout, stderr)
 	case "status":
 		return runStatus(rest, stdout, stderr)
+	case "stats":
+		return runStats(rest, stdout, stderr)
+	case "top":
+		return runTop(rest, stdout, stderr)
 	case "check":
 		return runCheck(rest, stdout, stderr)
 	case "workload":

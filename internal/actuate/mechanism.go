@@ -65,6 +65,8 @@ type dynamic interface {
 	ObservePeak(bps float64)
 	// Stop ends its loop; Update starts it again.
 	Stop()
+	// OpenFiles is how many descriptors it keeps open now.
+	OpenFiles() int
 }
 
 // Member is one workload as a dynamic mechanism sees it.

@@ -60,6 +60,9 @@ type Actuator interface {
 	RestoreAll() error
 	RestoreOrphans(live map[string]bool) error
 	Originals() ([]actuate.Original, bool)
+	// OpenFiles is how many descriptors it keeps open (the open-file
+	// budget leaves room for them).
+	OpenFiles() int
 }
 
 // Options configure a Daemon.
@@ -163,6 +166,7 @@ type Daemon struct {
 	nextSlot  uint32
 	sen       sensor.Sensor              // the sensing stage
 	noFile    uint64                     // the open-file budget (soft RLIMIT_NOFILE)
+	actFDs    int                        // descriptors the actuator keeps (the throttle's), at the last tick
 	fds       int                        // descriptors the tracked cgroups keep
 	details   int                        // of which detail files (see cgroupfs.Cgroup.CloseDetail)
 	refused   map[string]source.Workload // not tracked for want of descriptors
@@ -526,6 +530,7 @@ func (d *Daemon) step() {
 		d.countErr("actuate")
 		d.log.Warn("apply levels", "err", err)
 	}
+	d.actFDs = d.act.OpenFiles()
 	if !d.orphansOK && start.Sub(d.started) >= d.opts.OrphanGrace {
 		d.orphansOK = true
 		live := make(map[string]bool, len(d.work))
@@ -859,7 +864,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 			applied = d.act.Applied(id)
 		}
 		for _, ap := range applied {
-			a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: string(ap.Device.Mech),
+			a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: ap.Device.Mechanisms(),
 				ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero()}
 			if isWeightMech(string(ap.Device.Mech)) {
 				a.Weight = int(ap.Weight)
@@ -885,7 +890,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	}
 	// d.order is sorted by name, then id: so are the workloads.
 	for i, dv := range devs {
-		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: string(dv.Mech),
+		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: dv.Mechanisms(),
 			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
 			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt})
 	}
@@ -896,6 +901,10 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
 	if d.stateErr != nil {
 		s.StateError = d.stateErr.Error()
+	}
+	// A source that can lose its backend (the Docker engine) says so.
+	if h, ok := d.opts.Source.(interface{ Health() string }); ok {
+		s.SourceError = h.Health()
 	}
 	if d.opts.HostPressure != "" {
 		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {
