@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,57 @@ func TestCountDStateTree(t *testing.T) {
 	gone := &Cgroup{h: Hierarchy{Version: 1}, dir: filepath.Join(root, "gone")}
 	if _, _, err := gone.CountDState(proc, 100, nil); err == nil {
 		t.Error("missing cgroup: no error")
+	}
+}
+
+// BenchmarkCountDState: one workload's D-state count, the health stage's
+// per-workload cost: here the benchmark's own cgroup (all its threads).
+func BenchmarkCountDState(b *testing.B) {
+	l, err := DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		b.Skip(err)
+	}
+	h, err := l.IOHierarchy()
+	if err != nil {
+		b.Skip(err)
+	}
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		b.Skip(err)
+	}
+	lines, err := ParseProcCgroup(f)
+	f.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rel := ""
+	for _, ln := range lines {
+		if (h.Version == 2 && ln.ID == 0) || (h.Version == 1 && slices.Contains(ln.Controllers, "blkio")) {
+			rel = ln.Path
+		}
+	}
+	c, err := h.Open(rel)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer c.Close()
+	var buf []byte
+	seen := 0
+	for b.Loop() {
+		tc, nb, err := c.CountDState("/proc", 256, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf, seen = nb, tc.Seen
+	}
+	b.ReportMetric(float64(seen), "tasks")
+}
+
+// BenchmarkReadProcsBlocked: the host-wide count, once per tick.
+func BenchmarkReadProcsBlocked(b *testing.B) {
+	for b.Loop() {
+		if _, err := ReadProcsBlocked("/proc"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
