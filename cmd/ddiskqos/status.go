@@ -57,6 +57,10 @@ Columns:
   MECHANISM      per disk, how the level is applied: bfq-weight,
                  iocost-weight, cfq-weight (a share of the disk) or throttle
                  (a limit); "!" marks a failure to apply (see the notes)
+  HEALTH         per disk, from its own counters: normal, draining
+                 (spending burst credit), exhausted (a steady floor while
+                 busy: burst credit exhausted?) or recovering; with a burst
+                 model (health.models) the balance and the time until empty
 
 Exit status:
   0  printed
@@ -262,6 +266,7 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 	if p := s.HostPressure; p != nil {
 		fmt.Fprintf(w, "host I/O pressure (avg10): some %.2f%%, full %.2f%%\n", p.SomeAvg10, p.FullAvg10)
 	}
+	writeHostHealth(w, s.Health)
 
 	fmt.Fprintln(w)
 	if filters != "" {
@@ -277,6 +282,9 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				statusCell(wl.Name), statusCell(shortID(wl.ID)), statusLevel(wl), statusWeight(wl), statusInLevel(wl),
 				humanBytes(rate(wl.ReadBps)), humanBytes(rate(wl.WriteBps)), statusPressure(wl.Pressure), statusMechanisms(wl.Applied, !statusThrottleOnly(wl)))
+			if wl.DTasks > 0 {
+				notes = append(notes, fmt.Sprintf("%s: %d tasks in D state (waiting on I/O)", statusCell(wl.Name), wl.DTasks))
+			}
 			if wl.LabelError != "" {
 				notes = append(notes, fmt.Sprintf("%s: label: %s", statusCell(wl.Name), statusCell(wl.LabelError)))
 			}
@@ -304,7 +312,7 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 	devs := slices.Clone(s.Devices)
 	slices.SortFunc(devs, func(a, b snapshot.Device) int { return strings.Compare(a.Name, b.Name) })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tDEV\tSCHEDULER\tMECHANISM\tWEIGHTS\tTOP-LEVEL\tREAD/s\tWRITE/s")
+	fmt.Fprintln(tw, "DEVICE\tDEV\tSCHEDULER\tMECHANISM\tWEIGHTS\tTOP-LEVEL\tREAD/s\tWRITE/s\tHEALTH")
 	for _, d := range devs {
 		eff := "no"
 		if d.WeightsEffective {
@@ -314,11 +322,63 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 		if d.TopActiveLevel > 0 {
 			top = strconv.Itoa(d.TopActiveLevel)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			statusCell(d.Name), orDash(d.Dev), orDash(d.Scheduler), orDash(d.Mechanism), eff, top,
-			humanBytes(rate(d.ReadBps)), humanBytes(rate(d.WriteBps)))
+			humanBytes(rate(d.ReadBps)), humanBytes(rate(d.WriteBps)), statusHealth(s.Health, d.Name))
 	}
 	tw.Flush()
+	if s.Health != nil {
+		for _, dh := range s.Health.Devices {
+			if dh.State != "normal" && dh.Reason != "" {
+				fmt.Fprintf(w, "  %s %s since %s: %s\n", statusCell(dh.Name), dh.State, dh.Since.UTC().Format(time.TimeOnly), statusCell(dh.Reason))
+			}
+		}
+	}
+}
+
+// statusHealth is a device's HEALTH cell: its state, and with a burst
+// model the balance and the time until it is empty.
+func statusHealth(h *snapshot.Health, dev string) string {
+	if h == nil {
+		return "-"
+	}
+	for _, d := range h.Devices {
+		if d.Name != dev {
+			continue
+		}
+		out := d.State
+		if m := d.Model; m != nil {
+			out += fmt.Sprintf(" %.0f%%", 100*m.Balance)
+			if m.SecondsToEmpty != nil {
+				out += " empty in " + statusAge(time.Duration(*m.SecondsToEmpty*float64(time.Second)))
+			}
+		}
+		return out
+	}
+	return "-"
+}
+
+// writeHostHealth is the host's blocked tasks and the sync-write probe.
+func writeHostHealth(w io.Writer, h *snapshot.Health) {
+	if h == nil {
+		return
+	}
+	if h.BlockedTasks != nil {
+		fmt.Fprintf(w, "host tasks blocked on I/O (D state): %d\n", *h.BlockedTasks)
+	}
+	if p := h.Probe; p != nil {
+		line := fmt.Sprintf("sync-write probe %s: %d writes, last %.1f ms", statusCell(p.Path), p.Count, 1000*p.Last)
+		if p.Count > 0 {
+			line += fmt.Sprintf(", mean %.1f ms", 1000*p.Sum/float64(p.Count))
+		}
+		if p.Pending >= 1 {
+			line += fmt.Sprintf(", one waiting for %.0f s", p.Pending)
+		}
+		if p.Errors > 0 {
+			line += fmt.Sprintf(", %d failed", p.Errors)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 func orDash(s string) string {

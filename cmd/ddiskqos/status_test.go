@@ -56,7 +56,7 @@ func statusFixture() *snapshot.Snapshot {
 			},
 			{
 				ID: "1111111111112222222222223333333333334444444444445555555555556666", Name: "db",
-				Level: 1, Pinned: true, BytesInLevel: 1536 << 10, Allowance: 8 << 20, Weight: 1000,
+				Level: 1, Pinned: true, BytesInLevel: 1536 << 10, Allowance: 8 << 20, Weight: 1000, DTasks: 2,
 				ReadBps: 300 << 10, WriteBps: 120 << 10,
 				Applied:  []snapshot.Applied{bfq(1000)},
 				Pressure: &snapshot.Pressure{SomeAvg10: 0.25},
@@ -87,7 +87,22 @@ func statusFixture() *snapshot.Snapshot {
 		Levels:       [5]int{1, 1, 1, 1, 1},
 		Errors:       []snapshot.ErrorCount{{Cause: "sense", Count: 1}, {Cause: "actuate", Count: 3}},
 		HostPressure: &snapshot.Pressure{SomeAvg10: 12.34, FullAvg10: 5.5},
+		Health:       statusHealthFixture(),
 	}
+}
+
+// statusHealthFixture: sda exhausted, nvme0n1 draining with a model, 4
+// blocked tasks, a probe with one write hanging.
+func statusHealthFixture() *snapshot.Health {
+	tte, blocked := 754.0, uint64(4)
+	return &snapshot.Health{BlockedTasks: &blocked,
+		Devices: []snapshot.DeviceHealth{
+			{Name: "nvme0n1", State: "draining", Since: statusT0.Add(-time.Minute),
+				Model: &snapshot.BurstModel{Name: "aws-gp2", Balance: 0.42, SecondsToEmpty: &tte}},
+			{Name: "sda", State: "exhausted", Since: statusT0.Add(-30 * time.Second),
+				Reason: "throttled by the device (burst credit exhausted?): a steady 300 IOPS"},
+		},
+		Probe: &snapshot.SyncProbe{Path: "/var/tmp/ddiskqos-probe", Count: 10, Sum: 0.05, Last: 0.004, Pending: 12}}
 }
 
 // statusServer is the daemon's real API serving snap (nil: no tick yet).

@@ -91,7 +91,7 @@ func run() int {
 
 	cfg := vmrig.Config{
 		QEMU: *qemu, BIOS: *bios, Kernel: *kernel, Initrd: *initrd,
-		Mem: *mem, SMP: *smp, DiskSize: size, DiskBPS: *diskBPS, Timeout: *timeout,
+		Mem: *mem, SMP: *smp, DiskSize: size, DiskBPS: *diskBPS, Burst: def.Burst, Timeout: *timeout,
 	}
 	if *verbose {
 		cfg.Log = os.Stderr

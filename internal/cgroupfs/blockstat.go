@@ -11,6 +11,9 @@ type BlockStat struct {
 	WriteIOs, WriteSectors uint64
 	InFlight               uint64
 	IOTicksMs              uint64 // time the device had I/O in flight, ms
+	// TimeInQueueMs is the in-flight requests integrated over time, ms
+	// (its growth per ms is the mean queue depth).
+	TimeInQueueMs uint64
 }
 
 // Bytes is read+write bytes (sectors are 512 bytes whatever the device's
@@ -59,7 +62,7 @@ func ParseBlockStat(data []byte) (BlockStat, error) {
 		return BlockStat{}, fmt.Errorf("block stat: %d fields, want at least 11 in %q", n, clip(data))
 	}
 	return BlockStat{ReadIOs: f[0], ReadSectors: f[2], WriteIOs: f[4], WriteSectors: f[6],
-		InFlight: f[8], IOTicksMs: f[9]}, nil
+		InFlight: f[8], IOTicksMs: f[9], TimeInQueueMs: f[10]}, nil
 }
 
 var errOverflow = fmt.Errorf("value out of range")

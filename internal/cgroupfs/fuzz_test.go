@@ -257,3 +257,48 @@ func FuzzParseSingleValue(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseBlockStat: never panics; an accepted line prints back to the
+// same first eleven fields.
+func FuzzParseBlockStat(f *testing.F) {
+	f.Add([]byte("1000 5 8000 300 2000 7 16000 900 3 1200 4500 0 0 0 0 10 20\n"))
+	f.Add([]byte("1 0 8 0 2 0 16 0 0 5"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, err := ParseBlockStat(in)
+		if err != nil {
+			return
+		}
+		line := fmt.Sprintf("%d 0 %d 0 %d 0 %d 0 %d %d %d", s.ReadIOs, s.ReadSectors, s.WriteIOs, s.WriteSectors, s.InFlight, s.IOTicksMs, s.TimeInQueueMs)
+		if again, err := ParseBlockStat([]byte(line)); err != nil || again != s {
+			t.Fatalf("round trip of %q via %q: %+v %v", in, line, again, err)
+		}
+	})
+}
+
+// FuzzParseTaskState: never panics; an accepted state is a letter that
+// follows the last ')'.
+func FuzzParseTaskState(f *testing.F) {
+	f.Add([]byte("1234 (dd) D 1 1234"))
+	f.Add([]byte("9 (a) b) S 1"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := ParseTaskState(in)
+		if err != nil {
+			return
+		}
+		i := strings.LastIndexByte(string(in), ')')
+		if i < 0 || in[i+2] != c || c < 'A' || c > 'z' {
+			t.Fatalf("%q: state %q", in, c)
+		}
+	})
+}
+
+// FuzzParseProcsBlocked: never panics.
+func FuzzParseProcsBlocked(f *testing.F) {
+	f.Add([]byte("procs_running 1\nprocs_blocked 3\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		n, err := ParseProcsBlocked(in)
+		if err == nil && !strings.Contains(string(in), "procs_blocked") {
+			t.Fatalf("%q: %d without a procs_blocked line", in, n)
+		}
+	})
+}

@@ -14,9 +14,11 @@ import (
 	_ "embed"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/devhealth"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
@@ -113,8 +115,51 @@ type Config struct {
 	Listen    string `yaml:"listen"`     // host:port of the HTTP API and metrics; "" turns them off
 	StateFile string `yaml:"state_file"` // where levels survive a restart
 
-	Paths Paths `yaml:"paths"`
-	Log   Log   `yaml:"log"`
+	Paths  Paths  `yaml:"paths"`
+	Log    Log    `yaml:"log"`
+	Health Health `yaml:"health"`
+}
+
+// Health configures the storage-health sensors.
+type Health struct {
+	// Models are burst-credit models, "DEVICE=MODEL" entries: MODEL is a
+	// vendor preset with the volume's size (aws-gp2:100GiB) or the plain
+	// form iops=BASE/BURST/BUCKET and/or bps=BASE/BURST/BUCKET
+	// (devhealth.ParseModel). A device without one gets the
+	// configuration-free throttle detector alone.
+	Models []string `yaml:"models"`
+	// DStateWorkloads is how many workloads per tick have their tasks'
+	// states read (to count those in D state); 0 reads none.
+	DStateWorkloads int `yaml:"dstate_workloads"`
+	// SyncProbe is a file to write 4 KiB to with O_DSYNC every
+	// SyncProbeInterval (0: every interval); "" for no probe.
+	SyncProbe         string        `yaml:"sync_probe"`
+	SyncProbeInterval time.Duration `yaml:"sync_probe_interval"`
+}
+
+// HealthModels parses health.models into models by device name; entries
+// Validate rejects are left out.
+func (c Config) HealthModels() map[string]devhealth.Model {
+	out := map[string]devhealth.Model{}
+	for _, e := range c.Health.Models {
+		if dev, m, err := parseHealthModel(e); err == nil {
+			out[dev] = m
+		}
+	}
+	return out
+}
+
+func parseHealthModel(e string) (string, devhealth.Model, error) {
+	dev, spec, ok := strings.Cut(e, "=")
+	dev = strings.TrimSpace(dev)
+	if !ok || dev == "" || strings.ContainsAny(dev, "/ ") {
+		return "", devhealth.Model{}, fmt.Errorf("want DEVICE=MODEL, such as nvme1n1=aws-gp2:100GiB or sdb=iops=100/3000/5400000")
+	}
+	m, err := devhealth.ParseModel(spec, func(s string) (int64, error) {
+		z, err := ParseSize(s)
+		return int64(z), err
+	})
+	return dev, m, err
 }
 
 // Paths are the roots of the kernel's filesystems, so the daemon can run in
@@ -173,6 +218,7 @@ func Default() Config {
 		StateFile:           "/run/ddiskqos/state.json",
 		Paths:               Paths{Sys: "/sys", Proc: "/proc"},
 		Log:                 Log{Level: "info", Format: "text"},
+		Health:              Health{DStateWorkloads: 64},
 	}
 	for _, a := range pc.Allowances {
 		c.Thresholds = append(c.Thresholds, Size(a))
@@ -205,6 +251,7 @@ func (c Config) clone() Config {
 	c.Devices = append([]string(nil), c.Devices...)
 	c.CgroupExempt = append([]string(nil), c.CgroupExempt...)
 	c.CgroupLevels = append([]string(nil), c.CgroupLevels...)
+	c.Health.Models = append([]string(nil), c.Health.Models...)
 	return c
 }
 

@@ -216,6 +216,7 @@ anchored: &a 1s
 		StateFile:      "/var/lib/ddiskqos/state.json",
 		Paths:          Paths{Sys: "/host/sys", Proc: "/host/proc"},
 		Log:            Log{Level: "debug", Format: "text"},
+		Health:         Health{DStateWorkloads: 64},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("load =\n%+v\nwant\n%+v", c, want)

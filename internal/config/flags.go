@@ -167,6 +167,29 @@ var flagDefs = []flagDef{
 		help: "procfs root (mounts, PSI); /host/proc when the daemon runs in a container",
 		get:  func(c *Config) string { return c.Paths.Proc },
 		set:  func(c *Config, s string) error { c.Paths.Proc = s; return nil }},
+	{name: "health-models", key: "health.models", arg: "DEV=MODEL,...",
+		help: "burst-credit models of devices: DEV=PRESET:SIZE (aws-gp2, aws-st1, aws-sc1, azure-premium-p1-p20) or DEV=iops=BASE/BURST/BUCKET (and/or bps=...); devices without one get the throttle detector alone",
+		get:  func(c *Config) string { return strings.Join(c.Health.Models, ",") },
+		set:  healthModelsSetter},
+	{name: "health-dstate-workloads", key: "health.dstate_workloads", arg: "N",
+		help: "workloads per tick whose tasks are checked for D state (uninterruptible I/O wait); 0 = none",
+		get:  func(c *Config) string { return strconv.Itoa(c.Health.DStateWorkloads) },
+		set: func(c *Config, s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return fmt.Errorf("want a whole number")
+			}
+			c.Health.DStateWorkloads = n
+			return nil
+		}},
+	{name: "health-sync-probe", key: "health.sync_probe", arg: "PATH",
+		help: "file to write 4 KiB to with O_DSYNC every probe interval, latency as a histogram; empty = no probe",
+		get:  func(c *Config) string { return c.Health.SyncProbe },
+		set:  func(c *Config, s string) error { c.Health.SyncProbe = s; return nil }},
+	{name: "health-sync-probe-interval", key: "health.sync_probe_interval", arg: "DUR",
+		help: "how often the sync-write probe writes; 0 = every interval",
+		get:  func(c *Config) string { return fmtDuration(c.Health.SyncProbeInterval) },
+		set:  durationSetter(func(c *Config) *time.Duration { return &c.Health.SyncProbeInterval })},
 	{name: "log-level", key: "log.level", arg: "LEVEL",
 		help: "debug, info, warn or error",
 		get:  func(c *Config) string { return c.Log.Level },
@@ -175,6 +198,28 @@ var flagDefs = []flagDef{
 		help: "log line format",
 		get:  func(c *Config) string { return c.Log.Format },
 		set:  func(c *Config, s string) error { c.Log.Format = s; return nil }},
+}
+
+// healthModelsSetter sets health.models from DEV=MODEL entries separated
+// by commas; a plain model's own commas (iops=...,bps=...) stay inside its
+// entry (a part without a DEV= before a preset or iops/bps key joins the
+// one before).
+func healthModelsSetter(c *Config, s string) error {
+	if strings.TrimSpace(s) == "" {
+		c.Health.Models = nil
+		return nil
+	}
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		k, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+		if len(out) > 0 && (k == "iops" || k == "bps") {
+			out[len(out)-1] += "," + strings.TrimSpace(part)
+			continue
+		}
+		out = append(out, strings.TrimSpace(part))
+	}
+	c.Health.Models = out
+	return nil
 }
 
 // stringListSetter sets a comma-separated list; an empty argument empties

@@ -41,6 +41,8 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-with-weights=false", "--reassert", "0s",
 		"--devices", "loop*,vd*", "--listen", "", "--state-file", "/tmp/s.json",
 		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
+		"--health-models", "nvme1n1=aws-gp2:100GiB,sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9", "--health-dstate-workloads", "8",
+		"--health-sync-probe", "/var/tmp/probe", "--health-sync-probe-interval", "5s",
 	}
 	c, _, err := fromArgs(args, &bytes.Buffer{}, noEnv)
 	if err != nil {
@@ -55,6 +57,8 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond,
 		Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
 		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: "debug", Format: "json"},
+		Health: Health{Models: []string{"nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9"},
+			DStateWorkloads: 8, SyncProbe: "/var/tmp/probe", SyncProbeInterval: 5 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
@@ -321,7 +325,7 @@ func TestFlagsCoverKeys(t *testing.T) {
 }
 
 func flagNamedLikeKey(d flagDef) bool {
-	k := strings.NewReplacer("_", "-", "paths.", "path-", "log.", "log-").Replace(d.key)
+	k := strings.NewReplacer("_", "-", "paths.", "path-", "log.", "log-", "health.", "health-").Replace(d.key)
 	return k == d.name
 }
 

@@ -154,6 +154,22 @@ func (c Config) Validate() error {
 	if msg := absPathProblem(c.Paths.Proc); msg != "" {
 		bad("paths.proc", c.Paths.Proc, "%s", msg)
 	}
+	for i, e := range c.Health.Models {
+		if _, _, err := parseHealthModel(e); err != nil {
+			bad(fmt.Sprintf("health.models[%d]", i), e, "%s", err.Error())
+		}
+	}
+	if c.Health.DStateWorkloads < 0 {
+		bad("health.dstate_workloads", c.Health.DStateWorkloads, "must be 0 (off) or more")
+	}
+	if c.Health.SyncProbe != "" {
+		if msg := absPathProblem(c.Health.SyncProbe); msg != "" {
+			bad("health.sync_probe", c.Health.SyncProbe, "%s", msg)
+		}
+	}
+	if c.Health.SyncProbeInterval < 0 {
+		bad("health.sync_probe_interval", c.Health.SyncProbeInterval, "must be 0 (every interval) or positive")
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

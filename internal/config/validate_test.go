@@ -162,3 +162,34 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// health.* values: a bad model names its entry and says why.
+func TestValidateHealth(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		h    Health
+		want string
+	}{
+		{Health{Models: []string{"sdb"}}, "health.models[0]"},
+		{Health{Models: []string{"sdb=aws-gp3:1GiB"}}, "unknown preset"},
+		{Health{Models: []string{"ok=aws-gp2:1GiB", "sdb=iops=300/100/5"}}, "health.models[1]"},
+		{Health{DStateWorkloads: -1}, "health.dstate_workloads"},
+		{Health{SyncProbe: "rel/path"}, "health.sync_probe"},
+		{Health{SyncProbeInterval: -time.Second}, "health.sync_probe_interval"},
+	} {
+		c := Default()
+		c.Health = tc.h
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want one with %q", tc.h, err, tc.want)
+		}
+	}
+	c := Default()
+	c.Health.Models = []string{"nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.HealthModels(); m["nvme1n1"].IOPS.Baseline != 300 || m["sdb"].IOPS.Size != 5400000 {
+		t.Errorf("models %+v", m)
+	}
+}

@@ -111,6 +111,8 @@ type Options struct {
 	// NoFile is RLIMIT_NOFILE's soft limit, the open-file budget; 0 means
 	// raise the soft limit to the hard one at Run and use that.
 	NoFile uint64
+	// Health configures the storage-health sensors (health.go).
+	Health HealthOptions
 }
 
 // DefaultQuietTicks is the default of Options.QuietMax in intervals.
@@ -136,6 +138,8 @@ type tracked struct {
 	// loop does not look its 64-character ID up in their maps every tick.
 	ph policy.Handle
 	ah actuate.Handle
+
+	dstate int32 // its tasks in D state when last looked at (health.go)
 }
 
 // decision is what the loop keeps of a policy.Decision between ticks: not
@@ -198,6 +202,8 @@ type Daemon struct {
 	// savedOrigs are the originals of the last successful save: the save
 	// at the end of a tick is skipped when Persist already wrote them.
 	savedOrigs []actuate.Original
+
+	hl health // the storage-health stage (health.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -277,6 +283,9 @@ func New(opts Options) (*Daemon, error) {
 	d.devTotal = make([]deviceTotal, len(ac.Devices))
 	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
 		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval)}
+	if err := d.initHealth(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -449,6 +458,7 @@ func (d *Daemon) shutdown() error {
 	for _, t := range d.work {
 		d.closeCgroup(t)
 	}
+	d.closeHealth()
 	if d.opts.StateFile != "" {
 		if err := d.writeState(nil); err != nil {
 			errs = append(errs, err)
@@ -489,6 +499,7 @@ func (d *Daemon) step() {
 	d.retryRefused()
 	d.sortOrder()
 	read := 0
+	d.healthTickStart()
 	for _, t := range d.order {
 		if t.gone {
 			continue
@@ -511,6 +522,7 @@ func (d *Daemon) step() {
 			Weight: cgroupfs.Weight(dec.weight), Exempt: dec.exempt, Active: t.c.Active, Handle: &t.ah})
 	}
 	d.sortOrder()
+	d.healthTick(start)
 	d.obs.ObserveSense(read, len(d.work)-read)
 	for i := range d.devBytes {
 		d.act.ObservePeak(i, float64(d.devBytes[i])/dt)
@@ -687,6 +699,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		return false
 	}
 	rd := d.sen.Take(t.c, now, dt, st, d.devBytes, d.devRead, t.pressure != nil)
+	d.senseDState(t, rd.Delta > 0)
 	if rd.PressureDue && t.cg.HasPressure() {
 		if p, err := t.cg.ReadPressure(); err == nil {
 			t.pressure = toPressure(p)
@@ -848,7 +861,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 			Level: int(v.Level), Pinned: v.Pinned, Exempt: v.Exempt, BytesInLevel: v.BytesInLevel,
 			Allowance: v.Allowance, LevelSince: v.EnteredAt, Weight: int(v.Weight),
 			ReadBytes: t.c.RBytes, WriteBytes: t.c.WBytes, ReadIOs: t.c.RIOs, WriteIOs: t.c.WIOs,
-			ReadBps: t.c.RBps, WriteBps: t.c.WBps, Pressure: t.pressure}
+			ReadBps: t.c.RBps, WriteBps: t.c.WBps, Pressure: t.pressure, DTasks: int(t.dstate)}
 		if t.dec.labelErr != nil {
 			sw.LabelError = t.dec.labelErr.Error()
 		}
@@ -914,6 +927,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 			s.HostPressure = toPressure(p)
 		}
 	}
+	s.Health = d.healthSnapshot()
 	d.snap.Store(s)
 }
 
@@ -940,7 +954,7 @@ func sameWorkload(old, sw *snapshot.Workload, apps []snapshot.Applied) bool {
 		old.ReadBytes == sw.ReadBytes && old.WriteBytes == sw.WriteBytes &&
 		old.ReadIOs == sw.ReadIOs && old.WriteIOs == sw.WriteIOs &&
 		old.ReadBps == sw.ReadBps && old.WriteBps == sw.WriteBps &&
-		old.Pressure == sw.Pressure && slices.Equal(old.Applied, apps)
+		old.Pressure == sw.Pressure && old.DTasks == sw.DTasks && slices.Equal(old.Applied, apps)
 }
 
 func isWeightMech(m string) bool {

@@ -94,6 +94,7 @@ func New(reg prometheus.Registerer, current func() *snapshot.Snapshot) (*Metrics
 		// The per-workload families are not registered: Handler writes
 		// them straight from the snapshot.
 		newCollector(current, onlyHost),
+		newHealthCollector(current), // health.go
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)

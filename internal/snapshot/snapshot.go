@@ -40,6 +40,8 @@ type Snapshot struct {
 	SourceError string `json:"source_error,omitempty"`
 	// HostPressure is /proc/pressure/io, nil when PSI is unavailable.
 	HostPressure *Pressure `json:"host_pressure,omitempty"`
+	// Health is the storage-health sensors' picture (health.go).
+	Health *Health `json:"health,omitempty"`
 }
 
 // Workload is one container or cgroup the daemon manages.
@@ -71,6 +73,10 @@ type Workload struct {
 	Applied []Applied `json:"applied,omitempty"`
 	// Pressure is the cgroup's io.pressure (v2 only).
 	Pressure *Pressure `json:"pressure,omitempty"`
+	// DTasks is how many of its tasks were in uninterruptible sleep
+	// (state D, usually waiting for I/O) when last looked at; looked at
+	// only on ticks it did I/O or had some, a bounded number per tick.
+	DTasks int `json:"dstate_tasks,omitempty"`
 }
 
 // Applied is what ddiskqos set for one workload on one device.

@@ -114,6 +114,16 @@ func TestQEMUArgs(t *testing.T) {
 			t.Errorf("qemu args lack %q:\n%s", want, line)
 		}
 	}
+	c.Burst = BurstDisk{Size: 1 << 20, IOPS: 40, IOPSMax: 400, MaxLength: 40}
+	f.Burst = "/t/burst.img"
+	line = strings.Join(QEMUArgs(c, f, nil), " ")
+	if want := "-drive file=/t/burst.img,format=raw,if=none,id=burst,cache=unsafe,throttling.iops-total=40,throttling.iops-total-max=400,throttling.iops-total-max-length=40 -device virtio-blk-pci,drive=burst,serial=ddiskqos-burst"; !strings.Contains(line, want) {
+		t.Errorf("qemu args lack the burst disk %q:\n%s", want, line)
+	}
+	c.Burst = BurstDisk{}
+	if strings.Contains(strings.Join(QEMUArgs(c, f, nil), " "), "burst") {
+		t.Error("a zero Burst still attaches a burst disk")
+	}
 	c.DiskBPS = 0
 	if slices.ContainsFunc(QEMUArgs(c, f, nil), func(a string) bool { return strings.Contains(a, "throttling") }) {
 		t.Error("DiskBPS 0 still throttles")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,17 +19,20 @@ import (
 
 // Config describes the VM.
 type Config struct {
-	QEMU     string        // qemu-system-x86_64 binary
-	Kernel   string        // vmlinux (PVH) or bzImage
-	Initrd   string        // initramfs built by test/vm/assets.sh
-	BIOS     string        // qemu -bios; "": qemu's default (SeaBIOS)
-	Mem      string        // qemu -m, e.g. 1024M
-	SMP      int           // virtual CPUs
-	DiskSize int64         // bytes of the sparse test disk /dev/vda
-	DiskBPS  int64         // qemu throttling.bps-total of the test disk; 0: none
-	Timeout  time.Duration // whole run, boot included; 0: none
-	TempDir  string        // where the run's files go; "": os.TempDir()
-	Log      io.Writer     // qemu command and timings; nil: none
+	QEMU     string // qemu-system-x86_64 binary
+	Kernel   string // vmlinux (PVH) or bzImage
+	Initrd   string // initramfs built by test/vm/assets.sh
+	BIOS     string // qemu -bios; "": qemu's default (SeaBIOS)
+	Mem      string // qemu -m, e.g. 1024M
+	SMP      int    // virtual CPUs
+	DiskSize int64  // bytes of the sparse test disk /dev/vda
+	DiskBPS  int64  // qemu throttling.bps-total of the test disk; 0: none
+	// Burst is the second test disk, throttled like a cloud volume with
+	// burst credits; a zero Burst attaches none.
+	Burst   BurstDisk
+	Timeout time.Duration // whole run, boot included; 0: none
+	TempDir string        // where the run's files go; "": os.TempDir()
+	Log     io.Writer     // qemu command and timings; nil: none
 }
 
 // Job is the program to run in the guest.
@@ -110,6 +114,7 @@ func DefaultConfig() (Config, error) {
 		SMP:      2,
 		DiskSize: 1 << 30,
 		DiskBPS:  100 << 20,
+		Burst:    DefaultBurst,
 		Timeout:  10 * time.Minute,
 	}, nil
 }
@@ -161,6 +166,7 @@ func Run(ctx context.Context, c Config, job Job) (int, error) {
 	f := Files{
 		Ctl:     filepath.Join(tmp, "ctl"),
 		Disk:    filepath.Join(tmp, "disk.img"),
+		Burst:   filepath.Join(tmp, "burst.img"),
 		Stdout:  filepath.Join(tmp, "stdout"),
 		Stderr:  filepath.Join(tmp, "stderr"),
 		Status:  filepath.Join(tmp, "status"),
@@ -169,12 +175,20 @@ func Run(ctx context.Context, c Config, job Job) (int, error) {
 	if err := os.Mkdir(f.Ctl, 0o755); err != nil {
 		return 0, &SetupError{Path: f.Ctl, Err: err}
 	}
+	if c.Burst.IOPS > 0 {
+		job.Env = append(slices.Clone(job.Env), BurstEnv+"="+c.Burst.String())
+	}
 	script := JobScript(shares, job.Dir, job.Env, append([]string{job.Path}, job.Args...))
 	if err := os.WriteFile(filepath.Join(f.Ctl, "job.sh"), []byte(script), 0o644); err != nil {
 		return 0, &SetupError{Path: f.Ctl, Err: err}
 	}
 	if err := sparseFile(f.Disk, c.DiskSize); err != nil {
 		return 0, err
+	}
+	if c.Burst.IOPS > 0 {
+		if err := sparseFile(f.Burst, c.Burst.Size); err != nil {
+			return 0, err
+		}
 	}
 	// Open the port files before qemu does; qemu appends nothing but
 	// truncates on open, which is harmless on empty files.

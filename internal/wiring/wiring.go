@@ -148,6 +148,9 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
 		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
+		Health: daemon.HealthOptions{SysRoot: hst.Roots.Sys, ProcRoot: hst.Roots.Proc, Models: cfg.HealthModels(),
+			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
+			ProbeInterval: cfg.Health.SyncProbeInterval},
 	}
 	hst.Devices.Apply(&o)
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)

@@ -1,0 +1,137 @@
+package cgroupfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ParseTaskState returns the state letter of /proc/<pid>/stat (or
+// /proc/<pid>/task/<tid>/stat), proc(5):
+//
+//	1234 (comm) D 1 1234 ...
+//
+// comm may itself hold blanks and parentheses: the state is the field
+// after the last ')'. 'D' is uninterruptible sleep (usually I/O).
+func ParseTaskState(data []byte) (byte, error) {
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) || data[i+1] != ' ' {
+		return 0, fmt.Errorf("task stat %q: no state after the command name", clip(data))
+	}
+	c := data[i+2]
+	if c < 'A' || c > 'z' {
+		return 0, fmt.Errorf("task stat %q: state %q is not a letter", clip(data), c)
+	}
+	return c, nil
+}
+
+// ParseProcsBlocked returns procs_blocked of /proc/stat, proc(5): the
+// number of tasks blocked waiting for I/O to complete, host-wide (what
+// /proc/loadavg does not say: it lumps them with the runnable ones).
+//
+//	procs_running 2
+//	procs_blocked 0
+func ParseProcsBlocked(data []byte) (uint64, error) {
+	for len(data) > 0 {
+		var line []byte
+		line, data = nextLine(data)
+		k, rest := nextField(line)
+		if string(k) != "procs_blocked" {
+			continue
+		}
+		v, _ := nextField(rest)
+		n, ok := parseUint(v)
+		if !ok {
+			return 0, fmt.Errorf("/proc/stat procs_blocked %q: not a count", v)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("/proc/stat: no procs_blocked line: %w", ErrNotAvailable)
+}
+
+// ReadProcsBlocked reads procs_blocked from procRoot/stat.
+func ReadProcsBlocked(procRoot string) (uint64, error) {
+	p := filepath.Join(procRoot, "stat")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	return ParseProcsBlocked(data)
+}
+
+// TaskCount is a cgroup's tasks in uninterruptible sleep out of those
+// looked at.
+type TaskCount struct {
+	D, Seen int
+	// Capped: the cgroup has more tasks than were looked at.
+	Capped bool
+}
+
+// CountDState counts the tasks (threads: one thread of a process may wait
+// on I/O while the others do not) of the cgroup in state D, reading at most
+// max of them ("cgroup.threads" on v2, "tasks" on v1) through procRoot. A
+// task that exits between the listing and its stat is skipped. buf is
+// scratch for the listing (returned, to be passed again).
+func (c *Cgroup) CountDState(procRoot string, max int, buf []byte) (TaskCount, []byte, error) {
+	name := "tasks"
+	if c.h.Version == 2 {
+		name = "cgroup.threads"
+	}
+	p := filepath.Join(c.dir, name)
+	f, err := os.Open(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return TaskCount{}, buf, fmt.Errorf("%s: %w", p, ErrCgroupGone)
+		}
+		return TaskCount{}, buf, err
+	}
+	defer f.Close()
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil || n == 0 {
+			break
+		}
+	}
+	var tc TaskCount
+	var stat [512]byte
+	pre := filepath.Join(procRoot, "x")
+	pre = pre[:len(pre)-1]
+	for rest := buf; len(rest) > 0; {
+		var line []byte
+		line, rest = nextLine(rest)
+		if len(line) == 0 {
+			continue
+		}
+		if tc.Seen >= max {
+			tc.Capped = true
+			break
+		}
+		if _, ok := parseUint(line); !ok {
+			return tc, buf, fmt.Errorf("%s: task id %q: not a number", p, line)
+		}
+		sp := pre + string(line) + "/stat"
+		fd, err := os.Open(sp)
+		if err != nil {
+			continue // exited
+		}
+		n, _ := fd.Read(stat[:])
+		fd.Close()
+		st, err := ParseTaskState(stat[:n])
+		if err != nil {
+			continue // exited mid-read (empty)
+		}
+		tc.Seen++
+		if st == 'D' {
+			tc.D++
+		}
+	}
+	return tc, buf, nil
+}

@@ -1,0 +1,231 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devhealth"
+	"github.com/ddiskqos/ddiskqos/internal/sensor"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
+
+// HealthOptions configure the storage-health sensors: each actuated
+// device's own counters (/sys/block/<dev>/stat) through a burst-credit
+// model and a throttle detector (internal/devhealth), the host's and the
+// workloads' tasks in D state, and a sync-write probe.
+type HealthOptions struct {
+	// SysRoot and ProcRoot are sysfs and procfs ("" skips the device
+	// and task sensors alike).
+	SysRoot, ProcRoot string
+	// Models are burst-credit models by device name; a device without
+	// one gets the detector alone.
+	Models map[string]devhealth.Model
+	// DStateWorkloads is how many workloads per tick have their tasks'
+	// states read (those that did I/O this tick or had tasks in D when
+	// last looked at; rotating); 0 reads none. DStateTasks caps the
+	// tasks read per workload.
+	DStateWorkloads, DStateTasks int
+	// ProbePath is the file of the sync-write probe, "" for none;
+	// ProbeInterval how often it writes (0: the daemon's interval).
+	ProbePath     string
+	ProbeInterval time.Duration
+}
+
+// maxHealthEvents is how many device state changes the snapshot keeps.
+const maxHealthEvents = 32
+
+type healthDev struct {
+	name, dev string
+	stat      *cgroupfs.BlockStatFile
+	prev      cgroupfs.BlockStat
+	prevAt    time.Time
+	tr        *devhealth.Tracker
+	model     devhealth.Model
+	err       bool // the last read failed (logged once)
+}
+
+// health is the daemon's storage-health stage.
+type health struct {
+	opts    HealthOptions
+	devs    []*healthDev
+	blocked *uint64
+	events  []snapshot.HealthEvent
+	probe   *sensor.SyncProbe
+	stop    context.CancelFunc
+
+	// D-state sampling of this tick: budget left, candidates seen.
+	budget, seen, sampled int
+	stride                int // last tick's candidates / budget, at least 1
+	buf                   []byte
+}
+
+// initHealth opens the actuated devices' stat files and starts the probe.
+func (d *Daemon) initHealth() error {
+	h := &d.hl
+	h.opts = d.opts.Health
+	h.stride = 1
+	if h.opts.DStateTasks == 0 {
+		h.opts.DStateTasks = 256
+	}
+	if h.opts.SysRoot != "" {
+		for _, dv := range d.act.Devices() {
+			hd := &healthDev{name: dv.Name, dev: dv.Dev.String(), model: h.opts.Models[dv.Name]}
+			hd.tr = devhealth.NewTracker(hd.model)
+			f, err := cgroupfs.OpenBlockStat(filepath.Join(h.opts.SysRoot, "block", dv.Name, "stat"))
+			if err != nil {
+				d.log.Warn("device health: no counters", "device", dv.Name, "err", err)
+				continue
+			}
+			hd.stat = f
+			h.devs = append(h.devs, hd)
+		}
+	}
+	slices.SortFunc(h.devs, func(a, b *healthDev) int { return cmp.Compare(a.name, b.name) })
+	for name := range h.opts.Models {
+		if !hasDev(h.devs, name) {
+			return errors.New("burst model for device " + name + ": not an actuated device")
+		}
+	}
+	if h.opts.ProbePath != "" {
+		p, err := sensor.NewSyncProbe(h.opts.ProbePath, d.now)
+		if err != nil {
+			return err
+		}
+		iv := h.opts.ProbeInterval
+		if iv <= 0 {
+			iv = d.opts.Interval
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		h.probe, h.stop = p, cancel
+		go p.Run(ctx, iv)
+	}
+	return nil
+}
+
+func hasDev(ds []*healthDev, name string) bool {
+	for _, d := range ds {
+		if d.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// closeHealth stops the probe and closes the stat files.
+func (d *Daemon) closeHealth() {
+	if d.hl.stop != nil {
+		d.hl.stop()
+	}
+	for _, hd := range d.hl.devs {
+		hd.stat.Close()
+	}
+	d.hl.devs = nil
+}
+
+// healthTickStart opens this tick's D-state budget.
+func (d *Daemon) healthTickStart() {
+	h := &d.hl
+	if h.seen > 0 && h.opts.DStateWorkloads > 0 {
+		h.stride = max(1, (h.seen+h.opts.DStateWorkloads-1)/h.opts.DStateWorkloads)
+	}
+	h.budget, h.seen, h.sampled = h.opts.DStateWorkloads, 0, 0
+}
+
+// senseDState counts t's tasks in D state when t is a candidate this tick
+// (it did I/O, or had tasks in D) and the rotating budget allows.
+func (d *Daemon) senseDState(t *tracked, moved bool) {
+	h := &d.hl
+	if h.budget == 0 || h.opts.ProcRoot == "" || (!moved && t.dstate == 0) {
+		return
+	}
+	h.seen++
+	if (h.seen+int(d.tick))%h.stride != 0 {
+		return
+	}
+	tc, buf, err := t.cg.CountDState(h.opts.ProcRoot, h.opts.DStateTasks, h.buf)
+	h.buf = buf
+	if err != nil {
+		return // gone: the next read of its counters says so
+	}
+	h.budget--
+	h.sampled++
+	t.dstate = int32(tc.D)
+}
+
+// healthTick reads every watched device's counters, runs its tracker and
+// logs a change of state; reads the host's blocked tasks.
+func (d *Daemon) healthTick(now time.Time) {
+	h := &d.hl
+	for _, hd := range h.devs {
+		cur, err := hd.stat.Read()
+		if err != nil {
+			if !hd.err {
+				d.countErr(snapshot.CauseSense)
+				d.log.Warn("device health: read counters", "device", hd.name, "err", err)
+			}
+			hd.err = true
+			continue
+		}
+		hd.err = false
+		if !hd.prevAt.IsZero() {
+			s := devhealth.Delta(hd.prev, cur, now, now.Sub(hd.prevAt).Seconds())
+			from := hd.tr.Status().State
+			st, changed := hd.tr.Observe(s)
+			if changed {
+				d.log.Warn("device state change", "device", hd.name, "from", from.String(), "to", st.State.String(),
+					"reason", st.Reason, "iops", math.Round(st.IOPS), "bps", math.Round(st.Bps))
+				h.events = append(h.events, snapshot.HealthEvent{At: now, Device: hd.name, From: from.String(),
+					To: st.State.String(), Reason: st.Reason})
+				if len(h.events) > maxHealthEvents {
+					h.events = h.events[len(h.events)-maxHealthEvents:]
+				}
+			}
+		}
+		hd.prev, hd.prevAt = cur, now
+	}
+	h.blocked = nil
+	if h.opts.ProcRoot != "" {
+		if n, err := cgroupfs.ReadProcsBlocked(h.opts.ProcRoot); err == nil {
+			h.blocked = &n
+		}
+	}
+}
+
+// healthSnapshot is this tick's picture; nil when no sensor is on.
+func (d *Daemon) healthSnapshot() *snapshot.Health {
+	h := &d.hl
+	if len(h.devs) == 0 && h.probe == nil && h.blocked == nil {
+		return nil
+	}
+	out := &snapshot.Health{BlockedTasks: h.blocked, DStateSampled: h.sampled}
+	for _, hd := range h.devs {
+		st := hd.tr.Status()
+		dh := snapshot.DeviceHealth{Name: hd.name, Dev: hd.dev, State: st.State.String(), Since: st.Since, Reason: st.Reason,
+			IOPS: st.IOPS, Bps: st.Bps, Util: st.Util, QueueDepth: st.QueueDepth, PeakIOPS: st.PeakIOPS, PeakBps: st.PeakBps,
+			FloorIOPS: st.FloorIOPS, FloorBps: st.FloorBps}
+		if st.Modeled {
+			m := &snapshot.BurstModel{Name: hd.model.Name, Balance: st.Balance, BalanceIOs: st.BalanceIOs,
+				BalanceBytes: st.BalanceBytes, DrainIOPS: st.DrainIOPS, DrainBps: st.DrainBps}
+			if !math.IsInf(st.TimeToEmpty, 0) {
+				tte := st.TimeToEmpty
+				m.SecondsToEmpty = &tte
+			}
+			dh.Model = m
+		}
+		out.Devices = append(out.Devices, dh)
+	}
+	if len(h.events) > 0 {
+		out.Events = append([]snapshot.HealthEvent(nil), h.events...)
+	}
+	if h.probe != nil {
+		p, _ := h.probe.Snapshot()
+		out.Probe = &p
+	}
+	return out
+}

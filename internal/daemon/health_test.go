@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devhealth"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/source"
+)
+
+// TestHealthStage runs the loop over a fake sys, proc and cgroup tree: a
+// device that bursts then sits on a floor while busy is logged and
+// published as exhausted (the model says the same), a workload that did
+// I/O has its tasks in D counted, and the host's blocked tasks are read.
+// A model for a device the daemon does not act on is refused.
+func TestHealthStage(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	mount, sys, proc := filepath.Join(root, "cg"), filepath.Join(root, "sys"), filepath.Join(root, "proc")
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ioStat := func(n int) {
+		write(filepath.Join(mount, "c", "io.stat"), fmt.Sprintf("7:0 rbytes=%d wbytes=0 rios=%d wios=0 dbytes=0 dios=0\n", n*4096, n))
+	}
+	ioStat(0)
+	write(filepath.Join(mount, "c", "cgroup.threads"), "10\n11\n")
+	write(filepath.Join(proc, "10", "stat"), "10 (dd) D 1 10")
+	write(filepath.Join(proc, "11", "stat"), "11 (sh) S 1 11")
+	write(filepath.Join(proc, "stat"), "cpu 1 2 3\nprocs_running 1\nprocs_blocked 5\n")
+	var ios, ticks, queue int
+	devStat := func() {
+		write(filepath.Join(sys, "block", "loop0", "stat"), fmt.Sprintf("%d 0 %d 0 0 0 0 0 8 %d %d\n", ios, ios*8, ticks, queue))
+	}
+	devStat()
+
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	model := devhealth.Model{Name: "plain", IOPS: devhealth.Bucket{Baseline: 40, Burst: 400, Size: 3600}}
+	opts := Options{
+		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
+		Actuator: actuate.Config{DryRun: true, Devices: []actuate.Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechBFQWeight}}},
+		Interval: time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20, Logger: log,
+		Health: HealthOptions{SysRoot: sys, ProcRoot: proc, Models: map[string]devhealth.Model{"loop0": model}, DStateWorkloads: 4},
+	}
+	bad := opts
+	bad.Health.Models = map[string]devhealth.Model{"sdz": model}
+	if _, err := New(bad); err == nil || !strings.Contains(err.Error(), "sdz") {
+		t.Errorf("model for a device not acted on: err %v, want one naming sdz", err)
+	}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.closeHealth()
+	d.started, d.noFile = now, 1<<20
+	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "c", Name: "c", Cgroup: "/c"}})
+
+	// 400 IOPS until the 3,600-credit bucket is empty (10 s), then 40,
+	// 8 requests in flight throughout.
+	n := 0
+	for i := 0; i < 25; i++ {
+		rate := 400
+		if i >= 10 {
+			rate = 40
+		}
+		ios += rate
+		ticks += 1000
+		queue += 8000
+		n += 10
+		devStat()
+		ioStat(n)
+		d.step()
+		now = now.Add(time.Second)
+	}
+	s := d.Snapshot()
+	h := s.Health
+	if h == nil || len(h.Devices) != 1 {
+		t.Fatalf("health %+v", h)
+	}
+	dh := h.Devices[0]
+	if dh.State != "exhausted" || dh.Model == nil || dh.Model.Balance != 0 || dh.IOPS != 40 {
+		t.Errorf("device health %+v (model %+v), want exhausted at 40 IOPS, balance 0", dh, dh.Model)
+	}
+	if len(h.Events) == 0 || h.Events[len(h.Events)-1].To != "exhausted" {
+		t.Errorf("events %+v", h.Events)
+	}
+	if !strings.Contains(logs.String(), "device state change") || !strings.Contains(logs.String(), "to=exhausted") {
+		t.Errorf("no state change logged:\n%s", logs.String())
+	}
+	if h.BlockedTasks == nil || *h.BlockedTasks != 5 {
+		t.Errorf("blocked tasks %v, want 5", h.BlockedTasks)
+	}
+	if len(s.Workloads) != 1 || s.Workloads[0].DTasks != 1 || h.DStateSampled != 1 {
+		t.Errorf("workload D tasks %+v, sampled %d; want 1 of 1", s.Workloads, h.DStateSampled)
+	}
+}

@@ -1,0 +1,62 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
+
+func TestHealthCollector(t *testing.T) {
+	t.Parallel()
+	tte, blocked := 42.5, uint64(3)
+	snap := &snapshot.Snapshot{At: time.Unix(1e9, 0),
+		Workloads: []*snapshot.Workload{{ID: "a", Name: "stalled", DTasks: 2}, {ID: "b", Name: "fine"}},
+		Health: &snapshot.Health{BlockedTasks: &blocked,
+			Devices: []snapshot.DeviceHealth{{Name: "vdb", State: "draining", IOPS: 100, Bps: 409600, Util: 0.5, QueueDepth: 1.5,
+				Model: &snapshot.BurstModel{Name: "plain", Balance: 0.25, DrainIOPS: 80, SecondsToEmpty: &tte}}},
+			Probe: &snapshot.SyncProbe{Path: "/var/tmp/p", Count: 3, Sum: 0.012, Buckets: []float64{0.001, 0.01}, Counts: []uint64{1, 2}, Pending: 0.5}}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newHealthCollector(func() *snapshot.Snapshot { return snap }))
+	want := `
+# HELP ddiskqos_device_burst_seconds_to_empty Seconds until the modelled burst bucket is empty at the present drain; absent while not draining.
+# TYPE ddiskqos_device_burst_seconds_to_empty gauge
+ddiskqos_device_burst_seconds_to_empty{device="vdb"} 42.5
+# HELP ddiskqos_host_blocked_tasks Tasks of the host in uninterruptible sleep waiting for I/O (/proc/stat procs_blocked).
+# TYPE ddiskqos_host_blocked_tasks gauge
+ddiskqos_host_blocked_tasks 3
+# HELP ddiskqos_workload_dstate_tasks Tasks of the workload in uninterruptible sleep (D state) when last looked at; only workloads with some.
+# TYPE ddiskqos_workload_dstate_tasks gauge
+ddiskqos_workload_dstate_tasks{id="a",name="stalled"} 2
+# HELP ddiskqos_sync_write_probe_seconds Latency of the sync-write probe: 4 KiB written with O_DSYNC to the configured file.
+# TYPE ddiskqos_sync_write_probe_seconds histogram
+ddiskqos_sync_write_probe_seconds_bucket{path="/var/tmp/p",le="0.001"} 1
+ddiskqos_sync_write_probe_seconds_bucket{path="/var/tmp/p",le="0.01"} 2
+ddiskqos_sync_write_probe_seconds_bucket{path="/var/tmp/p",le="+Inf"} 3
+ddiskqos_sync_write_probe_seconds_sum{path="/var/tmp/p"} 0.012
+ddiskqos_sync_write_probe_seconds_count{path="/var/tmp/p"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ddiskqos_device_burst_seconds_to_empty",
+		"ddiskqos_host_blocked_tasks", "ddiskqos_workload_dstate_tasks", "ddiskqos_sync_write_probe_seconds"); err != nil {
+		t.Error(err)
+	}
+	states := `
+# HELP ddiskqos_device_health_state Health of the device from its own counters: 1 for the state it is in (normal, draining, exhausted: a steady floor while busy, recovering), 0 for the others.
+# TYPE ddiskqos_device_health_state gauge
+ddiskqos_device_health_state{device="vdb",state="draining"} 1
+ddiskqos_device_health_state{device="vdb",state="exhausted"} 0
+ddiskqos_device_health_state{device="vdb",state="normal"} 0
+ddiskqos_device_health_state{device="vdb",state="recovering"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(states), "ddiskqos_device_health_state"); err != nil {
+		t.Error(err)
+	}
+	snap.Health = nil
+	if n := testutil.CollectAndCount(newHealthCollector(func() *snapshot.Snapshot { return snap })); n != 1 {
+		t.Errorf("without health: %d series, want the one D-state workload", n)
+	}
+}
