@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -20,12 +19,25 @@ import (
 	"unicode/utf8"
 
 	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
-const statusUsage = `usage: ddiskqos status [--addr HOST:PORT] [--json] [--level N] [--name SUBSTR] [--sort name|level|rate]
+// statusOptions are the flags of "ddiskqos status".
+type statusOptions struct {
+	addr, level, name, sort string
+	json                    bool
+	timeout                 time.Duration
+}
 
-Asks the running daemon ("ddiskqos run") for the state of its last tick and
+// statusSorts are the --sort keys.
+var statusSorts = []string{"name", "level", "rate"}
+
+var statusCmd = &cli.Cmd[statusOptions]{
+	Info: cli.Info{
+		Name:    "status",
+		Summary: "what the running daemon decided, per workload",
+		Description: `Asks the running daemon ("ddiskqos run") for the state of its last tick and
 prints every workload it manages, the level the feedback queue put it in and
 what that means on each disk, then the disks.
 
@@ -33,9 +45,8 @@ Every container starts at level 1, the best served. Each level allows a
 number of bytes (its allowance); a container that moves more is demoted one
 level, down to level 4, where bulk streams share what is left. Quiet
 containers climb back up. A label can pin a container to a level or exempt
-it from QoS.
-
-Columns:
+it from QoS.`,
+		More: `Columns:
   NAME, ID       the container (ID cut to 12 characters)
   LEVEL          1 (best served) .. 4; "pinned" when a label fixes it,
                  "exempt" when QoS leaves it alone, "!label" when its label
@@ -50,24 +61,24 @@ Columns:
                  "some" avg10; cgroup v2 only)
   MECHANISM      per disk, how the level is applied: bfq-weight,
                  iocost-weight, cfq-weight (a share of the disk) or throttle
-                 (a limit); "!" marks a failure to apply (see the notes)
-
-Exit status:
-  0  printed
-  1  the daemon is not reachable, not ready or answered an error
-  2  usage error
-
-Flags:
-%s
-Examples:
-  ddiskqos status
+                 (a limit); "!" marks a failure to apply (see the notes)`,
+		Examples: `  ddiskqos status
   ddiskqos status --sort rate              # the heaviest I/O first
   ddiskqos status --level 4                # who is in the bulk level
-  ddiskqos status --json | jq '.workloads[] | {name, level, bytes_in_level}'
-`
-
-// statusSorts are the --sort keys.
-var statusSorts = []string{"name", "level", "rate"}
+  ddiskqos status --json | jq '.workloads[] | {name, level, bytes_in_level}'`,
+		Exit: `  0  printed
+  1  the daemon is not reachable, not ready or answered an error
+  2  usage error`,
+	},
+	Flags: func(o *statusOptions, f *cli.FlagSet) {
+		f.StringVar(&o.addr, "addr", api.DefaultAddr, "HOST:PORT", "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
+		f.BoolVar(&o.json, "json", "print the daemon's JSON snapshot unchanged (a stable schema) instead of tables")
+		f.StringVar(&o.level, "level", "", "N", "show only workloads at this level: 1..4, or 0 for exempt", cli.Values("1", "2", "3", "4", "0"))
+		f.StringVar(&o.name, "name", "", "SUBSTR", "show only workloads whose name contains SUBSTR")
+		f.StringVar(&o.sort, "sort", "name", "name|level|rate", "order of the workloads: name, level (best served first, exempt last), or rate (most I/O first)")
+		f.DurationVar(&o.timeout, "timeout", 10*time.Second, "DUR", "give up on the daemon after this long")
+	},
+}
 
 // runStatus is `ddiskqos status`.
 func runStatus(args []string, stdout, stderr io.Writer) int {
@@ -76,72 +87,42 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 // statusMain is runStatus with the clock the tick age is measured against.
 func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", api.DefaultAddr, "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
-	asJSON := fs.Bool("json", false, "print the daemon's JSON snapshot unchanged (a stable schema) instead of tables")
-	level := fs.String("level", "", "show only workloads at this level: 1..4, or 0 for exempt")
-	name := fs.String("name", "", "show only workloads whose name contains `SUBSTR`")
-	sortBy := fs.String("sort", "name", "order of the workloads: name, level (best served first, exempt last), or rate (most I/O first)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the daemon after this long")
-	usage := func(w io.Writer) {
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-		fmt.Fprintf(w, statusUsage, b.String())
+	o, _, code, ok := statusCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	const helpHint = `run "ddiskqos status --help" for usage`
-	// flag prints its error naming the flag; a hint follows, not the whole
-	// help, so the error stays on screen.
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		fmt.Fprintln(stderr, helpHint)
-		return 2
+	bad := func(format string, a ...any) int { return cli.Usagef(stderr, "ddiskqos status", format, a...) }
+	if !slices.Contains(statusSorts, o.sort) {
+		return bad("--sort %q: want one of %s", o.sort, strings.Join(statusSorts, ", "))
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ddiskqos status: "+format+"\n", a...)
-		fmt.Fprintln(stderr, helpHint)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q (status takes flags only)", fs.Arg(0))
-	}
-	if !slices.Contains(statusSorts, *sortBy) {
-		return bad("--sort %q: want one of %s", *sortBy, strings.Join(statusSorts, ", "))
-	}
-	if *level != "" {
-		if n, err := strconv.Atoi(*level); err != nil || n < 0 || n > 4 {
-			return bad("--level %q: want 1..4, or 0 for exempt", *level)
+	if o.level != "" {
+		if n, err := strconv.Atoi(o.level); err != nil || n < 0 || n > 4 {
+			return bad("--level %q: want 1..4, or 0 for exempt", o.level)
 		}
 	}
-	if *timeout <= 0 {
-		return bad("--timeout %s: want a positive duration", *timeout)
+	if o.timeout <= 0 {
+		return bad("--timeout %s: want a positive duration", o.timeout)
 	}
-	client, err := api.NewClient(*addr)
+	client, err := api.NewClient(o.addr)
 	if err != nil {
-		return bad("--addr %q: %v", *addr, err)
+		return bad("--addr %q: %v", o.addr, err)
 	}
 
 	q := url.Values{}
-	if *level != "" {
-		q.Set("level", *level)
+	if o.level != "" {
+		q.Set("level", o.level)
 	}
-	if *name != "" {
-		q.Set("name", *name)
+	if o.name != "" {
+		q.Set("name", o.name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	body, err := client.WorkloadsJSON(ctx, q)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddiskqos status: %v\n", statusExplain(err, *addr))
+		fmt.Fprintf(stderr, "ddiskqos status: %v\n", statusExplain(err, o.addr))
 		return 1
 	}
-	if *asJSON {
+	if o.json {
 		if _, err := stdout.Write(body); err != nil {
 			fmt.Fprintf(stderr, "ddiskqos status: %v\n", err)
 			return 1
@@ -150,11 +131,11 @@ func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) i
 	}
 	var snap snapshot.Snapshot
 	if err := json.Unmarshal(body, &snap); err != nil {
-		fmt.Fprintf(stderr, "ddiskqos status: the answer of %s is not a ddiskqos snapshot: %v\n", *addr, err)
+		fmt.Fprintf(stderr, "ddiskqos status: the answer of %s is not a ddiskqos snapshot: %v\n", o.addr, err)
 		return 1
 	}
-	filters := statusFilterText(*level, *name)
-	writeStatus(stdout, &snap, statusOrder(snap.Workloads, *sortBy), *addr, filters, now())
+	filters := statusFilterText(o.level, o.name)
+	writeStatus(stdout, &snap, statusOrder(snap.Workloads, o.sort), o.addr, filters, now())
 	return 0
 }
 
