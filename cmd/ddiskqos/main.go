@@ -28,6 +28,8 @@ func program() *cli.Program {
 		Commands: []cli.Command{
 			{Spec: runCmd, Run: cli.NoStdin(runDaemon)},
 			{Spec: statusCmd, Run: cli.NoStdin(runStatus)},
+			{Spec: statsCmd, Run: cli.NoStdin(runStats)},
+			{Spec: topCmd, Run: cli.NoStdin(runTop)},
 			{Spec: checkCmd, Run: cli.NoStdin(runCheck)},
 			{Spec: benchCmd, Sub: []cli.Command{
 				{Spec: benchPaperCmd, Run: cli.NoStdin(runBenchPaper)},

@@ -309,10 +309,38 @@ func TestRealRunDockerEngineLost(t *testing.T) {
 		if _, err := r.snapshot(); err != nil {
 			t.Errorf("%s: daemon not serving its snapshot: %v", phase, err)
 		}
+		// The operator's table names it too, under its first line (from
+		// the next tick's snapshot on).
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var out, errOut bytes.Buffer
+			code := runStatus([]string{"--addr", r.addr}, &out, &errOut)
+			lines := strings.SplitN(out.String(), "\n", 3)
+			if code == 0 && len(lines) > 1 && strings.HasPrefix(lines[1], "DEGRADED: source docker: the docker engine is unreachable") {
+				t.Logf("%s: status: %s", phase, lines[1])
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: status (exit %d, %s) does not say the source is down under its header:\n%s", phase, code, errOut.String(), out.String())
+				break
+			}
+		}
 	}
 	healthy := func(phase string) {
 		t.Helper()
 		health(http.StatusOK, 30*time.Second)
+		// The snapshot follows at the next tick.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s, err := r.snapshot()
+			if err == nil && s.SourceError == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: snapshot still degraded (err %v): %+v", phase, err, s)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		_, m := httpGet(t, base+"/metrics")
 		if v := metricValue(t, m, `ddiskqos_source_up{source="docker"}`); v != "1" {
 			t.Errorf("%s: source_up %s, want 1", phase, v)

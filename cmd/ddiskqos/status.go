@@ -45,7 +45,13 @@ Every container starts at level 1, the best served. Each level allows a
 number of bytes (its allowance); a container that moves more is demoted one
 level, down to level 4, where bulk streams share what is left. Quiet
 containers climb back up. A label can pin a container to a level or exempt
-it from QoS.`,
+it from QoS.
+
+A "DEGRADED:" line under the first line names each reason the daemon is
+not fully working (why its /healthz answers 503): a loop that stopped
+ticking, a state file it cannot save (no new knob is written meanwhile),
+a workload source that lost its backend (the Docker engine: containers
+are neither discovered nor released until it is back).`,
 		More: `Columns:
   NAME, ID       the container (ID cut to 12 characters)
   LEVEL          1 (best served) .. 4; "pinned" when a label fixes it,
@@ -213,11 +219,12 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 	}
 	fmt.Fprintf(w, "ddiskqos at %s: tick %d, %s ago (every %s, took %s)\n",
 		addr, s.Tick, statusAge(now.Sub(s.At)), s.Interval, s.TickDuration.Round(10*time.Microsecond))
+	// What makes /healthz answer 503, plainly, before anything else.
+	for _, reason := range api.Degraded(s, now) {
+		fmt.Fprintf(w, "DEGRADED: %s\n", statusCell(reason))
+	}
 	fmt.Fprintf(w, "source %s, actuator %s, cgroup %s, dry-run %s\n",
 		orDash(s.Source), orDash(s.Actuator), orDash(s.CgroupMode), dry)
-	if reason := api.Stale(s, now); reason != "" {
-		fmt.Fprintf(w, "WARNING: %s; the numbers below are old\n", reason)
-	}
 	total := 0
 	for _, n := range s.Levels {
 		total += n

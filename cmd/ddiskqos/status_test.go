@@ -137,6 +137,10 @@ func TestStatusGolden(t *testing.T) {
 		{golden: "sort-rate.golden", age: time.Second, args: []string{"--sort=rate"}},
 		{golden: "level-4.golden", age: time.Second, args: []string{"--level", "4"}},
 		{golden: "name-filter-empty.golden", age: time.Second, args: []string{"--name", "nomatch", "--level", "1"}},
+		{golden: "degraded.golden", age: time.Second, snap: func(s *snapshot.Snapshot) {
+			s.StateError = "rename /run/ddiskqos/state.json.tmp: read-only file system"
+			s.SourceError = "degraded: the docker engine is unreachable since 2025-03-01T11:59:00Z (1m0s ago, 12 attempts): dial unix /var/run/docker.sock: connect: no such file or directory; containers are not discovered or released until it is back"
+		}},
 		{golden: "stale-dry-run.golden", age: 95 * time.Second, snap: func(s *snapshot.Snapshot) {
 			s.DryRun = true
 			s.Errors = nil

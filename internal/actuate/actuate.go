@@ -29,6 +29,20 @@ type Device struct {
 	Dev       cgroupfs.Dev
 	Mech      host.Mechanism
 	Scheduler string // for display
+	// Throttle: the throttle runs too, beside a weight mechanism. Weights
+	// split the device between queues that stay busy; a reader that pauses
+	// between requests (a web server) still waits behind a streamer's
+	// budget, which the throttle's caps bound (docs/bench/contention.md).
+	Throttle bool
+}
+
+// Mechanisms names what is in force on the device, e.g. "bfq-weight" or
+// "bfq-weight+throttle".
+func (d Device) Mechanisms() string {
+	if d.Throttle && d.Mech != host.MechThrottle {
+		return string(d.Mech) + "+" + string(host.MechThrottle)
+	}
+	return string(d.Mech)
 }
 
 // Config is the actuator's configuration.
@@ -128,7 +142,7 @@ type wstate struct {
 type Actuator struct {
 	cfg       Config
 	log       *slog.Logger
-	mechs     []Mechanism // per device
+	mechs     [][]Mechanism // per device: its weight mechanism or throttle, or both
 	work      map[string]*wstate
 	originals map[knobKey]Original
 	// fresh holds originals recorded but not yet made durable by Persist:
@@ -149,6 +163,7 @@ type Actuator struct {
 type pendingWrite struct {
 	w   *wstate
 	i   int // device
+	m   Mechanism
 	key knobKey
 	set Setting
 	wt  cgroupfs.Weight
@@ -173,7 +188,11 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 		if err != nil {
 			return nil, err
 		}
-		a.mechs = append(a.mechs, m)
+		ms := []Mechanism{m}
+		if d.Throttle && d.Mech != host.MechThrottle {
+			ms = append(ms, newThrottle(cfg, d))
+		}
+		a.mechs = append(a.mechs, ms)
 	}
 	for _, o := range adopted {
 		dev, err := cgroupfs.ParseDev(o.DevStr)
@@ -195,17 +214,36 @@ func (a *Actuator) Devices() []Device { return a.cfg.Devices }
 // TopActive returns the best level active on device i lately (0: none);
 // only the throttle tracks it.
 func (a *Actuator) TopActive(i int) int {
-	if d, ok := a.mechs[i].(dynamic); ok {
+	if d := a.dynamicOf(i); d != nil {
 		return d.TopActive()
 	}
 	return 0
+}
+
+// dynamicOf returns device i's dynamic mechanism, nil if it has none.
+func (a *Actuator) dynamicOf(i int) dynamic {
+	for _, m := range a.mechs[i] {
+		if d, ok := m.(dynamic); ok {
+			return d
+		}
+	}
+	return nil
+}
+
+// forgetDynamic stops every dynamic mechanism managing cgroup.
+func (a *Actuator) forgetDynamic(cgroup string) {
+	for i := range a.mechs {
+		if d := a.dynamicOf(i); d != nil {
+			d.Forget(cgroup)
+		}
+	}
 }
 
 // ObservePeak feeds a device's total bandwidth in the last tick (bytes/s);
 // the throttle sizes its caps from it where it cannot read the device's own
 // counters.
 func (a *Actuator) ObservePeak(i int, bps float64) {
-	if d, ok := a.mechs[i].(dynamic); ok {
+	if d := a.dynamicOf(i); d != nil {
 		d.ObservePeak(bps)
 	}
 }
@@ -273,7 +311,7 @@ func (a *Actuator) Apply(now time.Time, targets []Target) error {
 			ap.Err = errors.New("not written: its original value is not saved yet")
 			continue
 		}
-		m := a.mechs[p.i]
+		m := p.m
 		err := m.Write(p.w.cgroup, p.set)
 		if err == nil {
 			err = verify(m, p.w.cgroup, p.set)
@@ -289,21 +327,26 @@ func (a *Actuator) Apply(now time.Time, targets []Target) error {
 		}
 		a.works(p.key, now)
 	}
-	for i, m := range a.mechs {
-		if d, ok := m.(dynamic); ok {
+	for i := range a.mechs {
+		if d := a.dynamicOf(i); d != nil {
 			for j := range a.members[i] {
-				a.members[i][j].Durable = !a.fresh[knobKey{a.members[i][j].Cgroup, m.Knob(), a.cfg.Devices[i].Dev}] &&
-					a.hasOriginal(a.members[i][j].Cgroup, m.Knob(), a.cfg.Devices[i].Dev)
+				a.members[i][j].Durable = !a.fresh[knobKey{a.members[i][j].Cgroup, d.Knob(), a.cfg.Devices[i].Dev}] &&
+					a.hasOriginal(a.members[i][j].Cgroup, d.Knob(), a.cfg.Devices[i].Dev)
 			}
 			d.Update(a.members[i])
 		}
 	}
-	// What the dynamic mechanisms have in force, for Applied.
+	// What the dynamic mechanisms have in force, for Applied. Beside a
+	// weight mechanism, the weight's error stands unless the throttle has
+	// one of its own.
 	for _, w := range a.work {
-		for i, m := range a.mechs {
-			if d, ok := m.(dynamic); ok {
+		for i := range a.mechs {
+			if d := a.dynamicOf(i); d != nil {
 				l, err := d.InForce(w.cgroup)
-				w.applied[i].Limits, w.applied[i].Err = l, err
+				w.applied[i].Limits = l
+				if len(a.mechs[i]) == 1 || err != nil {
+					w.applied[i].Err = err
+				}
 			}
 		}
 	}
@@ -342,42 +385,44 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 		w.at = now
 	}
 	var errs []error
-	for i, m := range a.mechs {
-		dev := a.cfg.Devices[i].Dev
-		switch m := m.(type) {
-		case leveled:
-			ap := &w.applied[i]
-			if w.written[i] && ap.Weight == t.Weight && ap.Err == nil {
-				continue
-			}
-			if a.cfg.DryRun {
-				ap.Weight, ap.Err, w.written[i] = t.Weight, nil, true
-				continue
-			}
-			k, err := a.record(w, m, dev)
-			if err != nil {
-				if errors.Is(err, cgroupfs.ErrCgroupGone) {
-					return err
+	for i, ms := range a.mechs {
+		for _, m := range ms {
+			dev := a.cfg.Devices[i].Dev
+			switch m := m.(type) {
+			case leveled:
+				ap := &w.applied[i]
+				if w.written[i] && ap.Weight == t.Weight && ap.Err == nil {
+					continue
 				}
-				ap.Err = err
-				errs = appendNew(errs, a.failed(k, now, err))
-				continue
-			}
-			a.pending = append(a.pending, pendingWrite{w: w, i: i, key: k, set: m.Want(t), wt: t.Weight})
-		case dynamic:
-			if m.Wants(t.Level) && !a.cfg.DryRun {
+				if a.cfg.DryRun {
+					ap.Weight, ap.Err, w.written[i] = t.Weight, nil, true
+					continue
+				}
 				k, err := a.record(w, m, dev)
 				if err != nil {
 					if errors.Is(err, cgroupfs.ErrCgroupGone) {
 						return err
 					}
-					w.applied[i].Err = err
+					ap.Err = err
 					errs = appendNew(errs, a.failed(k, now, err))
 					continue
 				}
-				a.works(k, now)
+				a.pending = append(a.pending, pendingWrite{w: w, i: i, m: m, key: k, set: m.Want(t), wt: t.Weight})
+			case dynamic:
+				if m.Wants(t.Level) && !a.cfg.DryRun {
+					k, err := a.record(w, m, dev)
+					if err != nil {
+						if errors.Is(err, cgroupfs.ErrCgroupGone) {
+							return err
+						}
+						w.applied[i].Err = err
+						errs = appendNew(errs, a.failed(k, now, err))
+						continue
+					}
+					a.works(k, now)
+				}
+				a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level})
 			}
-			a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level})
 		}
 	}
 	return errors.Join(errs...)
@@ -446,11 +491,17 @@ func (a *Actuator) record(w *wstate, m Mechanism, dev cgroupfs.Dev) (knobKey, er
 // it is one of ours, else through its knob.
 func (a *Actuator) restore(o Original) error {
 	for i, d := range a.cfg.Devices {
-		if d.Dev == o.Dev && a.mechs[i].Knob() == o.Knob {
-			if dm, ok := a.mechs[i].(dynamic); ok {
+		if d.Dev != o.Dev {
+			continue
+		}
+		for _, m := range a.mechs[i] {
+			if m.Knob() != o.Knob {
+				continue
+			}
+			if dm, ok := m.(dynamic); ok {
 				dm.Forget(o.Cgroup) // its fast loop must not write it again
 			}
-			return a.mechs[i].Write(o.Cgroup, o.setting())
+			return m.Write(o.Cgroup, o.setting())
 		}
 	}
 	m, err := knobOf(a.cfg.Hierarchy, o.Knob, o.Dev)
@@ -468,11 +519,7 @@ func (a *Actuator) Release(id string) error {
 		return nil
 	}
 	var errs []error
-	for _, m := range a.mechs {
-		if dm, ok := m.(dynamic); ok {
-			dm.Forget(w.cgroup)
-		}
-	}
+	a.forgetDynamic(w.cgroup)
 	for _, k := range w.knobs {
 		o, ok := a.originals[k]
 		if !ok {
@@ -510,11 +557,7 @@ func (a *Actuator) forget(id string) {
 }
 
 func (a *Actuator) forgetW(w *wstate) {
-	for _, m := range a.mechs {
-		if dm, ok := m.(dynamic); ok {
-			dm.Forget(w.cgroup)
-		}
-	}
+	a.forgetDynamic(w.cgroup)
 	for _, k := range w.knobs {
 		delete(a.originals, k)
 		delete(a.fresh, k)
@@ -538,9 +581,9 @@ func (a *Actuator) forgetW(w *wstate) {
 // workload claimed — and forgets all workloads. The daemon calls it on
 // SIGTERM/SIGINT.
 func (a *Actuator) RestoreAll() error {
-	for _, m := range a.mechs {
-		if dm, ok := m.(dynamic); ok {
-			dm.Stop()
+	for i := range a.mechs {
+		if d := a.dynamicOf(i); d != nil {
+			d.Stop()
 		}
 	}
 	var errs []error

@@ -3,7 +3,6 @@ package actuate
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -72,7 +71,7 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	th := a.mechs[0].(*throttle)
+	th := a.mechs[0][0].(*throttle)
 	limits := func(cg string) cgroupfs.Limits {
 		l, err := r.h.ReadLimits(cg, r.dev)
 		if err != nil {
@@ -147,6 +146,19 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	// Right after the boost, a level-1 read caps it again, and the cap
+	// comes off within a second of that read.
+	rd = r.inCgroup(t, ctx, hi, fmt.Sprintf("if=%s bs=4k iflag=direct count=1 skip=2000", dev))
+	if err := rd.Wait(); err != nil {
+		t.Fatalf("level-1 read after the boost: %v", err)
+	}
+	s0 = steps()
+	waitFor(t, time.Second, "lo capped after the boost and a level-1 read", func() bool { return !limits(lo).IsZero() })
+	if n := steps() - s0; n > 3 {
+		t.Fatalf("after the boost, the cap came %d fast-loop steps after the read, want within 3", n)
+	}
+	lifted = waitFor(t, time.Second, "lo uncapped after the boost's reader stopped", func() bool { return limits(lo).IsZero() })
+	t.Logf("after the boost: uncapped %s after the cap was seen", lifted)
 
 	// Release restores the original (no limits) and the fast loop leaves
 	// the cgroup alone from then on.
@@ -156,5 +168,88 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 	if got := limits(lo); !got.IsZero() {
 		t.Fatalf("lo limits %+v after release", got)
 	}
-	_ = os.Getpid
+}
+
+// TestRealV1BFQWeightsAndThrottle: on a BFQ device with Device.Throttle,
+// both mechanisms are in force: the level's BFQ weight is written at Apply,
+// and the throttle caps the demoted stream while a level-1 cgroup reads
+// and lifts the cap after; RestoreAll puts both knobs back.
+func TestRealV1BFQWeightsAndThrottle(t *testing.T) {
+	r := newV1Rig(t, "bfq")
+	if err := r.h.EnableV1Accounting(r.dev); err != nil {
+		t.Fatal(err)
+	}
+	hi, lo := r.child(t, "hi"), r.child(t, "lo")
+	d := Device{Name: r.loop.Name, Dev: r.dev, Mech: host.MechBFQWeight, Throttle: true}
+	if got := d.Mechanisms(); got != "bfq-weight+throttle" {
+		t.Fatalf("Mechanisms() = %q", got)
+	}
+	a, err := New(Config{Hierarchy: r.h, Devices: []Device{d}, SysRoot: "/sys",
+		Throttle: Throttle{Shares: DefaultThrottleShares(), Min: 1 << 20}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			a.RestoreAll()
+		}
+	})
+	targets := []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000}, {ID: "lo", Cgroup: lo, Level: 4, Weight: 100}}
+	if err := a.Apply(time.Now(), targets); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.weight(t, lo); v != 100 {
+		t.Fatalf("lo bfq weight %d, want 100", v)
+	}
+	if v, _ := r.weight(t, hi); v != 1000 {
+		t.Fatalf("hi bfq weight %d, want 1000", v)
+	}
+	limits := func() cgroupfs.Limits {
+		l, err := r.h.ReadLimits(lo, r.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dev := "/dev/" + r.loop.Name
+	r.inCgroup(t, ctx, lo, fmt.Sprintf("if=%s bs=1M iflag=direct count=100000", dev))
+	time.Sleep(3 * DefaultThrottleHold)
+	if l := limits(); !l.IsZero() {
+		t.Fatalf("lo capped %+v with nobody better doing I/O", l)
+	}
+	rd := r.inCgroup(t, ctx, hi, fmt.Sprintf("if=%s bs=4k iflag=direct count=1 skip=1000", dev))
+	if err := rd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "lo capped on BFQ after the level-1 read", func() bool { return !limits().IsZero() })
+	if err := a.Apply(time.Now(), targets); err != nil {
+		t.Fatal(err)
+	}
+	ap := a.Applied("lo")
+	if len(ap) != 1 || ap[0].Weight != 100 || ap[0].Err != nil {
+		t.Fatalf("Applied(lo) = %+v, want weight 100 and no error", ap)
+	}
+	waitFor(t, time.Second, "lo uncapped on BFQ after the reader stopped", func() bool { return limits().IsZero() })
+	o, _ := a.Originals()
+	knobs := map[string]int{}
+	for _, x := range o {
+		knobs[x.Knob]++
+	}
+	if knobs["bfq"] != 2 || knobs["throttle"] != 1 {
+		t.Fatalf("originals %+v: want both weights and lo's throttle", o)
+	}
+	cancel()
+	restored = true
+	if err := a.RestoreAll(); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.weight(t, lo); ok {
+		t.Fatalf("lo bfq weight %d after RestoreAll, want none", v)
+	}
+	if l := limits(); !l.IsZero() {
+		t.Fatalf("lo limits %+v after RestoreAll", l)
+	}
 }

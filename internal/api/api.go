@@ -229,6 +229,23 @@ func Stale(snap *snapshot.Snapshot, now time.Time) string {
 	return ""
 }
 
+// Degraded lists why the daemon that published snap is not fully working
+// at now, nil when it is: what Stale says (no tick yet, the state file not
+// saved, a stalled loop), and a workload source that lost its backend (the
+// Docker engine; the daemon keeps running and retries). /healthz answers
+// 503 for each of them; `ddiskqos status` and `top` name them.
+func Degraded(snap *snapshot.Snapshot, now time.Time) []string {
+	var reasons []string
+	if r := Stale(snap, now); r != "" {
+		reasons = append(reasons, r)
+	}
+	if snap != nil && snap.SourceError != "" {
+		// The docker source's reason starts with "degraded: " itself.
+		reasons = append(reasons, "source "+snap.Source+": "+strings.TrimPrefix(snap.SourceError, "degraded: "))
+	}
+	return reasons
+}
+
 type errorBody struct {
 	Error string `json:"error"`
 }

@@ -402,6 +402,33 @@ func TestAPIStale(t *testing.T) {
 	}
 }
 
+func TestAPIDegraded(t *testing.T) {
+	t.Parallel()
+	if r := Degraded(nil, t0); len(r) != 1 || !strings.Contains(r[0], "not ready") {
+		t.Errorf("nil snapshot: %q", r)
+	}
+	s := fixture()
+	if r := Degraded(s, t0); r != nil {
+		t.Errorf("healthy snapshot: %q", r)
+	}
+	s.SourceError = "degraded: the docker engine is unreachable since 2025-03-01T12:00:00Z"
+	s.StateError = "rename /run/ddiskqos/state.json: read-only file system"
+	r := Degraded(s, t0.Add(time.Hour))
+	want := []string{"state file not saved", "source docker: the docker engine is unreachable since"}
+	if len(r) != len(want) {
+		t.Fatalf("state error and source down: %q, want %d reasons", r, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(r[i], w) {
+			t.Errorf("reason %d %q, want it to start with %q", i, r[i], w)
+		}
+	}
+	s.StateError = ""
+	if r := Degraded(s, t0.Add(time.Hour)); len(r) != 2 || !strings.HasPrefix(r[0], "stale") {
+		t.Errorf("stale and source down: %q", r)
+	}
+}
+
 // A failing HealthCheck makes /healthz 503 with its reason, even while the
 // loop ticks; a passing one leaves it 200.
 func TestAPIHealthzChecks(t *testing.T) {

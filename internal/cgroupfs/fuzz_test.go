@@ -205,3 +205,55 @@ func FuzzParseProcCgroup(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseFlatKeyed: what is accepted survives a round trip through the
+// format, in order.
+func FuzzParseFlatKeyed(f *testing.F) {
+	f.Add([]byte(v2CPUStat))
+	f.Add([]byte(v1MemoryStat))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		kv, err := ParseFlatKeyed(data, "f")
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		for _, p := range kv {
+			if p.Key == "" || strings.ContainsAny(p.Key, " \t\n") {
+				t.Fatalf("accepted key %q from %q", p.Key, data)
+			}
+			fmt.Fprintf(&b, "%s %d\n", p.Key, p.Value)
+		}
+		again, err := ParseFlatKeyed([]byte(b.String()), "f")
+		if err != nil || len(again) != len(kv) {
+			t.Fatalf("round trip of %q via %q: %+v, %v", data, b.String(), again, err)
+		}
+		for i := range kv {
+			if kv[i] != again[i] {
+				t.Fatalf("round trip of %q: %+v != %+v", data, kv[i], again[i])
+			}
+		}
+	})
+}
+
+// FuzzParseSingleValue: an accepted value is "max" or the number printed
+// back, nothing else.
+func FuzzParseSingleValue(f *testing.F) {
+	f.Add([]byte("max\n"))
+	f.Add([]byte("9223372036854771712\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, unlimited, err := ParseSingleValue(data, "f")
+		if err != nil {
+			return
+		}
+		s := strings.TrimSpace(string(data))
+		if unlimited {
+			if s != "max" || n != 0 {
+				t.Fatalf("%q: unlimited with %d", data, n)
+			}
+			return
+		}
+		if strings.TrimLeft(s, "0") != strings.TrimLeft(fmt.Sprint(n), "0") {
+			t.Fatalf("%q parsed to %d", data, n)
+		}
+	})
+}

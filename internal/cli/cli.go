@@ -161,22 +161,35 @@ func (c *Cmd[O]) declare() (*O, *FlagSet) {
 func (c *Cmd[O]) Parse(args []string, stdout, stderr io.Writer) (o *O, rest []string, code int, ok bool) {
 	o, f := c.declare()
 	path := c.path()
-	if err := f.std.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			WriteHelp(stdout, c)
-			return nil, nil, 0, false
+	// Flags may follow the arguments (stats web --json), as in GNU tools;
+	// after "--" everything is an argument.
+	for more := args; ; {
+		if err := f.std.Parse(more); err != nil {
+			if err == flag.ErrHelp {
+				WriteHelp(stdout, c)
+				return nil, nil, 0, false
+			}
+			return nil, nil, Usagef(stderr, path, "%s", dashes(err.Error())), false
 		}
-		return nil, nil, Usagef(stderr, path, "%s", dashes(err.Error())), false
+		left := f.std.Args()
+		if used := len(more) - len(left); used > 0 && more[used-1] == "--" || len(left) == 0 || c.Args == "" {
+			rest = append(rest, left...)
+			break
+		}
+		rest, more = append(rest, left[0]), left[1:]
 	}
 	f.std.Visit(func(fl *flag.Flag) {
 		if m := f.flags[fl.Name]; m != nil && m.Deprecated != "" {
 			fmt.Fprintf(stderr, "%s: --%s is deprecated, use --%s\n", path, fl.Name, m.Deprecated)
 		}
+		if fn := f.onSet[fl.Name]; fn != nil {
+			fn()
+		}
 	})
-	if c.Args == "" && f.std.NArg() > 0 {
-		return nil, nil, Usagef(stderr, path, "unexpected argument %q (%s takes flags only)", f.std.Arg(0), c.Name), false
+	if c.Args == "" && len(rest) > 0 {
+		return nil, nil, Usagef(stderr, path, "unexpected argument %q (%s takes flags only)", rest[0], c.Name), false
 	}
-	return o, f.std.Args(), 0, true
+	return o, rest, 0, true
 }
 
 // Std returns the flag.FlagSet the command's flags parse with; run's
@@ -235,6 +248,20 @@ type FlagSet struct {
 	std   *flag.FlagSet
 	flags map[string]*Flag
 	order []string // declaration order; flag.FlagSet sorts by name
+	onSet map[string]func()
+}
+
+// OnSet runs fn after parsing when the flag name was given on the command
+// line (also through an alias): for a flag that implies another.
+func (f *FlagSet) OnSet(name string, fn func()) {
+	f.lookup(name)
+	if f.onSet == nil {
+		f.onSet = map[string]func(){}
+	}
+	f.onSet[name] = fn
+	for _, a := range f.flags[name].Aliases {
+		f.onSet[a] = fn
+	}
 }
 
 func newFlagSet(name string) *FlagSet {

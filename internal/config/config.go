@@ -99,6 +99,9 @@ type Config struct {
 	// ThrottleBurst bounds how long one capped workload's burst may keep
 	// the device busy while a better level is active; 0: no bound.
 	ThrottleBurst time.Duration `yaml:"throttle_burst"`
+	// ThrottleWithWeights: on devices whose mechanism is a scheduler's
+	// weight (BFQ, CFQ), the throttle runs too.
+	ThrottleWithWeights bool `yaml:"throttle_with_weights"`
 	// Reassert: values already in place are not rewritten, except once
 	// per Reassert in case someone else changed them; 0 means never.
 	Reassert time.Duration `yaml:"reassert"`
@@ -156,19 +159,20 @@ func Default() Config {
 	pc := policy.DefaultConfig()
 	shares := actuate.DefaultThrottleShares()
 	c := Config{
-		Source:         SourceAuto,
-		CgroupLayout:   "auto",
-		Interval:       time.Second,
-		BoostAfter:     pc.BoostAfter,
-		Actuator:       ActuatorCgroup,
-		ThrottleShares: shares[:],
-		ThrottleMin:    8 * MiB,
-		ThrottleBurst:  actuate.DefaultThrottleBurst,
-		Reassert:       60 * time.Second,
-		Listen:         "127.0.0.1:9191",
-		StateFile:      "/run/ddiskqos/state.json",
-		Paths:          Paths{Sys: "/sys", Proc: "/proc"},
-		Log:            Log{Level: "info", Format: "text"},
+		Source:              SourceAuto,
+		CgroupLayout:        "auto",
+		Interval:            time.Second,
+		BoostAfter:          pc.BoostAfter,
+		Actuator:            ActuatorCgroup,
+		ThrottleShares:      shares[:],
+		ThrottleMin:         8 * MiB,
+		ThrottleBurst:       actuate.DefaultThrottleBurst,
+		ThrottleWithWeights: true,
+		Reassert:            60 * time.Second,
+		Listen:              "127.0.0.1:9191",
+		StateFile:           "/run/ddiskqos/state.json",
+		Paths:               Paths{Sys: "/sys", Proc: "/proc"},
+		Log:                 Log{Level: "info", Format: "text"},
 	}
 	for _, a := range pc.Allowances {
 		c.Thresholds = append(c.Thresholds, Size(a))

@@ -181,6 +181,7 @@ dry_run: true
 throttle_shares: [1, 0.5, 0.5, 0.25]
 throttle_min: 4MiB
 throttle_burst: 0s
+throttle_with_weights: false
 reassert: 0s
 devices: ["sd*", "vd?"]
 listen: ":9000"

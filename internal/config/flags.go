@@ -133,6 +133,16 @@ var flagDefs = []flagDef{
 		help: "on a throttle-only device, while a better level is active: the longest a capped workload's burst may keep the device busy (blk-throttle lets a whole 100 ms slice go at once, 20 ms on non-rotational devices); 0 = no bound",
 		get:  func(c *Config) string { return fmtDuration(c.ThrottleBurst) },
 		set:  durationSetter(func(c *Config) *time.Duration { return &c.ThrottleBurst })},
+	{name: "throttle-with-weights", key: "throttle_with_weights",
+		help: "on a device whose scheduler's weights are the mechanism (BFQ), run the throttle too: weights alone let a reader that pauses between requests wait behind a streamer's budget",
+		get:  func(c *Config) string { return strconv.FormatBool(c.ThrottleWithWeights) },
+		set: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err == nil {
+				c.ThrottleWithWeights = b
+			}
+			return err
+		}},
 	{name: "reassert", key: "reassert", arg: "DUR",
 		help: "values already in place are skipped, but rewritten this often in case someone else changed them; 0 = never",
 		get:  func(c *Config) string { return fmtDuration(c.Reassert) },

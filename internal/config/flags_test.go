@@ -36,7 +36,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
 		"--boost-after", "1m", "--actuator", "cgroup", "--dry-run",
-		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--reassert", "0s",
+		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-with-weights=false", "--reassert", "0s",
 		"--devices", "loop*,vd*", "--listen", "", "--state-file", "/tmp/s.json",
 		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
 	}
@@ -57,8 +57,8 @@ func TestFromArgsEveryFlag(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
 	}
-	if len(args) != 2*len(flagDefs)-2 { // --dry-run and --cgroup-exempt-guaranteed have no argument
-		t.Errorf("the test covers %d flags of %d", (len(args)-2)/2+2, len(flagDefs))
+	if len(args) != 2*len(flagDefs)-3 { // --dry-run, --cgroup-exempt-guaranteed and --throttle-with-weights=false are one word
+		t.Errorf("the test covers %d flags of %d", (len(args)-3)/2+3, len(flagDefs))
 	}
 }
 
@@ -231,6 +231,7 @@ func TestDiff(t *testing.T) {
 			c.ThrottleShares[3] = 0.2
 			c.ThrottleMin = MiB
 			c.ThrottleBurst = time.Millisecond
+			c.ThrottleWithWeights = false
 			c.Reassert = 0
 			c.Devices = []string{"sd*"}
 			c.Listen = ""
@@ -239,7 +240,7 @@ func TestDiff(t *testing.T) {
 			c.Paths.Proc = "/host/proc"
 			c.Log.Format = "json"
 		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "dry_run", "throttle_shares",
-			"throttle_min", "throttle_burst", "reassert", "devices", "listen", "state_file",
+			"throttle_min", "throttle_burst", "throttle_with_weights", "reassert", "devices", "listen", "state_file",
 			"paths.sys", "paths.proc", "log.format"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -846,7 +846,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 			applied = d.act.Applied(id)
 		}
 		for _, ap := range applied {
-			a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: string(ap.Device.Mech),
+			a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: ap.Device.Mechanisms(),
 				ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero()}
 			if isWeightMech(string(ap.Device.Mech)) {
 				a.Weight = int(ap.Weight)
@@ -872,7 +872,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	}
 	// d.order is sorted by name, then id: so are the workloads.
 	for i, dv := range devs {
-		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: string(dv.Mech),
+		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: dv.Mechanisms(),
 			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
 			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt})
 	}
@@ -883,6 +883,10 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
 	if d.stateErr != nil {
 		s.StateError = d.stateErr.Error()
+	}
+	// A source that can lose its backend (the Docker engine) says so.
+	if h, ok := d.opts.Source.(interface{ Health() string }); ok {
+		s.SourceError = h.Health()
 	}
 	if d.opts.HostPressure != "" {
 		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {

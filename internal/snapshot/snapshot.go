@@ -34,6 +34,10 @@ type Snapshot struct {
 	// last save succeeded: while it is set, knobs whose original is not
 	// saved are not written.
 	StateError string `json:"state_error,omitempty"`
+	// SourceError is why the workload source cannot reach its backend
+	// (the Docker engine), "" while it can: the daemon keeps running
+	// degraded, containers are neither discovered nor released.
+	SourceError string `json:"source_error,omitempty"`
 	// HostPressure is /proc/pressure/io, nil when PSI is unavailable.
 	HostPressure *Pressure `json:"host_pressure,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -149,5 +150,10 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
 	}
 	hst.Devices.Apply(&o)
+	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
+	for i := range o.Actuator.Devices {
+		d := &o.Actuator.Devices[i]
+		d.Throttle = cfg.ThrottleWithWeights && (d.Mech == host.MechBFQWeight || d.Mech == host.MechCFQWeight)
+	}
 	return o
 }

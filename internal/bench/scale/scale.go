@@ -234,7 +234,9 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err := r.attachLoop(c.ScratchDir, c.LoopMiB); err != nil {
 		return res, err
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// The daemon's warnings and errors go with the progress: a scale run
+	// that stalls must say why (descriptors, knobs that fail).
+	log := slog.New(slog.NewTextHandler(c.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	hst, err := wiring.ReadHost(c.Roots, []string{strings.TrimPrefix(r.loop, "/dev/")}, log)
 	if err != nil {
 		return res, err
@@ -461,7 +463,11 @@ func waitFor(ctx context.Context, d *daemon.Daemon, obs *observer, c0 cpu, t0 ti
 			}
 		}
 		if time.Now().After(deadline) {
-			return Phase{}, fmt.Errorf("not seen after %s", limit)
+			got, tick := 0, uint64(0)
+			if s := d.Snapshot(); s != nil {
+				got, tick = len(s.Workloads), s.Tick
+			}
+			return Phase{}, fmt.Errorf("not seen after %s: the snapshot holds %d of %d workloads after %d tick(s)", limit, got, n, tick)
 		}
 		select {
 		case <-ctx.Done():
