@@ -20,8 +20,7 @@ type leafCommand struct {
 	flags []*cli.Flag
 }
 
-// leafCommands lists every runnable command of the program but help and
-// workload (whose flags are its own package's).
+// leafCommands lists every runnable command of the program.
 func leafCommands() []leafCommand {
 	var out []leafCommand
 	var walk func([]cli.Command)
@@ -32,9 +31,6 @@ func leafCommands() []leafCommand {
 				continue
 			}
 			info := c.Spec.Doc()
-			if info.Name == "workload" {
-				continue
-			}
 			out = append(out, leafCommand{path: info.FullName(), info: info, flags: c.Spec.FlagSet().Flags()})
 		}
 	}

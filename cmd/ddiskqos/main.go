@@ -36,22 +36,11 @@ func program() *cli.Program {
 				{Spec: benchScaleCmd, Run: cli.NoStdin(runBenchScale)},
 				{Spec: benchContentionCmd, Run: cli.NoStdin(runBenchContention)},
 			}},
-			{Spec: workloadCmd, Run: runWorkload},
+			{Spec: workload.Command, Run: workload.Main},
 		},
 	}
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return program().Run(args, stdin, stdout, stderr)
-}
-
-// workloadCmd is the load generator's entry; its flags and help are
-// internal/workload's own.
-var workloadCmd = cli.Group(cli.Info{
-	Name: "workload", Args: "[flags] read|write|randread PATH", ArgsComplete: cli.Files,
-	Summary: "the load generator the tests and benchmarks run (also inside containers)",
-})
-
-func runWorkload(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return workload.Main(args, stdin, stdout, stderr)
 }

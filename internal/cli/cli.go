@@ -311,6 +311,12 @@ func (f *FlagSet) Int64Var(p *int64, name string, def int64, arg, usage string) 
 	f.record(&Flag{Name: name, Arg: arg, Default: showDefault(fmt.Sprint(def)), Usage: usage})
 }
 
+// Uint64Var declares an unsigned 64-bit integer flag.
+func (f *FlagSet) Uint64Var(p *uint64, name string, def uint64, arg, usage string) {
+	f.std.Uint64Var(p, name, def, usage)
+	f.record(&Flag{Name: name, Arg: arg, Default: showDefault(fmt.Sprint(def)), Usage: usage})
+}
+
 // Float64Var declares a float flag.
 func (f *FlagSet) Float64Var(p *float64, name string, def float64, arg, usage string) {
 	f.std.Float64Var(p, name, def, usage)
