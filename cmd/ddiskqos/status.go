@@ -23,11 +23,36 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
+// daemonFlags are the flags of the commands that ask the running daemon
+// (status, top): where its API is and how long to wait for an answer.
+type daemonFlags struct {
+	addr    string
+	timeout time.Duration
+}
+
+func (d *daemonFlags) declare(f *cli.FlagSet, timeoutUsage string) {
+	f.StringVar(&d.addr, "addr", api.DefaultAddr, "HOST:PORT", "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
+	f.DurationVar(&d.timeout, "timeout", 10*time.Second, "DUR", timeoutUsage)
+}
+
+// client checks the flags and returns the daemon's API client, or the
+// usage error.
+func (d *daemonFlags) client() (*api.Client, error) {
+	if d.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %s: want a positive duration", d.timeout)
+	}
+	c, err := api.NewClient(d.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %v", d.addr, err)
+	}
+	return c, nil
+}
+
 // statusOptions are the flags of "ddiskqos status".
 type statusOptions struct {
-	addr, level, name, sort string
-	json                    bool
-	timeout                 time.Duration
+	daemonFlags
+	level, name, sort string
+	json              bool
 }
 
 // statusSorts are the --sort keys.
@@ -77,12 +102,11 @@ are neither discovered nor released until it is back).`,
   2  usage error`,
 	},
 	Flags: func(o *statusOptions, f *cli.FlagSet) {
-		f.StringVar(&o.addr, "addr", api.DefaultAddr, "HOST:PORT", "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
+		o.declare(f, "give up on the daemon after this long")
 		f.BoolVar(&o.json, "json", "print the daemon's JSON snapshot unchanged (a stable schema) instead of tables")
 		f.StringVar(&o.level, "level", "", "N", "show only workloads at this level: 1..4, or 0 for exempt", cli.Values("1", "2", "3", "4", "0"))
 		f.StringVar(&o.name, "name", "", "SUBSTR", "show only workloads whose name contains SUBSTR")
 		f.StringVar(&o.sort, "sort", "name", "name|level|rate", "order of the workloads: name, level (best served first, exempt last), or rate (most I/O first)")
-		f.DurationVar(&o.timeout, "timeout", 10*time.Second, "DUR", "give up on the daemon after this long")
 	},
 }
 
@@ -106,12 +130,9 @@ func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) i
 			return bad("--level %q: want 1..4, or 0 for exempt", o.level)
 		}
 	}
-	if o.timeout <= 0 {
-		return bad("--timeout %s: want a positive duration", o.timeout)
-	}
-	client, err := api.NewClient(o.addr)
+	client, err := o.client()
 	if err != nil {
-		return bad("--addr %q: %v", o.addr, err)
+		return bad("%v", err)
 	}
 
 	q := url.Values{}

@@ -13,15 +13,15 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 
-	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
 // topOptions are the flags of "ddiskqos top".
 type topOptions struct {
-	addr, sort       string
-	refresh, timeout time.Duration
+	daemonFlags
+	sort    string
+	refresh time.Duration
 }
 
 var topCmd = &cli.Cmd[topOptions]{
@@ -46,10 +46,9 @@ promoted, exempted, gone), newest first. The columns are those of
   2  usage error`,
 	},
 	Flags: func(o *topOptions, f *cli.FlagSet) {
-		f.StringVar(&o.addr, "addr", api.DefaultAddr, "HOST:PORT", "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
+		o.declare(f, "give up on one answer of the daemon after this long")
 		f.DurationVar(&o.refresh, "refresh", time.Second, "DUR", "ask the daemon for its state this often")
 		f.StringVar(&o.sort, "sort", "rate", "rate|level|name", "first order of the workloads: rate, level or name (keys r, l, n change it)")
-		f.DurationVar(&o.timeout, "timeout", 10*time.Second, "DUR", "give up on one answer of the daemon after this long")
 	},
 }
 
@@ -66,12 +65,9 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 	if o.refresh < 50*time.Millisecond {
 		return bad("--refresh %s: want at least 50ms", o.refresh)
 	}
-	if o.timeout <= 0 {
-		return bad("--timeout %s: want a positive duration", o.timeout)
-	}
-	client, err := api.NewClient(o.addr)
+	client, err := o.client()
 	if err != nil {
-		return bad("--addr %q: %v", o.addr, err)
+		return bad("%v", err)
 	}
 	fetch := func() (*snapshot.Snapshot, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)

@@ -282,6 +282,11 @@ func (f *FlagSet) add(v flag.Value, name, arg, def, usage string, c []Complete) 
 	f.record(fl)
 }
 
+// recordArg records a flag that takes a value, with its default as text.
+func (f *FlagSet) recordArg(name, arg, def, usage string) {
+	f.record(&Flag{Name: name, Arg: arg, Default: showDefault(def), Usage: usage})
+}
+
 func (f *FlagSet) record(fl *Flag) {
 	f.flags[fl.Name] = fl
 	f.order = append(f.order, fl.Name)
@@ -302,25 +307,25 @@ func (f *FlagSet) StringVar(p *string, name, def, arg, usage string, c ...Comple
 // IntVar declares an integer flag.
 func (f *FlagSet) IntVar(p *int, name string, def int, arg, usage string) {
 	f.std.IntVar(p, name, def, usage)
-	f.record(&Flag{Name: name, Arg: arg, Default: showDefault(fmt.Sprint(def)), Usage: usage})
+	f.recordArg(name, arg, fmt.Sprint(def), usage)
 }
 
 // Int64Var declares a 64-bit integer flag.
 func (f *FlagSet) Int64Var(p *int64, name string, def int64, arg, usage string) {
 	f.std.Int64Var(p, name, def, usage)
-	f.record(&Flag{Name: name, Arg: arg, Default: showDefault(fmt.Sprint(def)), Usage: usage})
+	f.recordArg(name, arg, fmt.Sprint(def), usage)
 }
 
 // Uint64Var declares an unsigned 64-bit integer flag.
 func (f *FlagSet) Uint64Var(p *uint64, name string, def uint64, arg, usage string) {
 	f.std.Uint64Var(p, name, def, usage)
-	f.record(&Flag{Name: name, Arg: arg, Default: showDefault(fmt.Sprint(def)), Usage: usage})
+	f.recordArg(name, arg, fmt.Sprint(def), usage)
 }
 
 // Float64Var declares a float flag.
 func (f *FlagSet) Float64Var(p *float64, name string, def float64, arg, usage string) {
 	f.std.Float64Var(p, name, def, usage)
-	f.record(&Flag{Name: name, Arg: arg, Default: showDefault(fmt.Sprint(def)), Usage: usage})
+	f.recordArg(name, arg, fmt.Sprint(def), usage)
 }
 
 // DurationVar declares a duration flag (500ms, 1s, 2m).
