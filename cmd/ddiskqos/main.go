@@ -31,6 +31,7 @@ func program() *cli.Program {
 			{Spec: statsCmd, Run: cli.NoStdin(runStats)},
 			{Spec: topCmd, Run: cli.NoStdin(runTop)},
 			{Spec: checkCmd, Run: cli.NoStdin(runCheck)},
+			{Spec: calibrateCmd, Run: cli.NoStdin(runCalibrate)},
 			{Spec: benchCmd, Sub: []cli.Command{
 				{Spec: benchPaperCmd, Run: cli.NoStdin(runBenchPaper)},
 				{Spec: benchScaleCmd, Run: cli.NoStdin(runBenchScale)},

@@ -60,7 +60,7 @@ v1, a file of a newer kernel) are listed as missing, never shown as 0.
 With --watch (or --interval) a reading is printed every interval, with
 the rates since the previous one: CPU % of one CPU, bytes and operations
 per second, network bytes per second (loopback left out), faults per
-second.`,
+second. What is missing and the notes are printed with the first reading.`,
 		Examples: `  ddiskqos stats web db                       # two containers, by name
   ddiskqos stats /system.slice/docker.service
   ddiskqos stats --watch --interval 2s web    # a reading every 2 s, with rates
@@ -227,19 +227,20 @@ func writeOneStats(w io.Writer, s *stats.Stats, notes bool) {
 	}
 	fmt.Fprintf(w, "%s  (cgroup v%d)\n", head, s.CgroupVersion)
 	if r := s.Rates; r != nil {
-		fmt.Fprintf(w, "  RATES\tcpu %.1f%%\tread %s/s, %.0f ops/s\twrite %s/s, %.0f ops/s\tnet rx %s/s, tx %s/s\tfaults %.0f/s\tthrottled %.0f%% of periods\n",
-			r.CPUPercent, humanBytes(rate(r.ReadBps)), r.ReadIOPS, humanBytes(rate(r.WriteBps)), r.WriteIOPS,
-			humanBytes(rate(r.RxBps)), humanBytes(rate(r.TxBps)), r.PgFaultsPerSec, r.CPUThrottledPercent)
+		fmt.Fprintf(w, "  RATES\tcpu %.1f%%, throttled %.0f%% of periods;  read %s/s, %.0f ops/s;  write %s/s, %.0f ops/s;  net rx %s/s, tx %s/s;  faults %.0f/s\n",
+			r.CPUPercent, r.CPUThrottledPercent,
+			humanBytes(rate(r.ReadBps)), r.ReadIOPS, humanBytes(rate(r.WriteBps)), r.WriteIOPS,
+			humanBytes(rate(r.RxBps)), humanBytes(rate(r.TxBps)), r.PgFaultsPerSec)
 	}
 	if c := s.CPU; c != nil {
 		line := fmt.Sprintf("used %s (user %s, system %s)", nsText(c.UsageNs), nsText(c.UserNs), nsText(c.SystemNs))
 		if t := c.Throttling; t != nil {
-			line += fmt.Sprintf("\tthrottled %d of %d periods, %s", t.Throttled, t.Periods, nsText(t.ThrottledNs))
+			line += fmt.Sprintf(";  throttled %d of %d periods, %s", t.Throttled, t.Periods, nsText(t.ThrottledNs))
 		}
 		fmt.Fprintf(w, "  CPU\t%s%s\n", line, pressureText(c.Pressure))
 	}
 	if m := s.Memory; m != nil {
-		fmt.Fprintf(w, "  MEMORY\tusage %s, peak %s, limit %s\tcache %s, anon %s\tfaults %d (major %d), oom kills %d%s\n",
+		fmt.Fprintf(w, "  MEMORY\tusage %s, peak %s, limit %s;  cache %s, anon %s;  faults %d (major %d), oom kills %d%s\n",
 			humanBytes(m.UsageBytes), orNone(m.PeakBytes, humanBytes), orNone(m.LimitBytes, humanBytes),
 			humanBytes(m.CacheBytes), humanBytes(m.AnonBytes), m.PgFault, m.PgMajFault, m.OOMKills, pressureText(m.Pressure))
 	}
@@ -282,7 +283,7 @@ func writeOneStats(w io.Writer, s *stats.Stats, notes bool) {
 		default:
 			ns = "not compared with the host's"
 		}
-		fmt.Fprintf(w, "  NET\tpid %d, %s (%s)\n", n.Pid, statusCell(n.Netns), ns)
+		fmt.Fprintf(w, "  NET\tpid %d, %s (%s)\n", n.Pid, orDash(n.Netns), ns)
 		fmt.Fprintf(w, "\tIFACE\tRX\tRX-PKTS\tTX\tTX-PKTS\tERRORS\tDROPPED\n")
 		for _, i := range n.Interfaces {
 			fmt.Fprintf(w, "\t%s\t%s\t%d\t%s\t%d\t%d\t%d\n", statusCell(i.Name), humanBytes(i.RxBytes), i.RxPackets,
@@ -317,7 +318,7 @@ func pressureText(p *stats.Pressure) string {
 	if p == nil {
 		return ""
 	}
-	s := fmt.Sprintf("\tpressure some %.2f%%", p.Some.Avg10)
+	s := fmt.Sprintf(";  pressure some %.2f%%", p.Some.Avg10)
 	if p.Full != nil {
 		s += fmt.Sprintf(" full %.2f%%", p.Full.Avg10)
 	}

@@ -410,8 +410,9 @@ func (m *topModel) render(width, height int, now time.Time) []topLine {
 
 // renderDevices is the devices table: per device the mechanism, the best
 // level doing I/O there (what the throttle keys on), the device's rate,
-// and how many workloads are capped there now with the lowest cap, so
-// contention shows as "level 1 active, 3 capped".
+// the capacity the throttle estimates (its caps are shares of it), and
+// how many workloads are capped there now with the lowest cap, so
+// contention shows as "level 1 ... 3 capped".
 func (m *topModel) renderDevices() []topLine {
 	s := m.snap
 	if len(s.Devices) == 0 {
@@ -440,7 +441,7 @@ func (m *topModel) renderDevices() []topLine {
 			}
 		}
 	}
-	rows := [][]string{{"DEVICE", "DEV", "MECHANISM", "SCHEDULER", "ACTIVE", "READ/s", "WRITE/s", "CAPS"}}
+	rows := [][]string{{"DEVICE", "DEV", "MECHANISM", "SCHEDULER", "ACTIVE", "READ/s", "WRITE/s", "CAPACITY", "CAPS"}}
 	devs := slices.Clone(s.Devices)
 	slices.SortFunc(devs, func(a, b snapshot.Device) int { return strings.Compare(a.Name, b.Name) })
 	for _, d := range devs {
@@ -449,14 +450,21 @@ func (m *topModel) renderDevices() []topLine {
 			active = "level " + strconv.Itoa(d.TopActiveLevel)
 		}
 		capText := "-"
-		if d.Mechanism == "throttle" {
+		if strings.Contains(d.Mechanism, "throttle") {
 			capText = "none in force"
 		}
 		if c := capped[d.Name]; c != nil {
 			capText = fmt.Sprintf("%d capped, lowest %s/s", c.n, humanBytes(c.lowest))
 		}
+		capacity := "-"
+		if d.CapacityBps > 0 {
+			capacity = humanBytes(rate(d.CapacityBps)) + "/s"
+			if d.CapacityIOPS > 0 {
+				capacity += fmt.Sprintf(" %.0f IOPS", d.CapacityIOPS)
+			}
+		}
 		rows = append(rows, []string{statusCell(d.Name), orDash(d.Dev), orDash(d.Mechanism), orDash(d.Scheduler), active,
-			humanBytes(rate(d.ReadBps)), humanBytes(rate(d.WriteBps)), capText})
+			humanBytes(rate(d.ReadBps)), humanBytes(rate(d.WriteBps)), capacity, capText})
 	}
 	out := []topLine{{}}
 	for i, r := range topAlign(rows, []bool{5: true, 6: true, 7: false}) {

@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -275,31 +273,17 @@ func TestTopHealthAndEscapes(t *testing.T) {
 }
 
 // TestTopGolden is the whole screen at 120×30 (the tmux test's size).
-// go test ./cmd/ddiskqos/ -run TestTopGolden -update rewrites it.
+// go test ./cmd/ddiskqos/ -run TestTopGolden -update rewrites
+// testdata/status/top-120x30.golden.
 func TestTopGolden(t *testing.T) {
 	t.Parallel()
 	s1 := statusFixture()
+	s1.Devices[0].CapacityBps, s1.Devices[0].CapacityIOPS = 200<<20, 1500 // sda, throttled
 	m := newTopModelT(s1)
 	m.observe(topAfter(s1, func(s *snapshot.Snapshot) {
 		w := topFind(s, "web-1")
 		w.Level, w.Weight, w.ReadBytes = 4, 10, 300<<20
 	}))
 	got := topText(m.render(120, 30, s1.At.Add(1500*time.Millisecond)))
-	p := filepath.Join("testdata", "top", "screen-120x30.golden")
-	if statusUpdating() {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update after checking the diff):\n--- got\n%s--- want\n%s", p, got, want)
-	}
+	statusGolden(t, "top-120x30.golden", got)
 }

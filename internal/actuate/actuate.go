@@ -220,6 +220,16 @@ func (a *Actuator) TopActive(i int) int {
 	return 0
 }
 
+// Capacity returns device i's capacity as its throttle estimates it
+// (bytes and requests per second); 0 when it has no throttle or has not
+// measured it yet.
+func (a *Actuator) Capacity(i int) (bps, iops float64) {
+	if d := a.dynamicOf(i); d != nil {
+		return d.Capacity()
+	}
+	return 0, 0
+}
+
 // dynamicOf returns device i's dynamic mechanism, nil if it has none.
 func (a *Actuator) dynamicOf(i int) dynamic {
 	for _, m := range a.mechs[i] {
@@ -237,6 +247,19 @@ func (a *Actuator) forgetDynamic(cgroup string) {
 			d.Forget(cgroup)
 		}
 	}
+}
+
+// OpenFiles is how many descriptors the actuator keeps open now: the
+// throttle's, one per demoted workload and parent on each of its devices,
+// which the daemon's open-file budget must leave room for.
+func (a *Actuator) OpenFiles() int {
+	n := 0
+	for i := range a.mechs {
+		if d := a.dynamicOf(i); d != nil {
+			n += d.OpenFiles()
+		}
+	}
+	return n
 }
 
 // ObservePeak feeds a device's total bandwidth in the last tick (bytes/s);

@@ -414,6 +414,9 @@ func (d *Docker) RestoreAll() error {
 // key); a Docker original is keyed by container id, so it is live when its
 // container is tracked here or its id is part of a live cgroup path (the
 // engine names cgroups after the id: /docker/<id>, docker-<id>.scope).
+// OpenFiles is 0: the Engine API's connection is in the daemon's reserve.
+func (d *Docker) OpenFiles() int { return 0 }
+
 func (d *Docker) RestoreOrphans(live map[string]bool) error {
 	var errs []error
 	for _, id := range d.sortedIDs() {

@@ -60,11 +60,16 @@ type dynamic interface {
 	InForce(cgroup string) (cgroupfs.Limits, error)
 	// TopActive is the best level active on the device lately (0: none).
 	TopActive() int
+	// Capacity is the device's capacity as estimated now (bytes and
+	// requests per second; 0: not measured yet).
+	Capacity() (bps, iops float64)
 	// ObservePeak feeds a tick's device bandwidth (bytes/s), for when the
 	// device's own counters cannot be read.
 	ObservePeak(bps float64)
 	// Stop ends its loop; Update starts it again.
 	Stop()
+	// OpenFiles is how many descriptors it keeps open now.
+	OpenFiles() int
 }
 
 // Member is one workload as a dynamic mechanism sees it.

@@ -129,6 +129,14 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 	if ap := a.Applied("lo"); len(ap) != 1 {
 		t.Fatalf("Applied(lo) = %+v", ap)
 	}
+	// What the fast loop keeps open counts against the daemon's budget:
+	// lo's counters, its parent, the device's stat file.
+	th.mu.Lock()
+	loFiles := th.members[lo].cg.KeptFiles()
+	th.mu.Unlock()
+	if n := a.OpenFiles(); loFiles < 1 || n != loFiles+2 {
+		t.Fatalf("OpenFiles() = %d while lo is demoted, want lo's %d + its parent + the device's stat", n, loFiles)
+	}
 
 	// The reader is gone: the cap comes off within a second.
 	lifted := waitFor(t, time.Second, "lo uncapped after the reader stopped", func() bool { return limits(lo).IsZero() })
@@ -167,6 +175,9 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 	}
 	if got := limits(lo); !got.IsZero() {
 		t.Fatalf("lo limits %+v after release", got)
+	}
+	if n := a.OpenFiles(); n > 2 {
+		t.Fatalf("OpenFiles() = %d after lo's release, want lo's descriptors closed", n)
 	}
 }
 

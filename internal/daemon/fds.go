@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
@@ -90,7 +91,9 @@ func roundUp(n uint64) uint64 {
 	return v
 }
 
-// The daemon's use of the budget. Every tracked workload keeps one
+// The daemon's use of the budget. The actuator's descriptors come first
+// (the throttle keeps one per demoted workload on each of its devices:
+// Actuator.OpenFiles, taken at every tick). Every tracked workload keeps one
 // descriptor, its byte counters; its detail file (v1 serviced counts, v2
 // io.pressure) stays open too while the workload is active and the budget
 // has room — at most half of what the primaries leave free, so new
@@ -100,7 +103,7 @@ func roundUp(n uint64) uint64 {
 
 // maxDetails is how many detail descriptors may be kept now.
 func (d *Daemon) maxDetails() int {
-	spare := int(d.noFile) - FDReserve - len(d.work)
+	spare := int(d.noFile) - FDReserve - len(d.work) - d.actFDs
 	if d.noFile == 0 || spare <= 0 {
 		if d.noFile == 0 {
 			return len(d.work) + 1 // budget unknown (Run not started): keep all
@@ -118,7 +121,7 @@ func (d *Daemon) admit(w source.Workload) bool {
 	if d.noFile == 0 {
 		return true
 	}
-	fits := func() bool { return uint64(d.fds+1+FDReserve) <= d.noFile }
+	fits := func() bool { return uint64(d.fds+d.actFDs+1+FDReserve) <= d.noFile }
 	if !fits() && d.details > 0 {
 		for _, t := range d.work {
 			if fits() {
@@ -132,7 +135,7 @@ func (d *Daemon) admit(w source.Workload) bool {
 	}
 	first := len(d.refused) == 0
 	d.refused[w.ID] = w
-	d.countErr("fd_limit")
+	d.countErr(snapshot.CauseFDLimit)
 	n := len(d.work) + len(d.refused)
 	err := &FDLimitError{Workloads: n, Need: FDBudget(n), Soft: d.noFile, Hard: d.noFile}
 	var rl unix.Rlimit
@@ -148,7 +151,7 @@ func (d *Daemon) admit(w source.Workload) bool {
 // retryRefused tracks workloads refused for want of descriptors once
 // there is room again.
 func (d *Daemon) retryRefused() {
-	if len(d.refused) == 0 || uint64(d.fds+1+FDReserve) > d.noFile {
+	if len(d.refused) == 0 || uint64(d.fds+d.actFDs+1+FDReserve) > d.noFile {
 		return
 	}
 	ids := make([]string, 0, len(d.refused))

@@ -30,6 +30,7 @@ type nullActuator struct{}
 func (nullActuator) Devices() []actuate.Device               { return nil }
 func (nullActuator) ObservePeak(int, float64)                {}
 func (nullActuator) TopActive(int) int                       { return 0 }
+func (nullActuator) OpenFiles() int                          { return 0 }
 func (nullActuator) Apply(time.Time, []actuate.Target) error { return nil }
 func (nullActuator) Applied(string) []actuate.Applied        { return nil }
 func (nullActuator) Release(string) error                    { return nil }

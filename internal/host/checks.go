@@ -169,6 +169,7 @@ func deviceChecks(f Facts) []Check {
 	var cs []Check
 	var usable, weighted []string
 	var firstFix string
+	targets := 0
 	var skipped []string
 	skippedBy := map[string][]string{}
 	for _, d := range f.Devices {
@@ -179,6 +180,7 @@ func deviceChecks(f Facts) []Check {
 			skippedBy[d.TargetReason] = append(skippedBy[d.TargetReason], d.Name)
 			continue
 		}
+		targets++
 		c := Check{ID: "device." + d.Name + ".mechanism", Value: deviceValue(d), Why: d.Reason, Fix: d.Fix}
 		switch {
 		case d.WeightsEffective:
@@ -193,12 +195,18 @@ func deviceChecks(f Facts) []Check {
 		default:
 			c.Status = StatusWarn
 		}
+		cs = append(cs, c)
+		if d.IOCost && !d.IOCostCalibrated {
+			cs = append(cs, Check{ID: "device." + d.Name + ".iocost_model", Status: StatusWarn,
+				Value: "iocost on with the kernel's default model (io.cost.model ctrl=auto)",
+				Why:   "iocost shares a disk by weight only while its model says the disk is saturated; a model for the whole device class, not this disk, leaves the disk itself the bottleneck where every container queues alike (measured in the test VM: 1000 vs 100 split 1.1x uncalibrated, 6.6x calibrated)",
+				Fix:   "ddiskqos calibrate /dev/" + d.Name + "   # overwrites the disk's data: a disk not yet in use"})
+		}
 		if d.Mechanism != MechNone {
 			usable = append(usable, d.Name)
 		} else if firstFix == "" {
 			firstFix = d.Fix
 		}
-		cs = append(cs, c)
 	}
 	u := Check{ID: "device.usable", Why: "QoS needs at least one disk that a cgroup mechanism reaches; weights (bfq, iocost, cfq) share it in proportion, limits (throttle) only cap"}
 	if len(usable) == 0 {
@@ -208,7 +216,7 @@ func deviceChecks(f Facts) []Check {
 		}
 	} else {
 		u.Status = StatusOK
-		u.Value = fmt.Sprintf("%d of %d target devices usable, %d with weights", len(usable), len(cs), len(weighted))
+		u.Value = fmt.Sprintf("%d of %d target devices usable, %d with weights", len(usable), targets, len(weighted))
 		if len(weighted) > 0 {
 			u.Value += ": " + strings.Join(weighted, ", ")
 		}

@@ -31,7 +31,7 @@ const cmdName = "ddiskqos workload"
 // completion and man page come from it (internal/cli).
 var Command = &cli.Cmd[cmdLine]{
 	Info: cli.Info{
-		Name: "workload", Args: "read|write|randread PATH", ArgsComplete: cli.Files,
+		Name: "workload", Args: "read|write|randread|randwrite PATH", ArgsComplete: cli.Files,
 		Summary: "the load generator the tests and benchmarks run (also inside containers)",
 		Description: `Generate disk I/O on one file or block device, one request at a time (queue
 depth 1) or --iodepth at a time, and report throughput and per-request
@@ -41,6 +41,8 @@ Operations:
   read      read the region sequentially, --bs bytes per request
   write     write pseudo-random data over the region sequentially
   randread  read --bs bytes at random --bs-aligned offsets in the region
+  randwrite write --bs bytes at random --bs-aligned offsets in the region
+            (a block device, or a regular file up to its size or --size)
 
 The region is --span bytes from --offset; without --span it runs to the end of
 the file or device (for a regular file being written: unbounded). Readers of
@@ -80,7 +82,7 @@ Sizes: 4096, 4k, 3MiB, 1.5GiB (k m g t and KiB MiB GiB TiB are powers of
 		s := &c.spec
 		f.Var(sizeFlag{&s.Bytes, bytesize.Parse}, "bytes", "SIZE", "stop after SIZE bytes (default: no limit)")
 		f.DurationVar(&s.Duration, "duration", 0, "DUR", "stop after DUR, e.g. 30s, 5m (default: no limit)")
-		f.Var(sizeFlag{&s.BlockSize, bytesize.Parse}, "bs", "SIZE", "bytes per request (default 1MiB; 4k for randread)")
+		f.Var(sizeFlag{&s.BlockSize, bytesize.Parse}, "bs", "SIZE", "bytes per request (default 1MiB; 4k for random ones)")
 		f.Var(sizeFlag{&s.Offset, bytesize.Parse}, "offset", "SIZE", "start of the region (default 0)")
 		f.Var(sizeFlag{&s.Span, bytesize.Parse}, "span", "SIZE", "length of the region (default: to the end)")
 		f.BoolVar(&s.Loop, "loop", "start over at --offset at the end of the region")
@@ -253,7 +255,7 @@ func (f sizeFlag) String() string {
 func (c *cmdLine) operands(operands []string) error {
 	switch len(operands) {
 	case 0:
-		return errors.New("missing operation (read, write or randread) and PATH")
+		return errors.New("missing operation (read, write, randread or randwrite) and PATH")
 	case 1:
 		return fmt.Errorf("missing PATH after %q", operands[0])
 	case 2:
@@ -261,10 +263,10 @@ func (c *cmdLine) operands(operands []string) error {
 		return fmt.Errorf("unexpected argument %q after PATH", operands[2])
 	}
 	switch op := Op(operands[0]); op {
-	case OpRead, OpWrite, OpRandRead:
+	case OpRead, OpWrite, OpRandRead, OpRandWrite:
 		c.spec.Op = op
 	default:
-		return fmt.Errorf("unknown operation %q (want read, write or randread)", operands[0])
+		return fmt.Errorf("unknown operation %q (want read, write, randread or randwrite)", operands[0])
 	}
 	c.spec.Path = operands[1]
 	return nil
