@@ -11,12 +11,17 @@ BIN       := $(CURDIR)/bin
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 FUZZTIME  ?= 50000x
 
-.PHONY: all build test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
+.PHONY: all build man test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ddiskqos ./cmd/ddiskqos
+
+# The man page is generated from the commands' declarations (internal/cli);
+# TestManPageUpToDate fails until it is regenerated.
+man:
+	$(GO) run ./cmd/ddiskqos man > docs/ddiskqos.1
 
 $(BIN)/vmexec: FORCE
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vmexec ./cmd/vmexec

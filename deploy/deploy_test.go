@@ -51,10 +51,9 @@ func installSection(t *testing.T) string {
 // args (without "run"), starting nothing.
 func parseRunArgs(t *testing.T, args []string) config.Config {
 	t.Helper()
-	var stderr strings.Builder
-	cfg, _, err := config.FromArgs(args, &stderr)
+	cfg, _, err := config.FromArgs(args)
 	if err != nil {
-		t.Fatalf("ddiskqos run %s: refused by the flag parser: %v %s", strings.Join(args, " "), err, stderr.String())
+		t.Fatalf("ddiskqos run %s: refused by the flag parser: %v", strings.Join(args, " "), err)
 	}
 	return cfg
 }

@@ -1,45 +1,111 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/cli"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-const benchKinds = `usage: ddiskqos bench paper|scale|contention [flags]
+var benchCmd = cli.Group(cli.Info{
+	Name:    "bench",
+	Summary: "the paper's experiments in real containers; the daemon's cost at 1,000-10,000 cgroups; noisy neighbours against small readers",
+	More:    "All need root and tear down everything they set up, also on Ctrl-C.",
+})
 
-  paper   the dDiskQoS paper's experiments (Tables 3 and 5) in real Docker
-          containers on a loop device of our own, comparing no QoS, BFQ,
-          hand-set BFQ weights and ddiskqos; writes a Markdown report, a plot
-          and every sample as JSON
-  scale   N real cgroups (1,000 to 10,000) under the daemon: CPU, wall time,
-          allocations and RSS per tick, scan and churn costs, /metrics time
-  contention
-          noisy neighbours (sequential and random readers, direct and
-          buffered writers) against a web-like reader and cold file reads:
-          proves the contention with no QoS, then measures BFQ, static
-          weights, a fixed throttle and ddiskqos side by side
+// benchReport holds the flags bench paper and bench contention share: how
+// long to run (--quick, --full, --trials) and where the report goes (--out,
+// --json).
+type benchReport struct {
+	quick, full, json bool
+	trials            int
+	out               string
+}
 
-Run "ddiskqos bench KIND --help" for flags.
-All need root and tear down everything they set up, also on Ctrl-C.
-`
+// declare adds the shared flags; quick and full say what the modes run,
+// name is the report's file name (paper, contention).
+func (r *benchReport) declare(f *cli.FlagSet, name, quick, full string) {
+	f.BoolVar(&r.quick, "quick", quick)
+	f.BoolVar(&r.full, "full", full)
+	f.IntVar(&r.trials, "trials", 0, "N", "trials instead of the mode's")
+	f.StringVar(&r.out, "out", "", "DIR", "write "+name+".md, "+name+".svg and "+name+".json into DIR", cli.Dirs)
+	f.BoolVar(&r.json, "json", "print the JSON report on stdout instead of Markdown")
+}
 
-// runBench dispatches `ddiskqos bench KIND`.
-func runBench(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, benchKinds)
-		return 2
+// mode returns "quick", "default" or "full" (both benchmarks' Mode
+// values), or the usage error.
+func (r *benchReport) mode() (string, error) {
+	switch {
+	case r.quick && r.full:
+		return "", fmt.Errorf("--quick and --full exclude each other")
+	case r.trials < 0:
+		return "", fmt.Errorf("--trials %d: want at least 1", r.trials)
+	case r.quick:
+		return "quick", nil
+	case r.full:
+		return "full", nil
 	}
-	switch args[0] {
-	case "paper":
-		return runBenchPaper(args[1:], stdout, stderr)
-	case "scale":
-		return runBenchScale(args[1:], stdout, stderr)
-	case "contention":
-		return runBenchContention(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, benchKinds)
+	return "default", nil
+}
+
+// emit writes the report: name.md, name.svg and name.json into --out, then
+// the JSON (--json) or the Markdown on stdout. markdown writes the report
+// referring to plot ("" for none).
+func (r *benchReport) emit(stdout, stderr io.Writer, name string, report any, markdown func(w io.Writer, plot string), svg func(io.Writer)) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "ddiskqos bench %s: %v\n", name, err)
+		return 1
+	}
+	js, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	js = append(js, '\n')
+	plot := ""
+	if r.out != "" {
+		plot = name + ".svg"
+		var md, pic strings.Builder
+		markdown(&md, plot)
+		svg(&pic)
+		if err := os.MkdirAll(r.out, 0o755); err != nil {
+			return fail(err)
+		}
+		for _, f := range []struct {
+			ext  string
+			data []byte
+		}{{"md", []byte(md.String())}, {"svg", []byte(pic.String())}, {"json", js}} {
+			if err := os.WriteFile(filepath.Join(r.out, name+"."+f.ext), f.data, 0o644); err != nil {
+				return fail(err)
+			}
+		}
+		fmt.Fprintf(stderr, "bench %s: wrote %s\n", name, filepath.Join(r.out, name+".{md,svg,json}"))
+	}
+	if r.json {
+		if _, err := stdout.Write(js); err != nil {
+			return fail(err)
+		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "ddiskqos bench: unknown benchmark %q\n\n%s", args[0], benchKinds)
-	return 2
+	markdown(stdout, plot)
+	return 0
+}
+
+// benchLoadExe returns the program and arguments that run the load
+// generator: this binary's "workload" command, or, in a test binary that
+// runs workload.Main when re-executed with DDISKQOS_WORKLOAD_MAIN=1
+// (workload.MaybeRunFromEnv), the test binary itself.
+func benchLoadExe() (string, []string, error) {
+	if os.Getenv(workload.EnvMain) != "" {
+		return os.Args[0], nil, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	return exe, []string{"workload"}, nil
 }

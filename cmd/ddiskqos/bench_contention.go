@@ -2,26 +2,28 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/contention"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/host"
-	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-const benchContentionHelp = `Usage: ddiskqos bench contention [--quick|--full] [--trials N] [--neighbours LIST]
-                                 [--configs LIST] [--out DIR] [--json] [--dir DIR]
+// benchContentionOptions are the flags of "ddiskqos bench contention".
+type benchContentionOptions struct {
+	benchReport
+	dir, neighbours, configs string
+}
 
-First prove that a noisy neighbour makes small reads slow, then measure what
+var benchContentionCmd = &cli.Cmd[benchContentionOptions]{
+	Info: cli.Info{
+		Parent: "bench", Name: "contention",
+		Summary: "noisy neighbours (sequential and random readers, direct and buffered writers) against a web-like reader and cold file reads: proves the contention with no QoS, then measures BFQ, static weights, a fixed throttle and ddiskqos side by side",
+		Description: `First prove that a noisy neighbour makes small reads slow, then measure what
 each answer to it does, side by side in one run.
 
 Each noisy neighbour runs alone in a cgroup of its own:
@@ -59,76 +61,36 @@ v1 blkio, losetup (util-linux) and mkfs.ext4 (e2fsprogs). Every process,
 cgroup and the loop device are removed and the scheduler restored at the
 end, also on failure or Ctrl-C.
 
-Flags:
-  --quick        1 trial, 2 neighbours (seqread, randread), short phases:
-                 proves the harness in under 3 minutes
-  --full         5 trials, every neighbour, 10 s web victim, 3 cold reads
-                 per size: the committed report (about 40 minutes)
-                 (default: 3 trials, every neighbour, 5 s web victim,
-                 2 cold reads per size: about 16 minutes)
-  --trials N     trials instead of the mode's
-  --neighbours LIST
-                 comma-separated neighbours instead of the mode's, e.g.
-                 seqread,bufwrite
-  --configs LIST comma-separated configurations instead of all; idle,
-                 idle-bfq and original always run (every ratio is against
-                 them), e.g.
-                 --configs ddiskqos for a quick loop while tuning
-  --out DIR      write contention.md, contention.svg and contention.json
-  --json         print the JSON report on stdout instead of Markdown
-  --dir DIR      where the loop device's backing file goes (a real disk,
-                 not tmpfs; default /var/tmp)
-  -h, --help     show this help
-
-Examples:
-  # Regenerate the committed report.
+Without --quick or --full: 3 trials, every neighbour, 5 s web victim, 2
+cold reads per size: about 16 minutes. Progress goes to stderr.`,
+		Examples: `  # Regenerate the committed report.
   ddiskqos bench contention --full --out docs/bench
 
   # Tune the daemon against one neighbour: 3 short trials, ~1 minute.
-  ddiskqos bench contention --quick --trials 3 --neighbours seqread --configs ddiskqos
-
-Progress goes to stderr. Exit status: 0 done, 1 failure, 2 usage error.
-`
+  ddiskqos bench contention --quick --trials 3 --neighbours seqread \
+      --configs ddiskqos`,
+	},
+	Flags: func(o *benchContentionOptions, f *cli.FlagSet) {
+		o.declare(f, "contention", "1 trial, 2 neighbours (seqread, randread), short phases: proves the harness in under 3 minutes",
+			"5 trials, every neighbour, 10 s web victim, 3 cold reads per size: the committed report (about 40 minutes)")
+		f.StringVar(&o.neighbours, "neighbours", "", "LIST", "comma-separated neighbours instead of the mode's, e.g. seqread,bufwrite")
+		f.StringVar(&o.configs, "configs", "", "LIST", "comma-separated configurations instead of all; idle, idle-bfq and original always run (every ratio is against them), e.g. --configs ddiskqos for a quick loop while tuning")
+		f.StringVar(&o.dir, "dir", "/var/tmp", "DIR", "where the loop device's backing file goes (a real disk, not tmpfs)", cli.Dirs)
+	},
+}
 
 // runBenchContention is "ddiskqos bench contention".
 func runBenchContention(args []string, stdout, stderr io.Writer) int {
-	usage := func(msg string) int {
-		fmt.Fprintf(stderr, "ddiskqos bench contention: %s\nRun 'ddiskqos bench contention --help' for usage.\n", msg)
-		return 2
+	o, _, code, ok := benchContentionCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	fs := flag.NewFlagSet("ddiskqos bench contention", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	quick := fs.Bool("quick", false, "")
-	full := fs.Bool("full", false, "")
-	out := fs.String("out", "", "")
-	asJSON := fs.Bool("json", false, "")
-	trials := fs.Int("trials", 0, "")
-	dir := fs.String("dir", "", "")
-	nbs := fs.String("neighbours", "", "")
-	cfgs := fs.String("configs", "", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, benchContentionHelp)
-			return 0
-		}
-		return usage(strings.Replace(err.Error(), "-", "--", 1))
+	usage := func(msg string) int { return cli.Usagef(stderr, "ddiskqos bench contention", "%s", msg) }
+	mode, err := o.mode()
+	if err != nil {
+		return usage(err.Error())
 	}
-	if fs.NArg() > 0 {
-		return usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
-	}
-	if *quick && *full {
-		return usage("--quick and --full exclude each other")
-	}
-	if *trials < 0 {
-		return usage(fmt.Sprintf("--trials %d: want at least 1", *trials))
-	}
-	mode := contention.ModeDefault
-	if *quick {
-		mode = contention.ModeQuick
-	} else if *full {
-		mode = contention.ModeFull
-	}
-	plan, err := contention.PlanFor(mode, *trials)
+	plan, err := contention.PlanFor(contention.Mode(mode), o.trials)
 	if err != nil {
 		return usage(err.Error())
 	}
@@ -138,27 +100,19 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 		}
 		return strings.Split(s, ",")
 	}
-	if err := plan.Select(list(*nbs), list(*cfgs)); err != nil {
+	if err := plan.Select(list(o.neighbours), list(o.configs)); err != nil {
 		return usage(err.Error())
 	}
-	o := contention.Options{Plan: plan, Roots: host.Roots{Sys: "/sys", Proc: "/proc"}, Dir: *dir, Progress: stderr,
+	c := contention.Options{Plan: plan, Roots: host.Roots{Sys: "/sys", Proc: "/proc"}, Dir: o.dir, Progress: stderr,
 		Command: strings.TrimSpace("ddiskqos bench contention " + strings.Join(args, " "))}
-	if os.Getenv(workload.EnvMain) == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
-			return 1
-		}
-		o.Exe, o.ExeArgs = exe, []string{"workload"}
-	} else {
-		// A test binary that runs workload.Main when re-executed with
-		// DDISKQOS_WORKLOAD_MAIN=1 (workload.MaybeRunFromEnv).
-		o.Exe = os.Args[0]
+	if c.Exe, c.ExeArgs, err = benchLoadExe(); err != nil {
+		fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
+		return 1
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	res, err := contention.Run(ctx, o)
+	res, err := contention.Run(ctx, c)
 	if err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
 		return 1
@@ -168,41 +122,7 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 		*contention.Result
 		Summary contention.Summary `json:"summary"`
 	}{res, sum}
-	js, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
-		fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
-		return 1
-	}
-	js = append(js, '\n')
-	if *out != "" {
-		var md, svg strings.Builder
-		contention.WriteMarkdown(&md, res, sum, "contention.svg")
-		contention.WriteSVG(&svg, res, sum)
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
-			return 1
-		}
-		for _, f := range []struct {
-			name string
-			data []byte
-		}{{"contention.md", []byte(md.String())}, {"contention.svg", []byte(svg.String())}, {"contention.json", js}} {
-			if err := os.WriteFile(filepath.Join(*out, f.name), f.data, 0o644); err != nil {
-				fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
-				return 1
-			}
-		}
-		fmt.Fprintf(stderr, "bench contention: wrote %s\n", filepath.Join(*out, "contention.{md,svg,json}"))
-	}
-	if *asJSON {
-		if _, err := stdout.Write(js); err != nil {
-			return 1
-		}
-		return 0
-	}
-	plot := ""
-	if *out != "" {
-		plot = "contention.svg"
-	}
-	contention.WriteMarkdown(stdout, res, sum, plot)
-	return 0
+	return o.emit(stdout, stderr, "contention", report,
+		func(w io.Writer, plot string) { contention.WriteMarkdown(w, res, sum, plot) },
+		func(w io.Writer) { contention.WriteSVG(w, res, sum) })
 }

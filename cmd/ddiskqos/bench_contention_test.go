@@ -191,7 +191,7 @@ func TestBenchContentionUsage(t *testing.T) {
 		t.Errorf("--help: exit %d: %s", code, stdout.String())
 	}
 	stdout.Reset()
-	if code := runBench([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "contention") {
+	if code := run([]string{"bench", "--help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "contention") {
 		t.Errorf("bench --help does not list contention: %s", stdout.String())
 	}
 }

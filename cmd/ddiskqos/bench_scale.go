@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,105 +12,75 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/scale"
-	"github.com/ddiskqos/ddiskqos/internal/workload"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 )
 
-const benchScaleHelp = `Usage: ddiskqos bench scale --workloads N [flags]
+// benchScaleOptions are the flags of "ddiskqos bench scale".
+type benchScaleOptions struct {
+	scale.Config
+	json                        bool
+	out, cpuprofile, memprofile string
+}
 
-Measure what the daemon costs with N workloads: create N real cgroups under
-a parent of the bench's own (cgroup v1 blkio or v2, whatever this host's I/O
-hierarchy is), have a fraction of them read from a loop device the bench
-attaches, run the daemon in this process with the cgroup source on them,
-and report per tick its CPU (user+sys of this process; the readers are
-child processes and do not count), wall time and allocations, its RSS, the
-first full scan, the scan after churn, and /metrics. Everything created is
-removed at the end, also on failure and Ctrl-C. Needs root.
-
-Flags:
-  --workloads N      cgroups to create (required)
-  --duration D       the measured steady window (default 60s)
-  --warmup D         after the first full scan, before the window (default 10s)
-  --interval D       the daemon's tick (default 1s)
-  --io-fraction F    share of the workloads that read from the loop device,
-                     O_DIRECT, 64 KiB at a time (default 0.01)
-  --read-rate BYTES  each reader's cap, bytes/s (default 1048576)
-  --churn F          after the window, remove this share of the idle
-                     workloads and create as many (default 0.1)
-  --scratch DIR      where the loop device's backing file goes; not tmpfs
-                     (default /var/tmp)
-  --json             print the result as JSON
-  --out FILE         also write the JSON result to FILE
-  --cpuprofile FILE  write a pprof CPU profile of the steady window
-  --memprofile FILE  write a pprof heap profile at the end of the window
-  -h, --help         show this help
-
-Exit status: 0 done, 1 failure, 2 usage error.
-`
+var benchScaleCmd = &cli.Cmd[benchScaleOptions]{
+	Info: cli.Info{
+		Parent: "bench", Name: "scale",
+		Summary: "N real cgroups (1,000 to 10,000) under the daemon: CPU, wall time, allocations and RSS per tick, scan and churn costs, /metrics time",
+		Description: `Measure what the daemon costs with N workloads (--workloads is required):
+create N real cgroups under a parent of the bench's own (cgroup v1 blkio or
+v2, whatever this host's I/O hierarchy is), have a fraction of them read
+from a loop device the bench attaches, run the daemon in this process with
+the cgroup source on them, and report per tick its CPU (user+sys of this
+process; the readers are child processes and do not count), wall time and
+allocations, its RSS, the first full scan, the scan after churn, and
+/metrics. Everything created is removed at the end, also on failure and
+Ctrl-C. Needs root.`,
+		Examples: `  ddiskqos bench scale --workloads 1000 --duration 30s
+  ddiskqos bench scale --workloads 10000 --out scale.json \
+      --cpuprofile cpu.pprof`,
+	},
+	Flags: func(o *benchScaleOptions, f *cli.FlagSet) {
+		c := &o.Config
+		f.IntVar(&c.Workloads, "workloads", 0, "N", "cgroups to create (required)")
+		f.DurationVar(&c.Duration, "duration", 60*time.Second, "DUR", "the measured steady window")
+		f.DurationVar(&c.Warmup, "warmup", 10*time.Second, "DUR", "after the first full scan, before the window")
+		f.DurationVar(&c.Interval, "interval", time.Second, "DUR", "the daemon's tick")
+		f.Float64Var(&c.IOFraction, "io-fraction", 0.01, "F", "share of the workloads that read from the loop device, O_DIRECT, 64 KiB at a time")
+		f.Int64Var(&c.ReadRate, "read-rate", 1<<20, "BYTES", "each reader's cap, bytes/s")
+		f.Float64Var(&c.Churn, "churn", 0.1, "F", "after the window, remove this share of the idle workloads and create as many")
+		f.StringVar(&c.ScratchDir, "scratch", "/var/tmp", "DIR", "where the loop device's backing file goes; not tmpfs", cli.Dirs)
+		f.BoolVar(&o.json, "json", "print the result as JSON")
+		f.StringVar(&o.out, "out", "", "FILE", "also write the JSON result to FILE", cli.Files)
+		f.StringVar(&o.cpuprofile, "cpuprofile", "", "FILE", "write a pprof CPU profile of the steady window", cli.Files)
+		f.StringVar(&o.memprofile, "memprofile", "", "FILE", "write a pprof heap profile at the end of the window", cli.Files)
+	},
+}
 
 // runBenchScale is "ddiskqos bench scale".
 func runBenchScale(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ddiskqos bench scale", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		c        scale.Config
-		asJSON   bool
-		out      string
-		readRate int64
-		profile  string
-		memprof  string
-	)
-	fs.IntVar(&c.Workloads, "workloads", 0, "")
-	fs.DurationVar(&c.Duration, "duration", 60*time.Second, "")
-	fs.DurationVar(&c.Warmup, "warmup", 10*time.Second, "")
-	fs.DurationVar(&c.Interval, "interval", time.Second, "")
-	fs.Float64Var(&c.IOFraction, "io-fraction", 0.01, "")
-	fs.Int64Var(&readRate, "read-rate", 1<<20, "")
-	fs.Float64Var(&c.Churn, "churn", 0.1, "")
-	fs.StringVar(&c.ScratchDir, "scratch", "/var/tmp", "")
-	fs.BoolVar(&asJSON, "json", false, "")
-	fs.StringVar(&out, "out", "", "")
-	fs.StringVar(&profile, "cpuprofile", "", "")
-	fs.StringVar(&memprof, "memprofile", "", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, benchScaleHelp)
-			return 0
-		}
-		fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n\n%s", err, benchScaleHelp)
-		return 2
+	o, _, code, ok := benchScaleCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ddiskqos bench scale: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
+	c := o.Config
+	usage := func(format string, a ...any) int { return cli.Usagef(stderr, "ddiskqos bench scale", format, a...) }
 	if c.Workloads <= 0 {
-		fmt.Fprintf(stderr, "ddiskqos bench scale: --workloads %d: want at least 1\n", c.Workloads)
-		return 2
+		return usage("--workloads %d: want at least 1", c.Workloads)
 	}
 	if c.IOFraction < 0 || c.IOFraction > 1 || c.Churn < 0 || c.Churn > 1 {
-		fmt.Fprintf(stderr, "ddiskqos bench scale: --io-fraction %g, --churn %g: want 0..1\n", c.IOFraction, c.Churn)
-		return 2
+		return usage("--io-fraction %g, --churn %g: want 0..1", c.IOFraction, c.Churn)
 	}
 	if c.Interval <= 0 || c.Duration < 2*c.Interval || c.Warmup < 0 {
-		fmt.Fprintf(stderr, "ddiskqos bench scale: --interval %s, --duration %s, --warmup %s: want a positive interval and a duration of two intervals or more\n",
+		return usage("--interval %s, --duration %s, --warmup %s: want a positive interval and a duration of two intervals or more",
 			c.Interval, c.Duration, c.Warmup)
-		return 2
 	}
-	c.ReadRate = readRate
 	c.Log = stderr
-	if os.Getenv(workload.EnvMain) == "" {
-		// The readers are this binary's "workload" command.
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)
-			return 1
-		}
-		c.LoadExe, c.LoadArgs = exe, []string{"workload"}
-	} else {
-		// A test binary that runs workload.Main when re-executed with
-		// DDISKQOS_WORKLOAD_MAIN=1 (workload.MaybeRunFromEnv).
-		c.LoadExe = os.Args[0]
+	var err error
+	if c.LoadExe, c.LoadArgs, err = benchLoadExe(); err != nil {
+		fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)
+		return 1
 	}
+	profile, memprof, out, asJSON := o.cpuprofile, o.memprofile, o.out, o.json
 
 	if profile != "" {
 		f, err := os.Create(profile)

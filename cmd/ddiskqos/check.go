@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,14 +10,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
-const checkUsage = `usage: ddiskqos check [--json] [--sys PATH] [--proc PATH] [--docker-host URL]
-                      [--devices GLOB,... | --config FILE]
+// checkOptions are the flags of "ddiskqos check".
+type checkOptions struct {
+	json                  bool
+	sys, proc, dockerHost string
+	config, devices       string
+}
 
-Reads the host once and says whether ddiskqos can give containers disk-I/O
+var checkCmd = &cli.Cmd[checkOptions]{
+	Info: cli.Info{
+		Name:    "check",
+		Summary: "host preflight: cgroup layout, per-device mechanism, PSI, Docker engine, scale limits",
+		Description: `Reads the host once and says whether ddiskqos can give containers disk-I/O
 QoS here, and how well: the cgroup layout, for every block device the
 mechanism that reaches it (bfq-weight, iocost-weight, cfq-weight, throttle),
 pressure stall information, the Docker engine, and the kernel and daemon
@@ -41,81 +48,61 @@ the exact command that fixes it:
   fail  QoS cannot work here (no I/O cgroup hierarchy, or no disk any
         mechanism reaches)
   info  not needed by ddiskqos, but by some containers (real-time
-        scheduling); run the fix if yours need it
-
-Exit status:
-  0  QoS can work (warnings allowed)
-  1  QoS cannot work: at least one check failed
-  2  usage error
-
-Flags:
-%s
-Example:
-  ddiskqos check
+        scheduling); run the fix if yours need it`,
+		Examples: `  ddiskqos check
   ddiskqos check --json | jq '.devices[] | {name, mechanism, weights_effective}'
-  ddiskqos check --sys /host/sys --proc /host/proc   # from a container
-`
+  # From a container, the host's trees mounted under /host:
+  ddiskqos check --path-sys /host/sys --path-proc /host/proc`,
+		Exit: `  0  QoS can work (warnings allowed)
+  1  QoS cannot work: at least one check failed
+  2  usage error`,
+	},
+	Flags: func(o *checkOptions, f *cli.FlagSet) {
+		f.BoolVar(&o.json, "json", "print the report as JSON (a stable schema) instead of a table")
+		// The names of run's flags for the same things (config keys
+		// paths.sys, paths.proc); --sys and --proc were check's own.
+		f.StringVar(&o.sys, "path-sys", "/sys", "PATH", "sysfs root to read block devices and cgroups from; cgroup mounts under /sys in the mount table are read below it", cli.Dirs)
+		f.Alias("sys", "path-sys")
+		f.StringVar(&o.proc, "path-proc", "/proc", "PATH", "procfs root to read the mount table, limits, sysctls and PSI from", cli.Dirs)
+		f.Alias("proc", "path-proc")
+		f.StringVar(&o.dockerHost, "docker-host", "", "URL", "Docker engine to ask: unix:///path, tcp://host:port, or off (default $DOCKER_HOST, else "+host.DefaultDockerHost+")")
+		f.StringVar(&o.config, "config", "", "FILE", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped (--devices overrides it)", cli.Files)
+		f.StringVar(&o.devices, "devices", "", "GLOB,...", "the daemon's devices, as given to run --devices (sd*,nvme0n1): decides whether the disk under Docker's data root is shaped; empty = run's default, every target disk", cli.Devices)
+	},
+}
 
 // runCheck is `ddiskqos check`.
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the report as JSON (a stable schema) instead of a table")
-	sys := fs.String("sys", "/sys", "sysfs root to read block devices and cgroups from; cgroup mounts under /sys in the mount table are read below it")
-	proc := fs.String("proc", "/proc", "procfs root to read the mount table, limits, sysctls and PSI from")
-	dockerHost := fs.String("docker-host", "", "Docker engine to ask: unix:///path, tcp://host:port, or off (default $DOCKER_HOST, else "+host.DefaultDockerHost+")")
-	configFile := fs.String("config", "", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped (--devices overrides it)")
-	devices := fs.String("devices", "", "the daemon's devices, as given to run --devices (sd*,nvme0n1): decides whether the disk under Docker's data root is shaped; empty = run's default, every target disk")
-	printUsage := func(w io.Writer) {
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-		fmt.Fprintf(w, checkUsage, b.String())
+	o, _, code, ok := checkCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	fs.Usage = func() {} // printed below: to stdout when asked for, else a hint
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
-			return 0
-		}
-		// flag has printed the error, which names the flag.
-		fmt.Fprintln(stderr, "run 'ddiskqos check --help' for usage")
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ddiskqos check: unexpected argument %q (check takes flags only)\n", fs.Arg(0))
-		return 2
-	}
-	for _, f := range []struct{ name, dir string }{{"--sys", *sys}, {"--proc", *proc}} {
+	for _, f := range []struct{ name, dir string }{{"--path-sys", o.sys}, {"--path-proc", o.proc}} {
 		if st, err := os.Stat(f.dir); err != nil || !st.IsDir() {
-			fmt.Fprintf(stderr, "ddiskqos check: %s %q: not a directory\n", f.name, f.dir)
-			return 2
+			return cli.Usagef(stderr, "ddiskqos check", "%s %q: not a directory", f.name, f.dir)
 		}
 	}
 
 	var globs []string
-	if *configFile != "" && *devices == "" {
-		cfg, err := config.Load(*configFile)
+	if o.config != "" && o.devices == "" {
+		cfg, err := config.Load(o.config)
 		if err != nil {
-			fmt.Fprintf(stderr, "ddiskqos check: --config: %v\n", err)
-			return 2
+			return cli.Usagef(stderr, "ddiskqos check", "--config: %v", err)
 		}
 		globs = cfg.Devices
 	}
-	for g := range strings.SplitSeq(*devices, ",") {
+	for g := range strings.SplitSeq(o.devices, ",") {
 		if g = strings.TrimSpace(g); g == "" {
 			continue
 		}
 		if _, err := filepath.Match(g, ""); err != nil || strings.Contains(g, "/") {
-			fmt.Fprintf(stderr, "ddiskqos check: --devices %q: bad pattern %q: want a device name glob as in /sys/block, such as sd* or nvme0n1\n", *devices, g)
-			return 2
+			return cli.Usagef(stderr, "ddiskqos check", "--devices %q: bad pattern %q: want a device name glob as in /sys/block, such as sd* or nvme0n1", o.devices, g)
 		}
 		globs = append(globs, g)
 	}
 
 	var ep *host.DockerEndpoint
-	dh := *dockerHost
+	dh := o.dockerHost
 	if dh == "" {
 		dh = os.Getenv("DOCKER_HOST")
 	}
@@ -125,20 +112,19 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if dh != "off" {
 		e, err := host.ParseDockerHost(dh)
 		if err != nil {
-			fmt.Fprintf(stderr, "ddiskqos check: --docker-host: %v\n", err)
-			return 2
+			return cli.Usagef(stderr, "ddiskqos check", "--docker-host: %v", err)
 		}
 		ep = &e
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	facts := host.Gather(ctx, host.Roots{Sys: *sys, Proc: *proc}, ep)
+	facts := host.Gather(ctx, host.Roots{Sys: o.sys, Proc: o.proc}, ep)
 	facts.DeviceGlobs = globs
 	checks := host.Evaluate(facts)
 	report := host.BuildReport(facts, checks)
 
-	if *asJSON {
+	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false) // fixes hold shell redirections: keep ">" readable

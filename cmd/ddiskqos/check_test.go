@@ -57,7 +57,7 @@ func TestCheckGolden(t *testing.T) {
 	tr := hosttest.Sample(t)
 	dh := hosttest.FakeEngine(t, tr.Root, hosttest.Engine{Version: "20.10.24+dfsg1", APIVersion: "1.41", CgroupDriver: "cgroupfs", CgroupVersion: "1",
 		StorageDriver: "overlay2", RootDir: "/var/lib/docker"})
-	args := []string{"--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", dh}
+	args := []string{"--path-sys", tr.Sys, "--path-proc", tr.Proc, "--docker-host", dh}
 	anon := func(s string) string { return strings.ReplaceAll(s, tr.Root, "$ROOT") }
 
 	out, errOut, code := runCheckT(t, args...)
@@ -113,7 +113,7 @@ func TestCheckDevicesDataRoot(t *testing.T) {
 		StorageDriver: "overlay2", RootDir: "/var/lib/docker"})
 	dataRoot := func(args ...string) host.Check {
 		t.Helper()
-		out, errOut, code := runCheckT(t, append([]string{"--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", dh, "--json"}, args...)...)
+		out, errOut, code := runCheckT(t, append([]string{"--path-sys", tr.Sys, "--path-proc", tr.Proc, "--docker-host", dh, "--json"}, args...)...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
@@ -154,7 +154,7 @@ func TestCheckDevicesDataRoot(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("devicez: [sda]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code := runCheckT(t, "--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", "off", "--config", bad)
+	_, errOut, code := runCheckT(t, "--path-sys", tr.Sys, "--path-proc", tr.Proc, "--docker-host", "off", "--config", bad)
 	if code != 2 || !strings.Contains(errOut, "devicez: unknown key; did you mean devices?") {
 		t.Errorf("bad config: exit %d, stderr %q", code, errOut)
 	}
@@ -165,7 +165,7 @@ func TestCheckNoCgroup(t *testing.T) {
 	tr := hosttest.New(t)
 	tr.Mountinfo()
 	tr.AddDisk(hosttest.Disk{Name: "vda", Dev: "254:0", Scheduler: hosttest.SchedDeadline, Sectors: 100})
-	out, _, code := runCheckT(t, "--sys", tr.Sys, "--proc", tr.Proc, "--docker-host", "off")
+	out, _, code := runCheckT(t, "--path-sys", tr.Sys, "--path-proc", tr.Proc, "--docker-host", "off")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
@@ -180,11 +180,13 @@ func TestCheckUsage(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{[]string{"--json=maybe"}, 2, `invalid boolean value "maybe" for -json`},
+		{[]string{"--bogus"}, 2, "flag provided but not defined: --bogus"},
+		{[]string{"--json=maybe"}, 2, `invalid boolean value "maybe" for --json`},
 		{[]string{"extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"--sys", filepath.Join(dir, "nope")}, 2, `--sys "` + filepath.Join(dir, "nope") + `": not a directory`},
-		{[]string{"--proc"}, 2, "flag needs an argument: -proc"},
+		{[]string{"--path-sys", filepath.Join(dir, "nope")}, 2, `--path-sys "` + filepath.Join(dir, "nope") + `": not a directory`},
+		{[]string{"--sys", filepath.Join(dir, "nope")}, 2, "--sys is deprecated, use --path-sys"},
+		{[]string{"--path-proc"}, 2, "flag needs an argument: --path-proc"},
+		{[]string{"--proc"}, 2, "flag needs an argument: --proc"},
 		{[]string{"--docker-host", "ftp://x"}, 2, "--docker-host: docker host \"ftp://x\": scheme must be unix, tcp, http or https"},
 		{[]string{"--devices", "sd*,[x"}, 2, `--devices "sd*,[x": bad pattern "[x"`},
 		{[]string{"--devices", "/dev/sda"}, 2, `bad pattern "/dev/sda": want a device name glob`},

@@ -20,6 +20,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
@@ -32,16 +33,96 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
+// runOptions holds the parsed flags of "ddiskqos run": the config
+// package layers them over the file (and again on SIGHUP).
+type runOptions struct{ fs *flag.FlagSet }
+
+var runCmd = &cli.Cmd[runOptions]{
+	Info: cli.Info{
+		Name:    "run",
+		Summary: "the daemon: discover containers, move each through four I/O priority levels as it uses 2, 8, 32, 128 MiB, apply the level as a weight or cap on its cgroup, restore on exit",
+		Description: `Runs the daemon. Every interval it reads the I/O of every workload (a Docker
+container, or a child cgroup of --cgroup-parent), moves a workload that did
+its level's allowance of I/O down one of four levels, boosts it back to
+level 1 after --boost-after at level 4, and gives each level its I/O weight
+(on a throttle-only disk, a bandwidth cap) through the workload's cgroup.
+
+Configuration comes in layers; a later one overrides an earlier one:
+  1. the built-in defaults shown below
+  2. $DOCKER_HOST, for docker_host
+  3. the YAML file given with --config
+  4. the flags given on the command line (only those; a flag left out does
+     not reset the file's value)
+The result is checked as a whole; every error names the key, the bad value
+and where it came from (FILE:LINE, --flag or $DOCKER_HOST). On SIGHUP the
+daemon reads the file again and applies the same flags over it; if the file
+has an error the running configuration is kept.
+
+Each flag sets the config-file key in brackets.`,
+		More: `Config file:
+  YAML, one key per flag, with the key names in brackets above. Any key may
+  be left out and keeps its default; an unknown key or a value of the wrong
+  type is an error. Lists are YAML lists; sizes are bytes, as a plain
+  integer or with a unit (4k, 8MiB, 1GiB are powers of 1024; 100MB is
+  10^8); durations need a unit (500ms, 1s, 2m). For example:
+
+    source: cgroup
+    cgroup_parent: /lxc.payload
+    interval: 500ms
+    thresholds: [4MiB, 16MiB, 64MiB, 256MiB]
+    weights: [1000, 500, 250, 100]
+    devices: ["sd*", "nvme0n1"]
+    listen: ""                     # no HTTP API
+    paths: {sys: /host/sys, proc: /host/proc}
+    log: {level: debug, format: json}
+
+  The reference file, every key documented with its default, is
+  internal/config/default.yaml in the ddiskqos source.`,
+		Examples: `  Docker host: containers of the engine at $DOCKER_HOST, else
+  /var/run/docker.sock:
+    ddiskqos run
+    ddiskqos run --dry-run --log-level debug      # watch the levels first
+
+  LXC host (every container is a child of /lxc.payload):
+    ddiskqos run --source cgroup --cgroup-parent /lxc.payload
+
+  systemd host (every service is a workload), journald left alone and
+  the database pinned at level 1:
+    ddiskqos run --source cgroup --cgroup-parent /system.slice \
+      --cgroup-exempt 'systemd-journald.service' --cgroup-levels 'postgresql*=1'
+
+  Kubernetes node (every container of every pod; the layout is found from
+  the name kubepods.slice), Guaranteed pods left alone:
+    ddiskqos run --source cgroup --cgroup-parent /kubepods.slice \
+      --cgroup-exempt-guaranteed
+
+  A config file, with one key overridden for this run:
+    ddiskqos run --config /etc/ddiskqos/config.yaml --interval 500ms`,
+	},
+	Flags: func(o *runOptions, f *cli.FlagSet) {
+		o.fs = f.Std()
+		def := config.Default()
+		def.RegisterFlags(f.Registrar())
+		f.Describe("config", cli.Files)
+		f.Describe("state-file", cli.Files)
+		f.Describe("path-sys", cli.Dirs)
+		f.Describe("path-proc", cli.Dirs)
+		f.Describe("devices", cli.Devices)
+		f.Describe("log-level", cli.Values("debug", "info", "warn", "error"))
+	},
+}
+
 // runDaemon is `ddiskqos run`: the daemon. Exit 0 after a clean shutdown
 // (originals restored), 1 on a runtime failure, 2 on a usage error.
 func runDaemon(args []string, stdout, stderr io.Writer) int {
-	cfg, fs, err := config.FromArgs(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	o, _, code, ok := runCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
+	fs := o.fs
+	cfg, err := config.FromFlags(fs)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddiskqos run: %v\n", err)
-		return 2
+		return cli.Usagef(stderr, "ddiskqos run", "%v", err)
 	}
 	level := new(slog.LevelVar) // SIGHUP may change it
 	level.Set(cfg.Log.SlogLevel())

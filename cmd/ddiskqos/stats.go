@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,14 +16,25 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
 )
 
-const statsUsage = `usage: ddiskqos stats [--json] [--watch] [--interval DUR] [--count N] CONTAINER|CGROUP...
+// statsOptions are the flags of "ddiskqos stats".
+type statsOptions struct {
+	json, watch           bool
+	interval              time.Duration
+	count                 int
+	dockerHost, proc, sys string
+}
 
-What the kernel counts for each container or cgroup, read straight from
+var statsCmd = &cli.Cmd[statsOptions]{
+	Info: cli.Info{
+		Name: "stats", Args: "CONTAINER|CGROUP...", ArgsComplete: cli.Containers,
+		Summary: "what the kernel counts for each container or cgroup: CPU, memory, I/O per disk, pids, network",
+		Description: `What the kernel counts for each container or cgroup, read straight from
 the cgroup tree (no daemon needed), cgroup v1 and v2 alike:
 
   CPU     time used, user and system; CFS throttling (periods throttled,
@@ -48,23 +58,31 @@ Values the kernel does not provide here (a controller not mounted, PSI on
 v1, a file of a newer kernel) are listed as missing, never shown as 0.
 
 With --watch (or --interval) a reading is printed every interval, with
-the rates since the previous one: CPU %% of one CPU, bytes and operations
+the rates since the previous one: CPU % of one CPU, bytes and operations
 per second, network bytes per second (loopback left out), faults per
-second. What is missing and the notes are printed with the first reading.
-
-Exit status:
-  0  printed
-  1  a container or cgroup was not found, or the Docker engine did not answer
-  2  usage error
-
-Flags:
-%s
-Examples:
-  ddiskqos stats web db                       # two containers, by name
+second. What is missing and the notes are printed with the first reading.`,
+		Examples: `  ddiskqos stats web db                       # two containers, by name
   ddiskqos stats /system.slice/docker.service
   ddiskqos stats --watch --interval 2s web    # a reading every 2 s, with rates
-  ddiskqos stats --json web | jq .io.devices  # one JSON object per cgroup per reading
-`
+  # One JSON object per cgroup per reading:
+  ddiskqos stats --json web | jq .io.devices`,
+		Exit: `  0  printed
+  1  a container or cgroup was not found, or the Docker engine did not answer
+  2  usage error`,
+	},
+	Flags: func(o *statsOptions, f *cli.FlagSet) {
+		f.BoolVar(&o.json, "json", "print one JSON object per cgroup per reading, one per line, instead of tables")
+		f.BoolVar(&o.watch, "watch", "print a reading every --interval, with rates, until interrupted (or --count readings)")
+		f.DurationVar(&o.interval, "interval", time.Second, "DUR", "time between readings; setting it implies --watch")
+		f.OnSet("interval", func() { o.watch = true })
+		f.IntVar(&o.count, "count", 0, "N", "with --watch: stop after this many readings (0: until interrupted)")
+		f.StringVar(&o.dockerHost, "docker-host", "", "URL", "Docker engine that names containers: unix:///path or tcp://host:port (default $DOCKER_HOST, else the local socket)")
+		f.StringVar(&o.proc, "path-proc", "/proc", "PATH", "procfs root: the mount table, tasks' network counters", cli.Dirs)
+		f.Alias("proc", "path-proc")
+		f.StringVar(&o.sys, "path-sys", "/sys", "PATH", "sysfs root: block device names", cli.Dirs)
+		f.Alias("sys", "path-sys")
+	},
+}
 
 // runStats is `ddiskqos stats`.
 func runStats(args []string, stdout, stderr io.Writer) int {
@@ -74,73 +92,42 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 }
 
 func statsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print one JSON object per cgroup per reading, one per line, instead of tables")
-	watch := fs.Bool("watch", false, "print a reading every --interval, with rates, until interrupted (or --count readings)")
-	interval := fs.Duration("interval", time.Second, "time between readings; setting it implies --watch")
-	count := fs.Int("count", 0, "with --watch: stop after this many readings (0: until interrupted)")
-	dockerHost := fs.String("docker-host", "", "Docker engine that names containers: unix:///path or tcp://host:port (default $DOCKER_HOST, else the local socket)")
-	proc := fs.String("proc", "/proc", "procfs root: the mount table, tasks' network counters")
-	sys := fs.String("sys", "/sys", "sysfs root: block device names")
-	usage := func(w io.Writer) {
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-		fmt.Fprintf(w, statsUsage, b.String())
+	o, names, code, ok := statsCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	const helpHint = `run "ddiskqos stats --help" for usage`
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		fmt.Fprintln(stderr, helpHint)
-		return 2
-	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ddiskqos stats: "+format+"\n", a...)
-		fmt.Fprintln(stderr, helpHint)
-		return 2
-	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "interval" {
-			*watch = true
-		}
-	})
-	if fs.NArg() == 0 {
+	bad := func(format string, a ...any) int { return cli.Usagef(stderr, "ddiskqos stats", format, a...) }
+	if len(names) == 0 {
 		return bad("name at least one container or cgroup")
 	}
-	if *interval <= 0 {
-		return bad("--interval %s: want a positive duration", *interval)
+	if o.interval <= 0 {
+		return bad("--interval %s: want a positive duration", o.interval)
 	}
-	if *count < 0 {
-		return bad("--count %d: want 0 (no end) or more", *count)
+	if o.count < 0 {
+		return bad("--count %d: want 0 (no end) or more", o.count)
 	}
-	if *count > 0 && !*watch {
-		return bad("--count %d: only with --watch", *count)
+	if o.count > 0 && !o.watch {
+		return bad("--count %d: only with --watch", o.count)
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ddiskqos stats: "+format+"\n", a...)
 		return 1
 	}
 
-	layout, err := cgroupfs.DetectLayout(filepath.Join(*proc, "self", "mountinfo"))
+	layout, err := cgroupfs.DetectLayout(filepath.Join(o.proc, "self", "mountinfo"))
 	if err != nil {
 		return fail("%v", err)
 	}
-	r := &stats.Reader{Layout: layout, ProcFS: *proc, SysFS: *sys}
-	targets, err := statsTargets(ctx, r, fs.Args(), *dockerHost, *proc)
+	r := &stats.Reader{Layout: layout, ProcFS: o.proc, SysFS: o.sys}
+	targets, err := statsTargets(ctx, r, names, o.dockerHost, o.proc)
 	if err != nil {
 		return fail("%v", err)
 	}
 
 	prev := make([]*stats.Stats, len(targets))
 	var tick *time.Ticker
-	if *watch {
-		tick = time.NewTicker(*interval)
+	if o.watch {
+		tick = time.NewTicker(o.interval)
 		defer tick.Stop()
 	}
 	for n := 1; ; n++ {
@@ -156,11 +143,11 @@ func statsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			stats.Rate(prev[i], s)
 			cur[i] = s
 		}
-		if err := writeStats(stdout, cur, *asJSON, *watch, n == 1); err != nil {
+		if err := writeStats(stdout, cur, o.json, o.watch, n == 1); err != nil {
 			return fail("%v", err)
 		}
 		prev = cur
-		if !*watch || (*count > 0 && n >= *count) {
+		if !o.watch || (o.count > 0 && n >= o.count) {
 			return 0
 		}
 		select {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -20,12 +19,50 @@ import (
 	"unicode/utf8"
 
 	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
-const statusUsage = `usage: ddiskqos status [--addr HOST:PORT] [--json] [--level N] [--name SUBSTR] [--sort name|level|rate]
+// daemonFlags are the flags of the commands that ask the running daemon
+// (status, top): where its API is and how long to wait for an answer.
+type daemonFlags struct {
+	addr    string
+	timeout time.Duration
+}
 
-Asks the running daemon ("ddiskqos run") for the state of its last tick and
+func (d *daemonFlags) declare(f *cli.FlagSet, timeoutUsage string) {
+	f.StringVar(&d.addr, "addr", api.DefaultAddr, "HOST:PORT", "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
+	f.DurationVar(&d.timeout, "timeout", 10*time.Second, "DUR", timeoutUsage)
+}
+
+// client checks the flags and returns the daemon's API client, or the
+// usage error.
+func (d *daemonFlags) client() (*api.Client, error) {
+	if d.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %s: want a positive duration", d.timeout)
+	}
+	c, err := api.NewClient(d.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %v", d.addr, err)
+	}
+	return c, nil
+}
+
+// statusOptions are the flags of "ddiskqos status".
+type statusOptions struct {
+	daemonFlags
+	level, name, sort string
+	json              bool
+}
+
+// statusSorts are the --sort keys.
+var statusSorts = []string{"name", "level", "rate"}
+
+var statusCmd = &cli.Cmd[statusOptions]{
+	Info: cli.Info{
+		Name:    "status",
+		Summary: "what the running daemon decided, per workload",
+		Description: `Asks the running daemon ("ddiskqos run") for the state of its last tick and
 prints every workload it manages, the level the feedback queue put it in and
 what that means on each disk, then the disks.
 
@@ -39,9 +76,8 @@ A "DEGRADED:" line under the first line names each reason the daemon is
 not fully working (why its /healthz answers 503): a loop that stopped
 ticking, a state file it cannot save (no new knob is written meanwhile),
 a workload source that lost its backend (the Docker engine: containers
-are neither discovered nor released until it is back).
-
-Columns:
+are neither discovered nor released until it is back).`,
+		More: `Columns:
   NAME, ID       the container (ID cut to 12 characters)
   LEVEL          1 (best served) .. 4; "pinned" when a label fixes it,
                  "exempt" when QoS leaves it alone, "!label" when its label
@@ -60,24 +96,23 @@ Columns:
   HEALTH         per disk, from its own counters: normal, draining
                  (spending burst credit), exhausted (a steady floor while
                  busy: burst credit exhausted?) or recovering; with a burst
-                 model (health.models) the balance and the time until empty
-
-Exit status:
-  0  printed
-  1  the daemon is not reachable, not ready or answered an error
-  2  usage error
-
-Flags:
-%s
-Examples:
-  ddiskqos status
+                 model (health.models) the balance and the time until empty`,
+		Examples: `  ddiskqos status
   ddiskqos status --sort rate              # the heaviest I/O first
   ddiskqos status --level 4                # who is in the bulk level
-  ddiskqos status --json | jq '.workloads[] | {name, level, bytes_in_level}'
-`
-
-// statusSorts are the --sort keys.
-var statusSorts = []string{"name", "level", "rate"}
+  ddiskqos status --json | jq '.workloads[] | {name, level, bytes_in_level}'`,
+		Exit: `  0  printed
+  1  the daemon is not reachable, not ready or answered an error
+  2  usage error`,
+	},
+	Flags: func(o *statusOptions, f *cli.FlagSet) {
+		o.declare(f, "give up on the daemon after this long")
+		f.BoolVar(&o.json, "json", "print the daemon's JSON snapshot unchanged (a stable schema) instead of tables")
+		f.StringVar(&o.level, "level", "", "N", "show only workloads at this level: 1..4, or 0 for exempt", cli.Values("1", "2", "3", "4", "0"))
+		f.StringVar(&o.name, "name", "", "SUBSTR", "show only workloads whose name contains SUBSTR")
+		f.StringVar(&o.sort, "sort", "name", "name|level|rate", "order of the workloads: name, level (best served first, exempt last), or rate (most I/O first)")
+	},
+}
 
 // runStatus is `ddiskqos status`.
 func runStatus(args []string, stdout, stderr io.Writer) int {
@@ -86,72 +121,39 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 // statusMain is runStatus with the clock the tick age is measured against.
 func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", api.DefaultAddr, "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
-	asJSON := fs.Bool("json", false, "print the daemon's JSON snapshot unchanged (a stable schema) instead of tables")
-	level := fs.String("level", "", "show only workloads at this level: 1..4, or 0 for exempt")
-	name := fs.String("name", "", "show only workloads whose name contains `SUBSTR`")
-	sortBy := fs.String("sort", "name", "order of the workloads: name, level (best served first, exempt last), or rate (most I/O first)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on the daemon after this long")
-	usage := func(w io.Writer) {
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-		fmt.Fprintf(w, statusUsage, b.String())
+	o, _, code, ok := statusCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	const helpHint = `run "ddiskqos status --help" for usage`
-	// flag prints its error naming the flag; a hint follows, not the whole
-	// help, so the error stays on screen.
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		fmt.Fprintln(stderr, helpHint)
-		return 2
+	bad := func(format string, a ...any) int { return cli.Usagef(stderr, "ddiskqos status", format, a...) }
+	if !slices.Contains(statusSorts, o.sort) {
+		return bad("--sort %q: want one of %s", o.sort, strings.Join(statusSorts, ", "))
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ddiskqos status: "+format+"\n", a...)
-		fmt.Fprintln(stderr, helpHint)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q (status takes flags only)", fs.Arg(0))
-	}
-	if !slices.Contains(statusSorts, *sortBy) {
-		return bad("--sort %q: want one of %s", *sortBy, strings.Join(statusSorts, ", "))
-	}
-	if *level != "" {
-		if n, err := strconv.Atoi(*level); err != nil || n < 0 || n > 4 {
-			return bad("--level %q: want 1..4, or 0 for exempt", *level)
+	if o.level != "" {
+		if n, err := strconv.Atoi(o.level); err != nil || n < 0 || n > 4 {
+			return bad("--level %q: want 1..4, or 0 for exempt", o.level)
 		}
 	}
-	if *timeout <= 0 {
-		return bad("--timeout %s: want a positive duration", *timeout)
-	}
-	client, err := api.NewClient(*addr)
+	client, err := o.client()
 	if err != nil {
-		return bad("--addr %q: %v", *addr, err)
+		return bad("%v", err)
 	}
 
 	q := url.Values{}
-	if *level != "" {
-		q.Set("level", *level)
+	if o.level != "" {
+		q.Set("level", o.level)
 	}
-	if *name != "" {
-		q.Set("name", *name)
+	if o.name != "" {
+		q.Set("name", o.name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	body, err := client.WorkloadsJSON(ctx, q)
 	if err != nil {
-		fmt.Fprintf(stderr, "ddiskqos status: %v\n", statusExplain(err, *addr))
+		fmt.Fprintf(stderr, "ddiskqos status: %v\n", statusExplain(err, o.addr))
 		return 1
 	}
-	if *asJSON {
+	if o.json {
 		if _, err := stdout.Write(body); err != nil {
 			fmt.Fprintf(stderr, "ddiskqos status: %v\n", err)
 			return 1
@@ -160,11 +162,11 @@ func statusMain(args []string, stdout, stderr io.Writer, now func() time.Time) i
 	}
 	var snap snapshot.Snapshot
 	if err := json.Unmarshal(body, &snap); err != nil {
-		fmt.Fprintf(stderr, "ddiskqos status: the answer of %s is not a ddiskqos snapshot: %v\n", *addr, err)
+		fmt.Fprintf(stderr, "ddiskqos status: the answer of %s is not a ddiskqos snapshot: %v\n", o.addr, err)
 		return 1
 	}
-	filters := statusFilterText(*level, *name)
-	writeStatus(stdout, &snap, statusOrder(snap.Workloads, *sortBy), *addr, filters, now())
+	filters := statusFilterText(o.level, o.name)
+	writeStatus(stdout, &snap, statusOrder(snap.Workloads, o.sort), o.addr, filters, now())
 	return 0
 }
 

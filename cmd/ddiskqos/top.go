@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,80 +13,64 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 
-	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
-const topUsage = `usage: ddiskqos top [--addr HOST:PORT] [--refresh DURATION] [--sort rate|level|name]
+// topOptions are the flags of "ddiskqos top".
+type topOptions struct {
+	daemonFlags
+	sort    string
+	refresh time.Duration
+}
 
-A live view of the running daemon ("ddiskqos run"), redrawn as it ticks:
+var topCmd = &cli.Cmd[topOptions]{
+	Info: cli.Info{
+		Name:    "top",
+		Summary: "the same as status, live: rates, level changes, health",
+		Description: `A live view of the running daemon ("ddiskqos run"), redrawn as it ticks:
 whether it is healthy (a DEGRADED line for each reason it is not), the
 workloads per level, the disks (mechanism, the best level doing I/O there,
 the caps in force), the workloads in the order chosen, and the level
 changes as they happen (seen between successive snapshots: new, demoted,
 promoted, exempted, gone), newest first. The columns are those of
-"ddiskqos status"; on a narrow terminal the less needed ones go first.
-
-Keys:
+"ddiskqos status"; on a narrow terminal the less needed ones go first.`,
+		More: `Keys:
   r  sort by rate (most I/O first)     l  by level (best served first)
-  n  by name                           q  (or Ctrl-C) quit
-
-Exit status:
-  0  quit
+  n  by name                           q  (or Ctrl-C) quit`,
+		Examples: `  ddiskqos top
+  ddiskqos top --sort level --refresh 500ms
+  ddiskqos top --addr 10.0.0.5:9191    # a daemon listening beyond loopback`,
+		Exit: `  0  quit
   1  the daemon is not reachable at start, or the terminal cannot be used
-  2  usage error
-
-Flags:
-%s`
+  2  usage error`,
+	},
+	Flags: func(o *topOptions, f *cli.FlagSet) {
+		o.declare(f, "give up on one answer of the daemon after this long")
+		f.DurationVar(&o.refresh, "refresh", time.Second, "DUR", "ask the daemon for its state this often")
+		f.StringVar(&o.sort, "sort", "rate", "rate|level|name", "first order of the workloads: rate, level or name (keys r, l, n change it)")
+	},
+}
 
 // runTop is `ddiskqos top`.
 func runTop(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("top", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", api.DefaultAddr, "the daemon's API: HOST:PORT or an http:// URL (what \"ddiskqos run --listen\" was given)")
-	refresh := fs.Duration("refresh", time.Second, "ask the daemon for its state this often")
-	sortBy := fs.String("sort", "rate", "first order of the workloads: rate, level or name (keys r, l, n change it)")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up on one answer of the daemon after this long")
-	usage := func(w io.Writer) {
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-		fmt.Fprintf(w, topUsage, b.String())
+	o, _, code, ok := topCmd.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	const helpHint = `run "ddiskqos top --help" for usage`
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		fmt.Fprintln(stderr, helpHint)
-		return 2
+	bad := func(format string, a ...any) int { return cli.Usagef(stderr, "ddiskqos top", format, a...) }
+	if !slices.Contains(statusSorts, o.sort) {
+		return bad("--sort %q: want one of %s", o.sort, strings.Join(statusSorts, ", "))
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ddiskqos top: "+format+"\n", a...)
-		fmt.Fprintln(stderr, helpHint)
-		return 2
+	if o.refresh < 50*time.Millisecond {
+		return bad("--refresh %s: want at least 50ms", o.refresh)
 	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q (top takes flags only)", fs.Arg(0))
-	}
-	if !slices.Contains(statusSorts, *sortBy) {
-		return bad("--sort %q: want one of %s", *sortBy, strings.Join(statusSorts, ", "))
-	}
-	if *refresh < 50*time.Millisecond {
-		return bad("--refresh %s: want at least 50ms", *refresh)
-	}
-	if *timeout <= 0 {
-		return bad("--timeout %s: want a positive duration", *timeout)
-	}
-	client, err := api.NewClient(*addr)
+	client, err := o.client()
 	if err != nil {
-		return bad("--addr %q: %v", *addr, err)
+		return bad("%v", err)
 	}
 	fetch := func() (*snapshot.Snapshot, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 		defer cancel()
 		return client.Workloads(ctx, nil)
 	}
@@ -96,10 +78,10 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 	// error on the plain terminal, as with status.
 	first, err := fetch()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddiskqos top: %v\n", statusExplain(err, *addr))
+		fmt.Fprintf(stderr, "ddiskqos top: %v\n", statusExplain(err, o.addr))
 		return 1
 	}
-	m := newTopModel(*addr, *sortBy)
+	m := newTopModel(o.addr, o.sort)
 	m.observe(first)
 
 	scr, err := tcell.NewScreen()
@@ -113,7 +95,7 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 	// Fini leaves the alternate screen and restores the terminal's modes,
 	// also when the loop panics.
 	defer scr.Fini()
-	return topLoop(scr, m, fetch, *refresh)
+	return topLoop(scr, m, fetch, o.refresh)
 }
 
 // topFetched is one answer of the daemon.

@@ -319,12 +319,32 @@ func (v *flagValue) Set(s string) error {
 // IsBoolFlag lets --dry-run stand alone.
 func (v *flagValue) IsBoolFlag() bool { return v != nil && v.def != nil && v.def.arg == "" }
 
+// Placeholder is the value's name in the help: PATH, DUR, auto|docker|cgroup.
+func (v *flagValue) Placeholder() string { return v.def.arg }
+
+// ConfigKey is the config-file key the flag sets.
+func (v *flagValue) ConfigKey() string { return v.def.key }
+
+// configPath is the value of --config.
+type configPath string
+
+func (p *configPath) Set(s string) error  { *p = configPath(s); return nil }
+func (p *configPath) String() string      { return string(*p) }
+func (p *configPath) Placeholder() string { return "FILE" }
+
+// Registrar is what RegisterFlags declares the flags on: a *flag.FlagSet,
+// or the declaration of "ddiskqos run" (cli.FlagSet.Registrar), from which
+// its help, completion and man page come.
+type Registrar interface {
+	Var(v flag.Value, name, usage string)
+}
+
 // RegisterFlags adds --config and a flag for every key to fs; the usage
 // defaults are c's values. Parsing the flags does not change c: call
 // ApplyFlags after loading the file, so only the flags the user set
 // override it.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.String(configFlag, "", "YAML config file; flags override its keys (default: none, built-in defaults)")
+func (c *Config) RegisterFlags(fs Registrar) {
+	fs.Var(new(configPath), configFlag, "YAML config file read before the flags are applied; without it the built-in defaults are used")
 	for i := range flagDefs {
 		d := &flagDefs[i]
 		fs.Var(&flagValue{def: d, def0: d.get(c)}, d.name, d.help)

@@ -24,16 +24,16 @@ func Reload(path string, fs *flag.FlagSet) (Config, error) {
 	return load(path, fs, os.Getenv)
 }
 
-// FromArgs parses the arguments of "ddiskqos run", loads the file named by
-// --config, applies the flags the user set over it and validates the
-// result. It returns the FlagSet for Reload. For -h or --help it writes
-// Usage() to stderr and returns flag.ErrHelp; it writes nothing else, so
-// every other error is the caller's to print (all are usage errors).
-func FromArgs(args []string, stderr io.Writer) (Config, *flag.FlagSet, error) {
-	return fromArgs(args, stderr, os.Getenv)
+// FromArgs parses the arguments of "ddiskqos run" on a FlagSet of
+// RegisterFlags, then does what FromFlags does. It returns the FlagSet for
+// Reload. For -h or --help it returns flag.ErrHelp (the help is
+// cmd/ddiskqos's, with every command's); it writes nothing, every error is
+// the caller's to print (all are usage errors).
+func FromArgs(args []string) (Config, *flag.FlagSet, error) {
+	return fromArgs(args, os.Getenv)
 }
 
-func fromArgs(args []string, stderr io.Writer, getenv func(string) string) (Config, *flag.FlagSet, error) {
+func fromArgs(args []string, getenv func(string) string) (Config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -41,7 +41,6 @@ func fromArgs(args []string, stderr io.Writer, getenv func(string) string) (Conf
 	def.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stderr, Usage())
 			return Config{}, fs, err
 		}
 		return Config{}, fs, fmt.Errorf("%w (ddiskqos run -h lists the flags)", err)
@@ -51,6 +50,13 @@ func fromArgs(args []string, stderr io.Writer, getenv func(string) string) (Conf
 	}
 	c, err := load(ConfigPath(fs), fs, getenv)
 	return c, fs, err
+}
+
+// FromFlags loads the file named by --config on fs (a parsed FlagSet of
+// RegisterFlags), applies the flags the user set over it and validates the
+// result.
+func FromFlags(fs *flag.FlagSet) (Config, error) {
+	return load(ConfigPath(fs), fs, os.Getenv)
 }
 
 // ConfigPath returns the value of --config on fs.

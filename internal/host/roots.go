@@ -40,7 +40,7 @@ func (r Roots) MountinfoPath() string {
 
 // Layout detects the cgroup layout from the mount table and re-roots every
 // mount point below /sys onto r.Sys. Cgroup filesystems are mounted under
-// /sys/fs/cgroup on every distribution, so with --sys=/host/sys the layout
+// /sys/fs/cgroup on every distribution, so with --path-sys=/host/sys the layout
 // points into /host/sys/fs/cgroup, and a test's tree in t.TempDir() works
 // with an ordinary mountinfo. Mount points elsewhere are kept as they are.
 func Layout(r Roots) (cgroupfs.Layout, error) {

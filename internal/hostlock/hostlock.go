@@ -3,7 +3,9 @@
 // originals, or restores the first one's knobs when it stops. The lock is
 // an flock(2) on a file (DefaultPath, or $DDISKQOS_LOCK_FILE): the kernel
 // drops it when its holder dies, also on SIGKILL, so a stale file never
-// blocks a restart. The file holds the holder's pid, for the refusal.
+// blocks a restart. The file holds the holder's pid and pid namespace, for
+// the refusal: a daemon in a container is pid 1 of its own namespace, and
+// "held by pid 1" would name init on the host.
 package hostlock
 
 import (
@@ -54,25 +56,76 @@ func Acquire(path string) (*Lock, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder := "an unknown pid"
-			if b, err := os.ReadFile(path); err == nil {
-				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-					holder = "pid " + strconv.Itoa(pid)
-				}
-			}
-			return nil, fmt.Errorf("another ddiskqos daemon runs on this host: lock file %s is %w (%s); one daemon per host (set %s to run one for a separate cgroup tree)",
-				path, ErrHeld, holder, EnvPath)
+			b, _ := os.ReadFile(path)
+			return nil, fmt.Errorf("another ddiskqos daemon runs on this host: lock file %s is %w: %s; one daemon per host (set %s to run one for a separate cgroup tree)",
+				path, ErrHeld, holder(b, "/proc"), EnvPath)
 		}
 		return nil, fmt.Errorf("lock file %s: %w", path, err)
 	}
 	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		ns, _ := os.Readlink("/proc/self/ns/pid")
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"+ns+"\n"), 0)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("lock file %s: %w", path, err)
 		}
 	}
 	return &Lock{f: f}, nil
+}
+
+// holder describes the process that holds the lock from what the lock
+// file holds: "PID\nNS\n", its pid and its pid namespace as the holder
+// sees them (NS as readlink /proc/self/ns/pid says: pid:[4026531836]). In
+// another namespace than ours the pid is not ours to name: say so, and find
+// its pid here among the processes of proc if we can see it.
+func holder(file []byte, proc string) string {
+	f := strings.Fields(string(file))
+	if len(f) == 0 {
+		return "pid unknown"
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		return "pid unknown"
+	}
+	own, _ := os.Readlink(filepath.Join(proc, "self", "ns", "pid"))
+	if len(f) < 2 || f[1] == own || own == "" {
+		return "pid " + strconv.Itoa(pid)
+	}
+	if here := pidHere(proc, f[1], pid); here > 0 {
+		return fmt.Sprintf("a process in another pid namespace (pid %d there, pid %d here; a daemon in a container?)", pid, here)
+	}
+	return fmt.Sprintf("a process in another pid namespace (pid %d there; a daemon in a container?)", pid)
+}
+
+// pidHere returns the pid in proc's namespace of the process whose pid in
+// the namespace ns is pid (the last NSpid of /proc/N/status), or 0.
+func pidHere(proc, ns string, pid int) int {
+	ents, err := os.ReadDir(proc)
+	if err != nil {
+		return 0
+	}
+	want := strconv.Itoa(pid)
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink(filepath.Join(proc, e.Name(), "ns", "pid")); l != ns {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(proc, e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				if ids := strings.Fields(rest); len(ids) > 1 && ids[len(ids)-1] == want {
+					return n
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // Release drops the lock. The file stays (removing it would let a third

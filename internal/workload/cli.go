@@ -5,18 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/bytesize"
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 )
 
 // Exit codes of Main.
@@ -28,9 +27,13 @@ const (
 
 const cmdName = "ddiskqos workload"
 
-const helpText = `Usage: ddiskqos workload [flags] read|write|randread|randwrite PATH
-
-Generate disk I/O on one file or block device, one request at a time (queue
+// Command declares "ddiskqos workload": its help, its flags, their
+// completion and man page come from it (internal/cli).
+var Command = &cli.Cmd[cmdLine]{
+	Info: cli.Info{
+		Name: "workload", Args: "read|write|randread|randwrite PATH", ArgsComplete: cli.Files,
+		Summary: "the load generator the tests and benchmarks run (also inside containers)",
+		Description: `Generate disk I/O on one file or block device, one request at a time (queue
 depth 1) or --iodepth at a time, and report throughput and per-request
 latency. Run several processes for several streams.
 
@@ -48,43 +51,8 @@ moved, --duration passed, the end of the region (unless --loop), or SIGINT or
 SIGTERM, after which the result so far is printed and the exit status is 0.
 
 Sizes: 4096, 4k, 3MiB, 1.5GiB (k m g t and KiB MiB GiB TiB are powers of
-1024), 100MB, 2GB (kB MB GB TB are powers of 1000).
-
-Flags:
-  --bytes SIZE       stop after SIZE bytes (default: no limit)
-  --duration DUR     stop after DUR, e.g. 30s, 5m (default: no limit)
-  --bs SIZE          bytes per request (default 1MiB; 4k for random ones)
-  --offset SIZE      start of the region (default 0)
-  --span SIZE        length of the region (default: to the end)
-  --loop             start over at --offset at the end of the region
-  --direct           O_DIRECT: bypass the page cache; --bs, --offset, --span,
-                     --size and a write's --bytes must be multiples of 4096
-  --drop-cache       first drop the region's cached pages of this one file
-                     (posix_fadvise DONTNEED), for a cold read
-  --rate SIZE        cap throughput at SIZE bytes per second, e.g. 50MB/s;
-                     applied per request, so a smaller --bs is smoother
-  --iodepth N        keep N requests in flight (N threads, one pread or
-                     pwrite each; with --direct the device sees N at
-                     once); a sequential job stays sequential as a whole
-                     (default 1)
-  --iops R           issue R requests per second, paced like a server's
-                     requests; latency is each request's service time, and
-                     the result adds its response time, counted from when
-                     it was due (a stall delays every request behind it)
-  --fsync-every SIZE write: fdatasync each time SIZE more bytes are
-                     written (counted as "fsyncs" in the result)
-  --sync             write: fdatasync at the end (counted in the time)
-  --create           write: create PATH if missing
-  --size SIZE        write: truncate or extend the file to SIZE first
-  --seed N           seed of random offsets and data (default: random)
-  --json             print the result as JSON instead of one line of text
-  --wait-stdin       print "ready <pid>" and wait for a line on stdin before
-                     starting (end of stdin: exit 0, no I/O); lets a parent
-                     put this process into a cgroup first
-  -h, --help         show this help
-
-Examples:
-  # Cold read of 1 MiB: drop this file's cached pages, then read it once.
+1024), 100MB, 2GB (kB MB GB TB are powers of 1000).`,
+		Examples: `  # Cold read of 1 MiB: drop this file's cached pages, then read it once.
   ddiskqos workload --drop-cache --bytes 1MiB read /data/blob
 
   # Bulk stream: read the first 10 GiB of a device over and over, bypassing
@@ -107,10 +75,31 @@ Examples:
   # From a parent that moves the process into a cgroup before it starts:
   ddiskqos workload --wait-stdin --json --bytes 1GiB read /data/blob
   # prints "ready 4711"; write 4711 to the cgroup's cgroup.procs, then
-  # send a line to its stdin; the JSON result follows on stdout.
-
-Exit status: 0 done, 1 I/O error, 2 usage error.
-`
+  # send a line to its stdin; the JSON result follows on stdout.`,
+		Exit: "0 done, 1 I/O error, 2 usage error.",
+	},
+	Flags: func(c *cmdLine, f *cli.FlagSet) {
+		s := &c.spec
+		f.Var(sizeFlag{&s.Bytes, bytesize.Parse}, "bytes", "SIZE", "stop after SIZE bytes (default: no limit)")
+		f.DurationVar(&s.Duration, "duration", 0, "DUR", "stop after DUR, e.g. 30s, 5m (default: no limit)")
+		f.Var(sizeFlag{&s.BlockSize, bytesize.Parse}, "bs", "SIZE", "bytes per request (default 1MiB; 4k for random ones)")
+		f.Var(sizeFlag{&s.Offset, bytesize.Parse}, "offset", "SIZE", "start of the region (default 0)")
+		f.Var(sizeFlag{&s.Span, bytesize.Parse}, "span", "SIZE", "length of the region (default: to the end)")
+		f.BoolVar(&s.Loop, "loop", "start over at --offset at the end of the region")
+		f.BoolVar(&s.Direct, "direct", "O_DIRECT: bypass the page cache; --bs, --offset, --span, --size and a write's --bytes must be multiples of 4096")
+		f.BoolVar(&s.DropCache, "drop-cache", "first drop the region's cached pages of this one file (posix_fadvise DONTNEED), for a cold read")
+		f.Var(sizeFlag{&s.RateLimit, parseRate}, "rate", "SIZE", "cap throughput at SIZE bytes per second, e.g. 50MB/s; applied per request, so a smaller --bs is smoother")
+		f.IntVar(&s.IODepth, "iodepth", 0, "N", "keep N requests in flight (N threads, one pread or pwrite each; with --direct the device sees N at once); a sequential job stays sequential as a whole (default 1)")
+		f.Float64Var(&s.IOPS, "iops", 0, "R", "issue R requests per second, paced like a server's requests; latency is each request's service time, and the result adds its response time, counted from when it was due (a stall delays every request behind it)")
+		f.Var(sizeFlag{&s.FsyncEvery, bytesize.Parse}, "fsync-every", "SIZE", "write: fdatasync each time SIZE more bytes are written (counted as \"fsyncs\" in the result)")
+		f.BoolVar(&s.Sync, "sync", "write: fdatasync at the end (counted in the time)")
+		f.BoolVar(&s.Create, "create", "write: create PATH if missing")
+		f.Var(sizeFlag{&s.Size, bytesize.Parse}, "size", "SIZE", "write: truncate or extend the file to SIZE first")
+		f.Uint64Var(&s.Seed, "seed", 0, "N", "seed of random offsets and data (default: random)")
+		f.BoolVar(&c.json, "json", "print the result as JSON instead of one line of text")
+		f.BoolVar(&c.waitStdin, "wait-stdin", "print \"ready <pid>\" and wait for a line on stdin before starting (end of stdin: exit 0, no I/O); lets a parent put this process into a cgroup first")
+	},
+}
 
 // Main is the command "ddiskqos workload": args are what follows the
 // subcommand. It returns the exit status (ExitOK, ExitIO, ExitUsage).
@@ -122,19 +111,19 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return mainContext(ctx, args, stdin, stdout, stderr)
 }
 
-// cli is a parsed command line.
-type cli struct {
+// cmdLine is a parsed command line.
+type cmdLine struct {
 	spec      Spec
 	json      bool
 	waitStdin bool
 }
 
 func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c, err := parseArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, helpText)
-		return ExitOK
+	c, rest, code, ok := Command.Parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
+	err := c.operands(rest)
 	if err == nil {
 		err = c.spec.Validate()
 	}
@@ -262,78 +251,23 @@ func (f sizeFlag) String() string {
 	return strconv.FormatInt(*f.p, 10)
 }
 
-// parseArgs reads flags and the two operands. Flags may come before or
-// after the operands; "--" ends the flags.
-func parseArgs(args []string) (cli, error) {
-	var c cli
-	fs := c.flagSet()
-	var operands []string
-	rest := args
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return c, err
-			}
-			// The flag package says "-bytes"; the help says "--bytes".
-			msg := err.Error()
-			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-				return c, errors.New("unknown flag --" + name)
-			}
-			return c, errors.New(strings.Replace(msg, "flag -", "flag --", 1))
-		}
-		left := fs.Args()
-		if used := len(rest) - len(left); used > 0 && rest[used-1] == "--" {
-			operands = append(operands, left...)
-			break
-		}
-		if len(left) > 0 {
-			operands = append(operands, left[0])
-			left = left[1:]
-		}
-		rest = left
-	}
+// operands reads the operation and PATH.
+func (c *cmdLine) operands(operands []string) error {
 	switch len(operands) {
 	case 0:
-		return c, errors.New("missing operation (read, write, randread or randwrite) and PATH")
+		return errors.New("missing operation (read, write, randread or randwrite) and PATH")
 	case 1:
-		return c, fmt.Errorf("missing PATH after %q", operands[0])
+		return fmt.Errorf("missing PATH after %q", operands[0])
 	case 2:
 	default:
-		return c, fmt.Errorf("unexpected argument %q after PATH", operands[2])
+		return fmt.Errorf("unexpected argument %q after PATH", operands[2])
 	}
 	switch op := Op(operands[0]); op {
 	case OpRead, OpWrite, OpRandRead, OpRandWrite:
 		c.spec.Op = op
 	default:
-		return c, fmt.Errorf("unknown operation %q (want read, write, randread or randwrite)", operands[0])
+		return fmt.Errorf("unknown operation %q (want read, write, randread or randwrite)", operands[0])
 	}
 	c.spec.Path = operands[1]
-	return c, nil
-}
-
-// flagSet binds the command's flags to c.
-func (c *cli) flagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet(cmdName, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	s := &c.spec
-	fs.Var(sizeFlag{&s.Bytes, bytesize.Parse}, "bytes", "")
-	fs.DurationVar(&s.Duration, "duration", 0, "")
-	fs.Var(sizeFlag{&s.BlockSize, bytesize.Parse}, "bs", "")
-	fs.Var(sizeFlag{&s.Offset, bytesize.Parse}, "offset", "")
-	fs.Var(sizeFlag{&s.Span, bytesize.Parse}, "span", "")
-	fs.BoolVar(&s.Loop, "loop", false, "")
-	fs.BoolVar(&s.Direct, "direct", false, "")
-	fs.BoolVar(&s.DropCache, "drop-cache", false, "")
-	fs.Var(sizeFlag{&s.RateLimit, parseRate}, "rate", "")
-	fs.BoolVar(&s.Sync, "sync", false, "")
-	fs.BoolVar(&s.Create, "create", false, "")
-	fs.Var(sizeFlag{&s.Size, bytesize.Parse}, "size", "")
-	fs.Uint64Var(&s.Seed, "seed", 0, "")
-	fs.IntVar(&s.IODepth, "iodepth", 0, "")
-	fs.Float64Var(&s.IOPS, "iops", 0, "")
-	fs.Var(sizeFlag{&s.FsyncEvery, bytesize.Parse}, "fsync-every", "")
-	fs.BoolVar(&c.json, "json", false, "")
-	fs.BoolVar(&c.waitStdin, "wait-stdin", false, "")
-	return fs
+	return nil
 }

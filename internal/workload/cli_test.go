@@ -7,12 +7,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -22,9 +25,9 @@ func TestParseArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
-		want cli
+		want cmdLine
 	}{
-		{"minimal", []string{"read", "/dev/vdb"}, cli{spec: Spec{Op: OpRead, Path: "/dev/vdb"}}},
+		{"minimal", []string{"read", "/dev/vdb"}, cmdLine{spec: Spec{Op: OpRead, Path: "/dev/vdb"}}},
 		{
 			"all flags",
 			[]string{
@@ -32,7 +35,7 @@ func TestParseArgs(t *testing.T) {
 				"--span", "100MB", "--loop", "--direct", "--drop-cache", "--rate", "50MB/s",
 				"--seed", "7", "--json", "--wait-stdin", "read", "/dev/vdb",
 			},
-			cli{json: true, waitStdin: true, spec: Spec{
+			cmdLine{json: true, waitStdin: true, spec: Spec{
 				Op: OpRead, Path: "/dev/vdb", Bytes: 3 << 20, Duration: 90 * time.Second,
 				BlockSize: 4096, Offset: 1 << 30, Span: 100e6, Loop: true, Direct: true,
 				DropCache: true, RateLimit: 50e6, Seed: 7,
@@ -41,22 +44,22 @@ func TestParseArgs(t *testing.T) {
 		{
 			"write flags, single dash and =",
 			[]string{"-create", "--sync=true", "--size=1GiB", "write", "/data/f"},
-			cli{spec: Spec{Op: OpWrite, Path: "/data/f", Create: true, Sync: true, Size: 1 << 30}},
+			cmdLine{spec: Spec{Op: OpWrite, Path: "/data/f", Create: true, Sync: true, Size: 1 << 30}},
 		},
 		{
 			"flags after the operands",
 			[]string{"randread", "/dev/vdb", "--bytes", "4k", "--json"},
-			cli{json: true, spec: Spec{Op: OpRandRead, Path: "/dev/vdb", Bytes: 4096}},
+			cmdLine{json: true, spec: Spec{Op: OpRandRead, Path: "/dev/vdb", Bytes: 4096}},
 		},
 		{
 			"flags between the operands",
 			[]string{"write", "--bytes", "1k", "/data/f"},
-			cli{spec: Spec{Op: OpWrite, Path: "/data/f", Bytes: 1024}},
+			cmdLine{spec: Spec{Op: OpWrite, Path: "/data/f", Bytes: 1024}},
 		},
 		{
 			"-- ends the flags",
 			[]string{"--bytes", "1k", "--", "read", "--json"},
-			cli{spec: Spec{Op: OpRead, Path: "--json", Bytes: 1024}},
+			cmdLine{spec: Spec{Op: OpRead, Path: "--json", Bytes: 1024}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +112,8 @@ func TestMainUsageErrors(t *testing.T) {
 		{[]string{"--rate", "fast", "read", "a"}, []string{"--rate", `"fast"`}},
 		{[]string{"--duration", "soon", "read", "a"}, []string{"--duration", `"soon"`}},
 		{[]string{"--duration", "-1s", "read", "a"}, []string{"--duration -1s: must not be negative"}},
-		{[]string{"--verbose", "read", "a"}, []string{"unknown flag --verbose"}},
+		{[]string{"--verbose", "read", "a"}, []string{"flag provided but not defined: --verbose"}},
+		{[]string{"read", "a", "--verbose"}, []string{"flag provided but not defined: --verbose"}},
 		{[]string{"--bytes"}, []string{"-bytes"}},
 		{[]string{"--direct", "--bs", "1000", "read", "a"}, []string{"--bs 1000: must be a multiple of 4096"}},
 		{
@@ -288,12 +292,14 @@ func TestHelp(t *testing.T) {
 		golden(t, "help.golden", stdout.Bytes())
 	}
 	// Every flag is taught.
-	var c cli
-	c.flagSet().VisitAll(func(f *flag.Flag) {
-		if !strings.Contains(helpText, "\n  --"+f.Name+" ") {
+	var b bytes.Buffer
+	cli.WriteHelp(&b, Command)
+	helpText := b.String()
+	for _, f := range Command.FlagSet().Flags() {
+		if !strings.Contains(helpText, "\n  --"+f.Name) {
 			t.Errorf("help does not describe --%s", f.Name)
 		}
-	})
+	}
 	for _, line := range strings.Split(helpText, "\n") {
 		if len(line) > 80 {
 			t.Errorf("help line longer than 80 columns: %q", line)
@@ -332,4 +338,18 @@ func TestValidateJoinsEverything(t *testing.T) {
 	if want := []string{"Path", "Op", "BlockSize", "Duration"}; !reflect.DeepEqual(fields, want) {
 		t.Errorf("fields %q; want %q (in order)", fields, want)
 	}
+}
+
+// parseArgs parses a command line as Main does, without running it.
+func parseArgs(args []string) (cmdLine, error) {
+	var errb bytes.Buffer
+	c, rest, code, ok := Command.Parse(args, io.Discard, &errb)
+	if !ok {
+		if code == 0 {
+			return cmdLine{}, flag.ErrHelp
+		}
+		return cmdLine{}, errors.New(errb.String())
+	}
+	err := c.operands(rest)
+	return *c, err
 }
