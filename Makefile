@@ -11,7 +11,7 @@ BIN       := $(CURDIR)/bin
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 FUZZTIME  ?= 50000x
 
-.PHONY: all build test deps vet test-host test-v2 fuzz clean hoststate-save hoststate-check
+.PHONY: all build test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
 
 all: build
 
@@ -46,6 +46,15 @@ test-v2: $(BIN)/vmexec
 	DDISKQOS_REQUIRE_REAL=1 CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -v \
 		-exec $(BIN)/vmexec -run 'TestRealV2' $(V2_PKGS) 2>&1 | tee $(BIN)/test-v2.log
 	@! grep -E -- '--- SKIP' $(BIN)/test-v2.log || { echo 'test-v2: a v2 test skipped'; exit 1; }
+
+# Docker on v2: the engine in the VM and the daemon on its containers. Not in
+# `make test` yet: it has not completed a run on this machine kind (the
+# engine's start under emulation took minutes on a loaded host).
+# DDISKQOS_V2_DOCKER_FULL=1 uses the default thresholds (the streamer walks
+# all four levels on its own bytes); without it, thresholds of a few MiB.
+test-v2-docker-full: $(BIN)/vmexec
+	DDISKQOS_REQUIRE_REAL=1 DDISKQOS_V2_DOCKER_FULL=$${DDISKQOS_V2_DOCKER_FULL:-1} CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -v \
+		-exec "$(BIN)/vmexec -mem 2G -timeout 30m" -run 'TestVMDockerV2' ./cmd/ddiskqos
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) bash test/fuzz.sh

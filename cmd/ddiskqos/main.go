@@ -28,6 +28,8 @@ Usage:
                                 memory, I/O per disk, pids, network
   ddiskqos check [--json]       host preflight: cgroup layout, per-device
                                 mechanism, PSI, Docker engine, scale limits
+  ddiskqos calibrate DEVICE     measure a disk, write iocost's model and
+                                latency targets for it (--restore undoes)
   ddiskqos bench paper|scale|contention
                                 the paper's experiments in real containers;
                                 the daemon's cost at 1,000-10,000 cgroups;
@@ -63,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runCheck(rest, stdout, stderr)
 	case "workload":
 		return workload.Main(rest, stdin, stdout, stderr)
+	case "calibrate":
+		return runCalibrate(rest, stdout, stderr)
 	case "bench":
 		return runBench(rest, stdout, stderr)
 	case "help", "-h", "--help":

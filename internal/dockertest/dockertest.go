@@ -242,7 +242,7 @@ func RunContainer(t testing.TB, c *client.Client, o RunOptions) Container {
 		}
 		devs = append(devs, container.DeviceMapping{PathOnHost: d.Host, PathInContainer: in, CgroupPermissions: "rwm"})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout())
 	defer cancel()
 	cr, err := c.ContainerCreate(ctx,
 		&container.Config{Image: o.Image, Cmd: o.Args, Labels: labels},

@@ -81,6 +81,7 @@ type Engine struct {
 	done       chan struct{} // closed when cmd has exited
 	waitErr    error         // cmd.Wait's result, valid once done is closed
 	containerd []int         // pids of the containerds it spawned
+	vm         *vmContainerd // inside the test VM: the containerd started beside dockerd (engine_vm.go)
 	starts     int
 	image      string
 }
@@ -122,6 +123,9 @@ func StartEngine(t testing.TB) *Engine {
 		logPath:      filepath.Join(root, "dockerd.log"),
 		configPath:   filepath.Join(root, "daemon.json"),
 		cgroupParent: fmt.Sprintf("/ddiskqos-engine-%d-%d", os.Getpid(), uniq.Add(1)),
+	}
+	if testkit.InVM() {
+		e.vm = &vmContainerd{}
 	}
 	t.Cleanup(func() { e.cleanup(t) })
 	conf := fmt.Sprintf("{\"deprecated-key-path\": %q}\n", filepath.Join(root, "key.json"))
@@ -240,7 +244,7 @@ func (e *Engine) Restart(t testing.TB) (stopping, starting time.Duration) {
 }
 
 func (e *Engine) args() []string {
-	return []string{
+	args := []string{
 		"--config-file", e.configPath,
 		"--host", e.Host(),
 		"--data-root", e.dataRoot,
@@ -257,6 +261,10 @@ func (e *Engine) args() []string {
 		"--storage-driver", "overlay2",
 		"--live-restore",
 	}
+	if e.vm != nil {
+		args = e.vmArgs(args)
+	}
+	return args
 }
 
 // start runs dockerd and waits until it answers a ping and has spawned its
@@ -271,6 +279,9 @@ func (e *Engine) start(t testing.TB) {
 	e.starts++
 	n := e.starts
 	e.mu.Unlock()
+	if e.vm != nil {
+		e.startVMContainerd(t)
+	}
 	logf, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatalf("engine log: %v", err)
@@ -279,6 +290,9 @@ func (e *Engine) start(t testing.TB) {
 		n, time.Now().Format(time.RFC3339Nano), DockerdPath, strings.Join(e.args(), " "))
 	cmd := exec.Command(DockerdPath, e.args()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if e.vm != nil {
+		cmd.Env = append(os.Environ(), "DOCKER_RAMDISK=true") // see engine_vm.go
+	}
 	// Its own process group: a ^C to the test reaches the test, whose
 	// cleanup stops the engine in order. Pdeathsig: should the test
 	// process die without cleaning up, dockerd is told to stop. Its own
@@ -315,7 +329,11 @@ func (e *Engine) start(t testing.TB) {
 		t.Fatalf("client of %s: %v", e.Host(), err)
 	}
 	defer c.Close()
-	deadline := time.Now().Add(60 * time.Second)
+	within := 60 * time.Second
+	if e.vm != nil {
+		within = vmStartTimeout
+	}
+	deadline := time.Now().Add(within)
 	for {
 		select {
 		case <-done:
@@ -333,9 +351,12 @@ func (e *Engine) start(t testing.TB) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("private dockerd does not answer at %s after 60s: %v%s", e.Host(), err, e.logTail(60))
+			t.Fatalf("private dockerd does not answer at %s after %s: %v%s", e.Host(), within, err, e.logTail(60))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if e.vm != nil {
+		return // its containerd is the one startVMContainerd started
 	}
 	pid, err := e.ownContainerd(cmd.Process.Pid)
 	if err != nil {
@@ -435,6 +456,9 @@ func (e *Engine) cleanup(t testing.TB) {
 		}
 	}
 	e.killShims(t)
+	if e.vm != nil {
+		e.stopVMContainerd(t)
+	}
 	e.unmountAll(t)
 	if err := os.RemoveAll(e.root); err != nil {
 		t.Errorf("remove private engine root: %v", err)

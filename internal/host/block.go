@@ -42,7 +42,10 @@ type Device struct {
 	Scheduler  string   `json:"scheduler"` // "" when the device has no scheduler file
 	Schedulers []string `json:"schedulers"`
 	// IOCost is whether io.cost.qos has enable=1 for it (cgroup v2 only).
-	IOCost           bool         `json:"iocost"`
+	IOCost bool `json:"iocost"`
+	// IOCostCalibrated is whether its io.cost.model was written by someone
+	// (ctrl=user) rather than the kernel's defaults for its class.
+	IOCostCalibrated bool         `json:"iocost_calibrated,omitempty"`
 	Mechanism        Mechanism    `json:"mechanism"`
 	WeightsEffective bool         `json:"weights_effective"`
 	WeightFile       string       `json:"weight_file,omitempty"`
@@ -82,6 +85,8 @@ func BlockDevices(r Roots, h IOHierarchy) ([]Device, error) {
 		}
 		if h.Version == 2 {
 			d.IOCost = h.iocostEnabled(d.Major, d.Minor)
+			m, ok := cgroupfs.FindCostModel(h.IOCostModel, cgroupfs.Dev{Major: d.Major, Minor: d.Minor})
+			d.IOCostCalibrated = ok && m.Ctrl == "user"
 		}
 		c := chooseMechanism(mechanismInput{
 			Name: d.Name, Dev: d.Dev, Kind: d.Kind,

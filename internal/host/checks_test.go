@@ -197,3 +197,36 @@ func TestBuildReport(t *testing.T) {
 		t.Errorf("report %+v", r)
 	}
 }
+
+// TestIOCostModelCheck warns about a disk with iocost on and the kernel's
+// default model, names the calibrate command as the fix, and is quiet once
+// the model was written (ctrl=user).
+func TestIOCostModelCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, model string
+		warn        bool
+	}{
+		{"kernel's model", "8:0 ctrl=auto model=linear rbps=174019176 rseqiops=41708 rrandiops=370 wbps=178075866 wseqiops=42705 wrandiops=378\n", true},
+		{"calibrated", "8:0 ctrl=user model=linear rbps=104857600 rseqiops=25600 rrandiops=2000 wbps=104857600 wseqiops=25600 wrandiops=2000\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tr := hosttest.New(t)
+			tr.UnifiedV2("8:0 enable=1 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00\n")
+			tr.Write("sys/fs/cgroup/io.cost.model", tc.model)
+			tr.AddDisk(hosttest.Disk{Name: "sda", Dev: "8:0", Scheduler: hosttest.SchedNone, Sectors: 100})
+			cs := Evaluate(Gather(context.Background(), Roots{Sys: tr.Sys, Proc: tr.Proc}, nil))
+			c, ok := find(cs, "device.sda.iocost_model")
+			if ok != tc.warn {
+				t.Fatalf("iocost_model check present %v, want %v: %+v", ok, tc.warn, cs)
+			}
+			if ok && (c.Status != StatusWarn || c.Fix == "" || !strings.Contains(c.Fix, "ddiskqos calibrate /dev/sda")) {
+				t.Errorf("check %+v: want a warning whose fix is ddiskqos calibrate /dev/sda", c)
+			}
+			if u, _ := find(cs, "device.usable"); !strings.HasPrefix(u.Value, "1 of 1 target devices") {
+				t.Errorf("device.usable %q: the model check must not count as a device", u.Value)
+			}
+		})
+	}
+}

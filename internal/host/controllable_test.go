@@ -89,6 +89,11 @@ func TestWritebackCheck(t *testing.T) {
 	if c.Status != StatusOK || c.Fix != "" || !strings.Contains(c.Value, "cgroup that dirtied") {
 		t.Errorf("v2: %+v", c)
 	}
+	v2.Write("sys/fs/cgroup/cgroup.subtree_control", "cpu io pids\n")
+	c = mustFind(t, Evaluate(Gather(context.Background(), Roots{Sys: v2.Sys, Proc: v2.Proc}, nil)), "cgroup.writeback")
+	if c.Status != StatusWarn || !strings.Contains(c.Value, "without the memory controller") || !strings.Contains(c.Fix, "+memory") {
+		t.Errorf("v2 without memory delegated: %+v", c)
+	}
 }
 
 func TestDataRootCheck(t *testing.T) {

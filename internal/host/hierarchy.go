@@ -50,10 +50,16 @@ type IOHierarchy struct {
 	CFQ      Probe `json:"cfq"`
 	// IOCost is v2 only: the root's io.cost.qos (CONFIG_BLK_CGROUP_IOCOST).
 	IOCost Probe `json:"iocost"`
-	// IOCostQoS are the devices listed in io.cost.qos (v2 only).
-	IOCostQoS []IOCostQoS `json:"-"`
+	// IOCostQoS are the devices listed in io.cost.qos, IOCostModel those
+	// of io.cost.model (v2 only).
+	IOCostQoS   []cgroupfs.CostQoS   `json:"-"`
+	IOCostModel []cgroupfs.CostModel `json:"-"`
 	// Pressure is whether per-cgroup io.pressure exists (v2 with PSI on).
 	Pressure bool `json:"pressure"`
+	// Memory is v2 only: the root delegates the memory controller
+	// (cgroup.subtree_control), without which writeback is charged to the
+	// root, not to the cgroup that dirtied the pages.
+	Memory bool `json:"memory"`
 }
 
 // Hierarchy returns the cgroupfs value for it.
@@ -99,6 +105,7 @@ func ProbeIOHierarchy(layout cgroupfs.Layout) (IOHierarchy, error) {
 	// A first-level child has the io files exactly when the root delegates
 	// io, so only then does a child lacking a file prove it is not offered.
 	conclusive := slices.Contains(sub, "io")
+	h.Memory = slices.Contains(sub, "memory")
 	if !h.Enabled {
 		why := "io is not in " + filepath.Join(hier.Mount, "cgroup.controllers")
 		for _, p := range []*Probe{&h.Throttle, &h.BFQ, &h.CFQ, &h.IOCost} {
@@ -112,20 +119,20 @@ func ProbeIOHierarchy(layout cgroupfs.Layout) (IOHierarchy, error) {
 	// cfq (kernels < 5.0, before iocost existed) also offered io.weight on v2.
 	h.CFQ = probeFile(hier.Mount, "io.weight", nil, children, conclusive)
 	qosPath := filepath.Join(hier.Mount, "io.cost.qos")
-	f, err := os.Open(qosPath)
+	qos, err := hier.ReadCostQoS()
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, cgroupfs.ErrNotAvailable):
 		h.IOCost = Probe{File: "io.cost.qos", Known: true, How: "no " + qosPath + ": kernel built without CONFIG_BLK_CGROUP_IOCOST"}
 	case err != nil:
-		return IOHierarchy{}, fmt.Errorf("open %s: %w", qosPath, err)
+		return IOHierarchy{}, err
 	default:
-		qos, err := ParseIOCostQoS(f)
-		f.Close()
-		if err != nil {
-			return IOHierarchy{}, fmt.Errorf("%s: %w", qosPath, err)
-		}
 		h.IOCostQoS = qos
 		h.IOCost = Probe{File: "io.cost.qos", Present: true, Known: true, How: "seen: " + qosPath}
+		model, err := hier.ReadCostModel()
+		if err != nil && !errors.Is(err, cgroupfs.ErrNotAvailable) {
+			return IOHierarchy{}, err
+		}
+		h.IOCostModel = model
 	}
 	h.Pressure = exists(filepath.Join(hier.Mount, "io.pressure"))
 	return h, nil
@@ -133,12 +140,8 @@ func ProbeIOHierarchy(layout cgroupfs.Layout) (IOHierarchy, error) {
 
 // iocostEnabled reports whether io.cost.qos has enable=1 for the device.
 func (h IOHierarchy) iocostEnabled(major, minor uint32) bool {
-	for _, q := range h.IOCostQoS {
-		if q.Major == major && q.Minor == minor {
-			return q.Enabled
-		}
-	}
-	return false
+	q, ok := cgroupfs.FindCostQoS(h.IOCostQoS, cgroupfs.Dev{Major: major, Minor: minor})
+	return ok && q.Enable
 }
 
 func probeFile(mount, file string, markers, children []string, childConclusive bool) Probe {

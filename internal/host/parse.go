@@ -46,57 +46,6 @@ func ParseScheduler(s string) (active string, offered []string, err error) {
 	return active, offered, nil
 }
 
-// IOCostQoS is one line of the v2 root cgroup's io.cost.qos file.
-type IOCostQoS struct {
-	Major, Minor uint32
-	Enabled      bool   // enable=1
-	Ctrl         string // "auto" or "user"
-}
-
-// ParseIOCostQoS parses io.cost.qos (cgroup v2 root only; present when the
-// kernel has CONFIG_BLK_CGROUP_IOCOST and the io controller is on cgroup2):
-//
-//	8:16 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=20000 min=50.00 max=150.00
-//
-// A device appears once iocost was configured for it. Unknown keys are
-// skipped; a malformed device or enable value is a *cgroupfs.ParseError.
-// Blank lines are ignored.
-func ParseIOCostQoS(r io.Reader) ([]IOCostQoS, error) {
-	var out []IOCostQoS
-	err := eachLine("io.cost.qos", r, func(n int, line string) error {
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			return nil
-		}
-		dev, err := cgroupfs.ParseDev(fields[0])
-		if err != nil {
-			return &cgroupfs.ParseError{File: "io.cost.qos", Line: n, Text: line, Msg: err.Error()}
-		}
-		q := IOCostQoS{Major: dev.Major, Minor: dev.Minor}
-		for _, kv := range fields[1:] {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				continue
-			}
-			switch k {
-			case "enable":
-				switch v {
-				case "0":
-				case "1":
-					q.Enabled = true
-				default:
-					return &cgroupfs.ParseError{File: "io.cost.qos", Line: n, Text: line, Msg: fmt.Sprintf("enable=%q: want 0 or 1", v)}
-				}
-			case "ctrl":
-				q.Ctrl = v
-			}
-		}
-		out = append(out, q)
-		return nil
-	})
-	return out, err
-}
-
 // Rlimit is one value of a resource limit. Unlimited is RLIM_INFINITY.
 type Rlimit uint64
 

@@ -48,29 +48,6 @@ func TestParseScheduler(t *testing.T) {
 	}
 }
 
-func TestParseIOCostQoS(t *testing.T) {
-	t.Parallel()
-	in := `8:16 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=20000 min=50.00 max=150.00
-
-254:0 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00 future=7 novalue
-`
-	got, err := ParseIOCostQoS(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []IOCostQoS{{Major: 8, Minor: 16, Enabled: true, Ctrl: "user"}, {Major: 254, Minor: 0, Enabled: false, Ctrl: "auto"}}
-	if !slices.Equal(got, want) {
-		t.Errorf("got %+v, want %+v", got, want)
-	}
-	for _, bad := range []string{"8 enable=1", "x:1 enable=1", "8:1 enable=2", "8:-1 enable=1"} {
-		_, err := ParseIOCostQoS(strings.NewReader(bad))
-		var pe *cgroupfs.ParseError
-		if !errors.As(err, &pe) {
-			t.Errorf("%q: err = %v, want *cgroupfs.ParseError", bad, err)
-		}
-	}
-}
-
 const dockerdLimits = `Limit                     Soft Limit           Hard Limit           Units     
 Max cpu time              unlimited            unlimited            seconds   
 Max stack size            8388608              unlimited            bytes     
@@ -190,25 +167,6 @@ func FuzzParseScheduler(f *testing.F) {
 			if o == "" || strings.ContainsAny(o, "[] \t\n") {
 				t.Fatalf("bad offered entry %q", o)
 			}
-		}
-	})
-}
-
-func FuzzParseIOCostQoS(f *testing.F) {
-	f.Add("8:16 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=20000 min=50.00 max=150.00\n")
-	f.Add("254:0 enable=0\n\n8:0 enable=1 ctrl=auto")
-	f.Add("8:16 enable=2")
-	f.Fuzz(func(t *testing.T, s string) {
-		qs, err := ParseIOCostQoS(strings.NewReader(s))
-		if err != nil {
-			var pe *cgroupfs.ParseError
-			if !errors.As(err, &pe) {
-				t.Fatalf("untyped error %v", err)
-			}
-			return
-		}
-		if len(qs) > strings.Count(s, "\n")+1 {
-			t.Fatalf("%d entries from %d lines", len(qs), strings.Count(s, "\n")+1)
 		}
 	})
 }

@@ -28,7 +28,7 @@ const (
 
 const cmdName = "ddiskqos workload"
 
-const helpText = `Usage: ddiskqos workload [flags] read|write|randread PATH
+const helpText = `Usage: ddiskqos workload [flags] read|write|randread|randwrite PATH
 
 Generate disk I/O on one file or block device, one request at a time (queue
 depth 1) or --iodepth at a time, and report throughput and per-request
@@ -38,6 +38,8 @@ Operations:
   read      read the region sequentially, --bs bytes per request
   write     write pseudo-random data over the region sequentially
   randread  read --bs bytes at random --bs-aligned offsets in the region
+  randwrite write --bs bytes at random --bs-aligned offsets in the region
+            (a block device, or a regular file up to its size or --size)
 
 The region is --span bytes from --offset; without --span it runs to the end of
 the file or device (for a regular file being written: unbounded). Readers of
@@ -51,7 +53,7 @@ Sizes: 4096, 4k, 3MiB, 1.5GiB (k m g t and KiB MiB GiB TiB are powers of
 Flags:
   --bytes SIZE       stop after SIZE bytes (default: no limit)
   --duration DUR     stop after DUR, e.g. 30s, 5m (default: no limit)
-  --bs SIZE          bytes per request (default 1MiB; 4k for randread)
+  --bs SIZE          bytes per request (default 1MiB; 4k for random ones)
   --offset SIZE      start of the region (default 0)
   --span SIZE        length of the region (default: to the end)
   --loop             start over at --offset at the end of the region
@@ -292,7 +294,7 @@ func parseArgs(args []string) (cli, error) {
 	}
 	switch len(operands) {
 	case 0:
-		return c, errors.New("missing operation (read, write or randread) and PATH")
+		return c, errors.New("missing operation (read, write, randread or randwrite) and PATH")
 	case 1:
 		return c, fmt.Errorf("missing PATH after %q", operands[0])
 	case 2:
@@ -300,10 +302,10 @@ func parseArgs(args []string) (cli, error) {
 		return c, fmt.Errorf("unexpected argument %q after PATH", operands[2])
 	}
 	switch op := Op(operands[0]); op {
-	case OpRead, OpWrite, OpRandRead:
+	case OpRead, OpWrite, OpRandRead, OpRandWrite:
 		c.spec.Op = op
 	default:
-		return c, fmt.Errorf("unknown operation %q (want read, write or randread)", operands[0])
+		return c, fmt.Errorf("unknown operation %q (want read, write, randread or randwrite)", operands[0])
 	}
 	c.spec.Path = operands[1]
 	return c, nil

@@ -83,7 +83,7 @@ func openJob(s Spec) (*job, error) {
 		return &SpecError{Field: field, Value: v, Reason: fmt.Sprintf(format, a...)}
 	}
 	flags := os.O_RDONLY
-	if s.Op == OpWrite {
+	if s.Op.writes() {
 		flags = os.O_WRONLY
 		if s.Create {
 			flags |= os.O_CREATE
@@ -146,7 +146,7 @@ func (j *job) setup(bad func(string, any, string, ...any) error) error {
 			j.end = -1
 		}
 	}
-	if s.Direct && s.Op == OpWrite && j.end > 0 {
+	if s.Direct && s.Op.writes() && j.end > 0 {
 		// A block device's size is a multiple of 512, maybe not of 4096.
 		j.end -= j.end % DirectAlign
 	}
@@ -157,7 +157,7 @@ func (j *job) setup(bad func(string, any, string, ...any) error) error {
 		return bad("Bytes", s.Bytes, "limit needed: writing to a regular file without a byte count, duration, span or size would fill the disk")
 	case j.end >= 0 && j.start >= j.end:
 		return bad("Offset", s.Offset, "leaves nothing to %s: %s has %d bytes", s.Op, s.Path, size)
-	case s.Op == OpRandRead && j.end-j.start < j.bs:
+	case s.Op.random() && j.end-j.start < j.bs:
 		return bad("Span", s.Span, "leaves a region of %d bytes, smaller than the block size %d", j.end-j.start, j.bs)
 	}
 
@@ -170,7 +170,7 @@ func (j *job) setup(bad func(string, any, string, ...any) error) error {
 			return fmt.Errorf("drop cache of %s: %w", s.Path, err)
 		}
 	}
-	if s.Op == OpRandRead {
+	if s.Op.random() {
 		// No readahead: each request reads its block and nothing around it.
 		if err := unix.Fadvise(j.fd, 0, 0, unix.FADV_RANDOM); err != nil {
 			return fmt.Errorf("fadvise random %s: %w", s.Path, err)
@@ -183,7 +183,7 @@ func (j *job) setup(bad func(string, any, string, ...any) error) error {
 	}
 	j.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	j.buf = alignedBuffer(int(roundUp(j.bs, DirectAlign)))
-	if s.Op == OpWrite {
+	if s.Op.writes() {
 		var key [32]byte
 		binary.LittleEndian.PutUint64(key[:], seed)
 		_, _ = rand.NewChaCha8(key).Read(j.buf) // never fails
@@ -208,13 +208,6 @@ func modeName(m os.FileMode) string {
 func (j *job) run(ctx context.Context) (Result, error) {
 	s := j.s
 	depth := max(1, s.IODepth)
-	st := &runState{pos: j.start, start: time.Now()}
-	if s.Op == OpRandRead {
-		st.nblocks = (j.end - j.start) / j.bs
-	}
-	if s.Duration > 0 {
-		st.deadline = st.start.Add(s.Duration)
-	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	recs := make([]*latencyRecorder, depth)
@@ -223,7 +216,9 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	var wg sync.WaitGroup
 	// Each worker needs its own aligned buffer; worker 0 reuses j.buf (a
 	// write's pseudo-random data is the same for all). All are filled
-	// before any worker reads into j.buf.
+	// before any worker reads into j.buf, and before the clock starts: at
+	// a deep queue of large blocks this takes long enough to skew a short
+	// job's rate.
 	bufs := make([][]byte, depth)
 	bufs[0] = j.buf
 	for w := 1; w < depth; w++ {
@@ -232,6 +227,15 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	}
 	for w := range depth {
 		recs[w], resps[w] = newLatencyRecorder(), newLatencyRecorder()
+	}
+	st := &runState{pos: j.start, start: time.Now()}
+	if s.Op.random() {
+		st.nblocks = (j.end - j.start) / j.bs
+	}
+	if s.Duration > 0 {
+		st.deadline = st.start.Add(s.Duration)
+	}
+	for w := range depth {
 		buf := bufs[w]
 		wg.Add(1)
 		go func() {
@@ -244,7 +248,7 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	}
 	wg.Wait()
 	err := errors.Join(errs...)
-	if err == nil && s.Op == OpWrite && s.Sync {
+	if err == nil && s.Op.writes() && s.Sync {
 		if e := fdatasync(j.fd); e != nil {
 			err = fmt.Errorf("fdatasync %s: %w", s.Path, e)
 		}
@@ -297,7 +301,7 @@ func (j *job) claim(st *runState) (off, n, before int64, due time.Time, ok bool)
 		return 0, 0, 0, due, false
 	}
 	off, n = st.pos, j.bs
-	if s.Op == OpRandRead {
+	if s.Op.random() {
 		off = j.start + j.rng.Int64N(st.nblocks)*j.bs
 	} else {
 		if j.end >= 0 && st.pos >= j.end {
@@ -318,7 +322,7 @@ func (j *job) claim(st *runState) (off, n, before int64, due time.Time, ok bool)
 		// read past end of file returns what is there.
 		n = roundUp(n, DirectAlign)
 	}
-	if s.Op != OpRandRead {
+	if !s.Op.random() {
 		st.pos = off + n
 	}
 	if s.IOPS > 0 {
@@ -358,7 +362,7 @@ func (j *job) worker(ctx context.Context, st *runState, lat, resp *latencyRecord
 		}
 		var got int
 		var err error
-		if s.Op == OpWrite {
+		if s.Op.writes() {
 			got, err = pwrite(j.fd, buf[:n], off)
 		} else {
 			got, err = pread(j.fd, buf[:n], off)
@@ -397,7 +401,7 @@ func (j *job) account(st *runState, off, n, got int64) (syncNow bool, err error)
 	st.bytes += got
 	st.claimed -= n - got
 	switch {
-	case s.Op == OpWrite && got == 0:
+	case s.Op.writes() && got == 0:
 		st.done = true
 		return false, fmt.Errorf("write %s at offset %d: %w", s.Path, off, io.ErrShortWrite)
 	case s.Op == OpRead && got < n:

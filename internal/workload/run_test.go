@@ -525,3 +525,45 @@ func TestLatencyRecorder(t *testing.T) {
 		t.Errorf("latency %+v; want p50 501, p90 901, p99 991, p99.9 1000 (each within 0.1%%), max 1.08e10", got)
 	}
 }
+
+// TestRunRandWriteStaysInRegion writes at random into the middle of a file
+// and reads the file back: every changed byte lies in the region, whole
+// blocks were written, and the file kept its size.
+func TestRunRandWriteStaysInRegion(t *testing.T) {
+	t.Parallel()
+	path := testFile(t, diskDir(t), 64*4096)
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, span := int64(16*4096), int64(16*4096)
+	r := mustRun(t, Spec{Path: path, Op: OpRandWrite, Direct: true, Offset: off, Span: span, Bytes: 64 * 4096, Seed: 3})
+	if r.Bytes != 64*4096 || r.Ops != 64 || r.BlockSize != 4096 || r.Op != OpRandWrite {
+		t.Errorf("%s: %d bytes, %d ops of %d; want 64 ops of 4096", r.Op, r.Bytes, r.Ops, r.BlockSize)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("file size %d after randwrite, was %d", len(after), len(before))
+	}
+	changed := 0
+	for b := int64(0); b < int64(len(after))/4096; b++ {
+		blk := func(x []byte) []byte { return x[b*4096 : (b+1)*4096] }
+		if bytes.Equal(blk(before), blk(after)) {
+			continue
+		}
+		changed++
+		if p := b * 4096; p < off || p >= off+span {
+			t.Errorf("block at %d changed: randwrite went outside [%d, %d)", p, off, off+span)
+		}
+	}
+	// 64 draws from 16 blocks leave one untouched with odds 16·(15/16)^64 ≈ 0.3%.
+	if changed < 12 {
+		t.Errorf("%d of the region's 16 blocks changed after 64 random writes", changed)
+	}
+	if err := (Spec{Path: path, Op: OpRandWrite, Loop: true}).Validate(); err == nil {
+		t.Error("randwrite with Loop validated")
+	}
+}

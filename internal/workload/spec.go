@@ -18,7 +18,17 @@ const (
 	OpWrite Op = "write"
 	// OpRandRead reads blocks at random block-aligned offsets in the region.
 	OpRandRead Op = "randread"
+	// OpRandWrite writes pseudo-random data to blocks at random
+	// block-aligned offsets in the region (a block device, or a regular
+	// file's existing size or Size).
+	OpRandWrite Op = "randwrite"
 )
+
+// writes reports whether o writes.
+func (o Op) writes() bool { return o == OpWrite || o == OpRandWrite }
+
+// random reports whether o picks its offsets at random.
+func (o Op) random() bool { return o == OpRandRead || o == OpRandWrite }
 
 const (
 	// DefaultSeqBlockSize is the block size of read and write when none is given.
@@ -84,7 +94,7 @@ type Spec struct {
 	// Bytes/Elapsed never exceeds it; each request itself goes at full
 	// speed, so smaller blocks give a smoother rate.
 	RateLimit int64
-	// Seed seeds randread's offsets and write's data; 0 picks one at random.
+	// Seed seeds random offsets and written data; 0 picks one at random.
 	Seed uint64
 
 	// IODepth is how many requests are in flight at once: that many
@@ -126,7 +136,7 @@ func (s Spec) blockSize() int64 {
 	switch {
 	case s.BlockSize > 0:
 		return s.BlockSize
-	case s.Op == OpRandRead:
+	case s.Op.random():
 		return DefaultRandBlockSize
 	default:
 		return DefaultSeqBlockSize
@@ -144,9 +154,9 @@ func (s Spec) Validate() error {
 		bad("Path", strconv.Quote(s.Path), "must not be empty")
 	}
 	switch s.Op {
-	case OpRead, OpWrite, OpRandRead:
+	case OpRead, OpWrite, OpRandRead, OpRandWrite:
 	default:
-		bad("Op", strconv.Quote(string(s.Op)), "must be read, write or randread")
+		bad("Op", strconv.Quote(string(s.Op)), "must be read, write, randread or randwrite")
 	}
 	for _, f := range []struct {
 		name string
@@ -175,7 +185,7 @@ func (s Spec) Validate() error {
 	if s.IOPS < 0 || math.IsNaN(s.IOPS) || math.IsInf(s.IOPS, 0) {
 		bad("IOPS", s.IOPS, "must be a positive number of requests per second")
 	}
-	if s.Op != OpWrite {
+	if !s.Op.writes() {
 		if s.Sync {
 			bad("Sync", s.Sync, "applies to write only")
 		}
@@ -189,10 +199,10 @@ func (s Spec) Validate() error {
 			bad("FsyncEvery", s.FsyncEvery, "applies to write only")
 		}
 	}
-	if s.Op == OpRandRead && s.Loop {
-		bad("Loop", s.Loop, "applies to sequential read and write only; randread never reaches an end")
+	if s.Op.random() && s.Loop {
+		bad("Loop", s.Loop, "applies to sequential read and write only; "+string(s.Op)+" never reaches an end")
 	}
-	if s.Op == OpWrite && s.Size > 0 && s.Offset >= s.Size {
+	if s.Op.writes() && s.Size > 0 && s.Offset >= s.Size {
 		bad("Offset", s.Offset, fmt.Sprintf("must be below the size %d", s.Size))
 	}
 	if s.Direct {
@@ -208,7 +218,7 @@ func (s Spec) Validate() error {
 				bad(f.name, f.v, why)
 			}
 		}
-		if s.Op == OpWrite && s.Bytes%DirectAlign != 0 {
+		if s.Op.writes() && s.Bytes%DirectAlign != 0 {
 			bad("Bytes", s.Bytes, why+" writes")
 		}
 	}

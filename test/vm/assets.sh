@@ -27,6 +27,10 @@ done
 
 # Modules loaded at boot, in addition to their dependencies.
 modules="virtio_pci virtio_blk virtio_console 9pnet_virtio 9p bfq kyber_iosched ext4 crc32c_generic loop"
+# Modules (and their dependencies) shipped in /modules but not loaded at
+# boot: a test loads them with insmod and its own parameters (null_blk:
+# a device of known speed; see internal/calibrate's VM test).
+ondemand="null_blk"
 
 die() { echo "assets.sh: $*" >&2; exit 1; }
 log() { echo "assets.sh: $*" >&2; }
@@ -148,7 +152,7 @@ resolve() {
 
 # The stamp covers everything the initramfs is made of.
 stamp=$( (
-	echo "$release $modules"
+	echo "$release $modules / $ondemand"
 	cat "$here/init"
 	ls -l --time-style=+%s "$busybox"
 ) | sha256sum | cut -c1-16)
@@ -178,6 +182,10 @@ if [ ! -f "$initrd" ]; then
 		echo "/modules/${f##*/}"
 	done <"$root/modules/files" >"$root/modules/order"
 	rm "$root/modules/files"
+	resolved=" " # on-demand modules may share dependencies with the boot list
+	for m in $ondemand; do resolve "$m"; done | while read -r f; do
+		[ -e "$root/modules/${f##*/}" ] || cp "$f" "$root/modules/"
+	done
 	(cd "$root" && find . | LC_ALL=C sort | "$busybox" cpio -o -H newc 2>/dev/null) >"$initrd.tmp" ||
 		die "cpio failed"
 	mv "$initrd.tmp" "$initrd"

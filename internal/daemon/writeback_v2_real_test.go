@@ -1,0 +1,206 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+// TestRealV2WritebackDemoted: on cgroup v2 with the memory and io
+// controllers enabled for the workloads' subtree, the page cache a writer
+// dirties is written back — by the kernel's flusher threads, not by the
+// writer — charged to the writer's own cgroup (io.stat wbytes), so the
+// daemon sees the bytes, demotes the writer and its writeback gets the
+// level-4 weight. A victim reading with O_DIRECT beside it is measured with
+// and without the daemon (figures logged; not asserted: the emulated VM is
+// too noisy for a bar). cgroup v1 cannot do this: its blkio controller
+// charges writeback to the flusher's cgroup (the root).
+func TestRealV2WritebackDemoted(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	_, err := exec.LookPath("mkfs.ext4")
+	testkit.Need(t, err == nil, "mkfs.ext4 (e2fsprogs) not in PATH: %v", err)
+	r := newRig(t, "bfq", host.MechBFQWeight)
+	pdir, _ := r.h.Path(r.parent)
+	if err := os.WriteFile(filepath.Join(pdir, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+		t.Fatalf("enable +memory for %s: %v", r.parent, err)
+	}
+	// Writeback starts at 16 MiB of dirty pages instead of 10 % of memory,
+	// so it runs all the time the writer writes.
+	// (The ratio is saved first and so restored last: writing one of the
+	// pair zeroes the other.)
+	ratio, err := os.ReadFile("/proc/sys/vm/dirty_background_ratio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setSysctl(t, "/proc/sys/vm/dirty_background_ratio", string(ratio))
+	setSysctl(t, "/proc/sys/vm/dirty_background_bytes", "16777216")
+
+	mnt := t.TempDir()
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", r.path).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4 %s: %v\n%s", r.path, err, out)
+	}
+	if err := unix.Mount(r.path, mnt, "ext4", 0, ""); err != nil {
+		t.Fatalf("mount %s: %v", r.path, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	victimFile := filepath.Join(mnt, "victim")
+	run(t, []string{"--create", "--sync", "--bytes", "64MiB", "write", victimFile})
+
+	writer, victim := r.child(t, "writer"), r.child(t, "victim")
+	wbytes := func(cg string) uint64 {
+		t.Helper()
+		c, err := r.h.Open(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		st, err := c.ReadIO()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := st.Device(r.dev.Dev)
+		return d.WBytes
+	}
+	// phase runs the buffered writer (no fsync of its own) for its whole
+	// length and the victim's paced random reads in its second half, and
+	// returns the victim's result and the writer's written and charged bytes.
+	phase := func(name string, during func()) (vic workload.Result, written, charged uint64) {
+		t.Helper()
+		before := wbytes(writer)
+		w := startIn(t, r.h, writer, []string{"--create", "--loop", "--span", "256MiB", "--bs", "1MiB", "--duration", "40s",
+			"write", filepath.Join(mnt, "writer-"+name)})
+		if during != nil {
+			during()
+		} else {
+			time.Sleep(10 * time.Second)
+		}
+		v := startIn(t, r.h, victim, []string{"--direct", "--iops", "50", "--duration", "10s", "randread", victimFile})
+		vic, err := v.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+		wr, err := w.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Sync()
+		charged = wbytes(writer) - before
+		t.Logf("%s: writer wrote %d MiB buffered, %d MiB charged to its cgroup's io.stat; victim 4k reads p50 %.0f µs, p99 %.0f µs, max %.0f µs, response p99 %.0f µs (%d reads)",
+			name, wr.Bytes>>20, charged>>20, vic.Latency.P50, vic.Latency.P99, vic.Latency.Max, respP99(vic), vic.Ops)
+		return vic, uint64(wr.Bytes), charged
+	}
+
+	_, written, charged := phase("without daemon", nil)
+	if charged < written/2 {
+		t.Fatalf("without the daemon: %d bytes written, only %d charged to the writer's cgroup: writeback not charged to the writer", written, charged)
+	}
+	if v := wbytes(victim); v > 8<<20 {
+		t.Errorf("victim's cgroup charged %d written bytes: writeback charged to the wrong cgroup", v)
+	}
+
+	opts := r.options(t, filepath.Join(t.TempDir(), "state.json"))
+	opts.Policy.BoostAfter = time.Hour // the writer stays at level 4 while it writes
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var demotedAfter time.Duration
+	_, written, charged = phase("with daemon", func() {
+		begin := time.Now()
+		waitFor(t, d, "writer at level 4", levelIs("writer", 4))
+		demotedAfter = time.Since(begin)
+		if v, _ := r.weight(t, writer); v != cgroupfs.NativeWeight(r.kind, 100) {
+			t.Fatalf("demoted writer's weight %d, want %d", v, cgroupfs.NativeWeight(r.kind, 100))
+		}
+	})
+	t.Logf("writer demoted to level 4 %s after it started", demotedAfter.Round(time.Millisecond))
+	if charged < written/2 {
+		t.Fatalf("with the daemon: %d bytes written, only %d charged to the writer's cgroup", written, charged)
+	}
+	s := d.Snapshot()
+	w, _ := workloadNamed(s, "writer")
+	v, _ := workloadNamed(s, "victim")
+	if w.WriteBytes == 0 || w.Level != 4 || v.Level != 1 {
+		t.Fatalf("snapshot: writer level %d write_bytes %d, victim level %d", w.Level, w.WriteBytes, v.Level)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil
+	if v, ok := r.weight(t, writer); ok {
+		t.Fatalf("after shutdown the writer keeps weight %d", v)
+	}
+}
+
+// respP99 is the victim's response-time p99 (from when each read was due).
+func respP99(r workload.Result) float64 {
+	if r.Response == nil {
+		return 0
+	}
+	return r.Response.P99
+}
+
+// startIn runs a workload (this test binary) in cgroup cg and lets it go.
+func startIn(t *testing.T, h cgroupfs.Hierarchy, cg string, args []string) *workload.Proc {
+	t.Helper()
+	p, err := workload.Start(context.Background(), os.Args[0], []string{workload.EnvMain + "=1"},
+		append([]string{"--wait-stdin", "--json"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Wait() })
+	if cg != "" {
+		if err := h.AddProcess(cg, p.Pid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Go(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run runs a workload to its end in the test's own cgroup.
+func run(t *testing.T, args []string) workload.Result {
+	t.Helper()
+	res, err := startIn(t, cgroupfs.Hierarchy{}, "", args).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// setSysctl writes a /proc/sys file and puts the old value back at the end.
+func setSysctl(t *testing.T, path, val string) {
+	t.Helper()
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(val), 0); err != nil {
+		t.Fatalf("write %s: %v", path, err)
+	}
+	t.Cleanup(func() { os.WriteFile(path, old, 0) })
+}
