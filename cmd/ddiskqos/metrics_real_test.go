@@ -113,6 +113,15 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// The daemon's start can take long in the VM (software emulation) on
+	// a busy host: wait for its API before timing the levels.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := r.snapshot(); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the daemon's API never answered: %v", err)
+		}
+	}
 	stream := startIn(t, ctx, r, bulk, "--direct", "--loop", "--duration", "90s", "read", r.loop.Path)
 	r.waitLevel(t, "bulk", 4)
 	reader := startIn(t, ctx, r, small, "--direct", "--iops", "100", "--bs", "4k", "--duration", "90s", "randread", r.loop.Path)
@@ -125,7 +134,7 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 		"ddiskqos_level_changes_total", "ddiskqos_tick_duration_seconds", "ddiskqos_sense_workloads_total",
 	}
 	want = append(want, wantToo...)
-	body := waitMetrics(t, r.addr, want, 30*time.Second)
+	body := waitMetrics(t, r.addr, want, time.Minute)
 	for _, p := range []*workload.Proc{stream, reader} {
 		p.Stop()
 		p.Wait()
@@ -151,7 +160,7 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 			t.Logf("docker-sourced daemon log:\n%s", logs2.String())
 		}
 	})
-	body2 := waitMetrics(t, r2.addr, []string{"ddiskqos_source_up", "ddiskqos_source_errors_total"}, 30*time.Second)
+	body2 := waitMetrics(t, r2.addr, []string{"ddiskqos_source_up", "ddiskqos_source_errors_total"}, 2*time.Minute)
 	stopWith(t, d2, syscall.SIGTERM)
 	stopWith(t, d, syscall.SIGTERM)
 
