@@ -235,7 +235,7 @@ func TestAPIMetrics(t *testing.T) {
 	for _, want := range []string{
 		`ddiskqos_workload_level{id="ccc333",name="backup"} 4`,
 		`ddiskqos_workloads_by_level{level="4"} 1`,
-		`ddiskqos_device_info{dev="7:3",device="loop3",mechanism="bfq-weight",scheduler="bfq",weights_effective="true"} 1`,
+		`ddiskqos_device_info{device="loop3",major="7",mechanism="bfq-weight",minor="3",scheduler="bfq",weights_effective="true"} 1`,
 		"go_goroutines ",
 	} {
 		if !strings.Contains(rec.Body.String(), want) {

@@ -28,24 +28,25 @@ import (
 )
 
 // Observer receives the daemon's operational metrics (internal/metrics
-// implements it).
+// implements it). The loop calls it from its own goroutine.
 type Observer interface {
+	// ObserveTick: how long one tick took.
 	ObserveTick(d time.Duration)
-	Error(cause string)
-	LevelChange(from, to int, reason string)
-}
-
-// SenseObserver may also be implemented by an Observer: after each tick's
-// sensing, how many workloads' counters were read and how many were left
-// for a later tick because they have been quiet (see Options.QuietMax).
-type SenseObserver interface {
+	// ObserveSense: after each tick's sensing, how many workloads'
+	// counters were read and how many were left for a later tick because
+	// they have been quiet (see Options.QuietMax).
 	ObserveSense(read, skipped int)
+	// Error: one error of the loop, by cause.
+	Error(cause snapshot.ErrorCause)
+	// LevelChange: a workload moved (0 is exempt); reason is the policy's.
+	LevelChange(from, to int, reason string)
 }
 
 type nopObserver struct{}
 
 func (nopObserver) ObserveTick(time.Duration)    {}
-func (nopObserver) Error(string)                 {}
+func (nopObserver) ObserveSense(int, int)        {}
+func (nopObserver) Error(snapshot.ErrorCause)    {}
 func (nopObserver) LevelChange(int, int, string) {}
 
 // Actuator is what the loop needs of the proceeding stage. *actuate.Actuator
@@ -170,9 +171,10 @@ type Daemon struct {
 	orphansOK bool // orphan restore done
 	tick      uint64
 	lastTick  time.Time
-	devBytes  []uint64 // per actuated device, read+write this tick
-	devRead   []uint64 // per actuated device, read this tick
-	errCounts map[string]uint64
+	devBytes  []uint64      // per actuated device, read+write this tick
+	devRead   []uint64      // per actuated device, read this tick
+	devTotal  []deviceTotal // per actuated device, since start
+	errCounts [snapshot.NumErrorCauses]uint64
 	targets   []actuate.Target
 	// publish's scratch: MAJ:MIN of the actuated devices, one workload's
 	// Applied entries.
@@ -208,7 +210,7 @@ func New(opts Options) (*Daemon, error) {
 		return nil, errors.New("no workload source")
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
-		events: make(chan source.Event, 4096), work: map[string]*tracked{}, errCounts: map[string]uint64{},
+		events: make(chan source.Event, 4096), work: map[string]*tracked{},
 		refused: map[string]source.Workload{}}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -272,6 +274,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.devBytes = make([]uint64, len(ac.Devices))
 	d.devRead = make([]uint64, len(ac.Devices))
+	d.devTotal = make([]deviceTotal, len(ac.Devices))
 	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
 		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval)}
 	return d, nil
@@ -508,14 +511,14 @@ func (d *Daemon) step() {
 			Weight: cgroupfs.Weight(dec.weight), Exempt: dec.exempt, Active: t.c.Active, Handle: &t.ah})
 	}
 	d.sortOrder()
-	if so, ok := d.obs.(SenseObserver); ok {
-		so.ObserveSense(read, len(d.work)-read)
-	}
+	d.obs.ObserveSense(read, len(d.work)-read)
 	for i := range d.devBytes {
 		d.act.ObservePeak(i, float64(d.devBytes[i])/dt)
+		d.devTotal[i].read += d.devRead[i]
+		d.devTotal[i].write += d.devBytes[i] - d.devRead[i]
 	}
 	if err := d.act.Apply(start, d.targets); err != nil {
-		d.countErr("actuate")
+		d.countErr(snapshot.CauseActuate)
 		d.log.Warn("apply levels", "err", err)
 	}
 	d.actFDs = d.act.OpenFiles()
@@ -526,12 +529,12 @@ func (d *Daemon) step() {
 			live[t.w.Cgroup] = true
 		}
 		if err := d.act.RestoreOrphans(live); err != nil {
-			d.countErr("actuate")
+			d.countErr(snapshot.CauseActuate)
 			d.log.Warn("restore unclaimed cgroups from the state file", "err", err)
 		}
 	}
 	if err := d.saveState(false); err != nil {
-		d.countErr("state") // logged by writeState when it starts failing
+		d.countErr(snapshot.CauseState) // logged by writeState when it starts failing
 	}
 	d.tick++
 	d.lastTick = start
@@ -540,7 +543,11 @@ func (d *Daemon) step() {
 	d.obs.ObserveTick(took)
 }
 
-func (d *Daemon) countErr(cause string) {
+// deviceTotal is what the workloads read and wrote on one device since
+// start.
+type deviceTotal struct{ read, write uint64 }
+
+func (d *Daemon) countErr(cause snapshot.ErrorCause) {
 	d.errCounts[cause]++
 	d.obs.Error(cause)
 }
@@ -587,7 +594,7 @@ func (d *Daemon) handle(ev source.Event) {
 				d.log.Debug("workload gone before it was tracked", "workload", w.Name, "cgroup", w.Cgroup)
 				return
 			}
-			d.countErr("sense")
+			d.countErr(snapshot.CauseSense)
 			d.log.Warn("cannot track workload", "workload", w.Name, "cgroup", w.Cgroup, "err", err)
 			return
 		}
@@ -634,7 +641,7 @@ func (d *Daemon) release(id, why string) {
 		f.Forget(id)
 		why += "; its cgroup was created again under the same name: originals dropped, not restored"
 	} else if err := d.act.Release(id); err != nil {
-		d.countErr("actuate")
+		d.countErr(snapshot.CauseActuate)
 		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
 	}
 	d.closeCgroup(t)
@@ -675,7 +682,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 			d.release(id, "cgroup gone")
 			return false
 		}
-		d.countErr("sense")
+		d.countErr(snapshot.CauseSense)
 		d.log.Warn("read counters", "workload", t.w.Name, "err", err)
 		return false
 	}
@@ -771,7 +778,7 @@ func (d *Daemon) saveState(force bool) error {
 // origs before the actuator writes the knobs they belong to.
 func (d *Daemon) persistOriginals(origs []actuate.Original) error {
 	if err := d.writeState(origs); err != nil {
-		d.countErr("state")
+		d.countErr(snapshot.CauseState)
 		return err
 	}
 	return nil
@@ -879,7 +886,8 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	for i, dv := range devs {
 		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: dv.Mechanisms(),
 			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
-			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt})
+			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt,
+			ReadBytes: d.devTotal[i].read, WriteBytes: d.devTotal[i].write})
 	}
 	// The throttle's capacity estimate, where the actuator has one.
 	if c, ok := d.act.(interface{ Capacity(int) (float64, float64) }); ok {
@@ -889,7 +897,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	}
 	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
 	for cause, n := range d.errCounts {
-		s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: cause, Count: n})
+		if n > 0 {
+			s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: snapshot.ErrorCause(cause).String(), Count: n})
+		}
 	}
 	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
 	if d.stateErr != nil {

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
@@ -134,7 +135,7 @@ func (d *Daemon) admit(w source.Workload) bool {
 	}
 	first := len(d.refused) == 0
 	d.refused[w.ID] = w
-	d.countErr("fd_limit")
+	d.countErr(snapshot.CauseFDLimit)
 	n := len(d.work) + len(d.refused)
 	err := &FDLimitError{Workloads: n, Need: FDBudget(n), Soft: d.noFile, Hard: d.noFile}
 	var rl unix.Rlimit

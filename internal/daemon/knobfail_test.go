@@ -14,6 +14,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
@@ -21,10 +22,10 @@ import (
 type countObserver struct {
 	nopObserver
 	mu   sync.Mutex
-	errs map[string]int
+	errs map[snapshot.ErrorCause]int
 }
 
-func (o *countObserver) Error(cause string) {
+func (o *countObserver) Error(cause snapshot.ErrorCause) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.errs[cause]++
@@ -67,7 +68,7 @@ func TestFailingKnobReportedOnce(t *testing.T) {
 
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	obs := &countObserver{errs: map[string]int{}}
+	obs := &countObserver{errs: map[snapshot.ErrorCause]int{}}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := cgroupfs.Hierarchy{Version: 2, Mount: mount}
 	d, err := New(Options{
@@ -111,8 +112,8 @@ func TestFailingKnobReportedOnce(t *testing.T) {
 		t.Fatalf("6 ticks with a broken knob: %d WARN lines, want 1 naming the knob:\n%s", len(w), logs.String())
 	}
 	t.Logf("6 failing ticks: %s", w[0])
-	if obs.errs["actuate"] != 1 {
-		t.Errorf("actuate errors counted %d, want 1", obs.errs["actuate"])
+	if obs.errs[snapshot.CauseActuate] != 1 {
+		t.Errorf("actuate errors counted %d, want 1", obs.errs[snapshot.CauseActuate])
 	}
 	if e := appliedErr(); e == "" {
 		t.Error("the snapshot does not carry the knob's error while it fails")
@@ -144,7 +145,7 @@ func TestFailingKnobReportedOnce(t *testing.T) {
 	if w = warns(); len(w) != 3 {
 		t.Fatalf("second failure: %d WARN lines, want 3:\n%s", len(w), logs.String())
 	}
-	if obs.errs["actuate"] != 2 {
-		t.Errorf("actuate errors counted %d, want 2", obs.errs["actuate"])
+	if obs.errs[snapshot.CauseActuate] != 2 {
+		t.Errorf("actuate errors counted %d, want 2", obs.errs[snapshot.CauseActuate])
 	}
 }

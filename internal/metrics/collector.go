@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -17,9 +18,11 @@ type Collector struct {
 	current func() *snapshot.Snapshot
 	part    part
 
-	workloads, byLevel, lastTick                   *prometheus.Desc
-	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight   *prometheus.Desc
-	wlPressure, devInfo, devTopLevel, hostPressure *prometheus.Desc
+	info, workloads, byLevel, lastTick                  *prometheus.Desc
+	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight        *prometheus.Desc
+	wlWaiting, wlStalled                                *prometheus.Desc
+	devInfo, devTopLevel, devBytes, devCap, devCapacity *prometheus.Desc
+	hostWaiting, hostStalled                            *prometheus.Desc
 }
 
 // NewCollector returns a collector reading current() on every Collect.
@@ -43,9 +46,11 @@ const (
 	helpWlLevel    = "Level of the workload, 1 (best served) .. 4; 0 when exempt."
 	helpWlBytes    = "Bytes the workload read or wrote since the daemon began tracking it."
 	helpWlIOs      = "I/O operations the workload did since the daemon began tracking it."
-	helpWlInLevel  = "Bytes the workload moved since it entered its current level."
+	helpWlInLevel  = "Bytes the workload moved since it entered its current level (counted against the level's allowance)."
 	helpWlWeight   = "I/O weight (10..1000) the workload's level maps to; 0 when exempt."
-	helpWlPressure = "Time the workload's tasks stalled on I/O (cgroup io.pressure); some: at least one, full: all."
+	helpWlWaiting  = "Time at least one of the workload's tasks waited on I/O (cgroup io.pressure, some)."
+	helpWlStalled  = "Time all of the workload's tasks stalled on I/O at once (cgroup io.pressure, full)."
+	labelOperation = "operation"
 )
 
 func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
@@ -53,38 +58,53 @@ func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
 		return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
 	}
 	return &Collector{
-		current:   current,
-		part:      p,
+		current: current,
+		part:    p,
+		info: d("info",
+			"The daemon's configuration: workload source, actuator, cgroup mode, dry run; always 1.",
+			"source", "actuator", "cgroup_mode", "dry_run"),
 		workloads: d("workloads", "Workloads (containers or cgroups) the daemon tracks."),
 		byLevel: d("workloads_by_level",
 			"Workloads per level; level 0 is exempt, 1 the best served, 4 the bulk level.", "level"),
 		lastTick: d("last_tick_timestamp_seconds",
 			"Unix time the last published tick ended."),
-		wlLevel:    d("workload_level", helpWlLevel, "id", "name"),
-		wlBytes:    d("workload_io_bytes_total", helpWlBytes, "id", "name", "op"),
-		wlIOs:      d("workload_ios_total", helpWlIOs, "id", "name", "op"),
-		wlInLevel:  d("workload_bytes_in_level", helpWlInLevel, "id", "name"),
-		wlWeight:   d("workload_weight", helpWlWeight, "id", "name"),
-		wlPressure: d("workload_io_pressure_stall_seconds_total", helpWlPressure, "id", "name", "kind"),
+		wlLevel:   d("workload_level", helpWlLevel, "id", "name"),
+		wlBytes:   d("workload_io_bytes_total", helpWlBytes, "id", "name", labelOperation),
+		wlIOs:     d("workload_io_operations_total", helpWlIOs, "id", "name", labelOperation),
+		wlInLevel: d("workload_level_used_bytes", helpWlInLevel, "id", "name"),
+		wlWeight:  d("workload_weight", helpWlWeight, "id", "name"),
+		wlWaiting: d("workload_pressure_io_waiting_seconds_total", helpWlWaiting, "id", "name"),
+		wlStalled: d("workload_pressure_io_stalled_seconds_total", helpWlStalled, "id", "name"),
 		devInfo: d("device_info",
 			"A block device the daemon actuates on, with its scheduler and the mechanism in use; always 1.",
-			"device", "dev", "scheduler", "mechanism", "weights_effective"),
+			"device", "major", "minor", "scheduler", "mechanism", "weights_effective"),
 		devTopLevel: d("device_top_active_level",
 			"Best level that did I/O on the device in the last tick; 0 when idle.", "device"),
-		hostPressure: d("host_io_pressure_stall_seconds_total",
-			"Time tasks of the host stalled on I/O (/proc/pressure/io); some: at least one, full: all.", "kind"),
+		devBytes: d("device_io_bytes_total",
+			"Bytes the managed workloads read or wrote on the device since the daemon started.", "device", labelOperation),
+		devCap: d("device_level_cap_bytes_per_second",
+			"Sum of the byte-rate caps the throttle had in force on the level's workloads on the device at the last tick; absent while the level is not capped.",
+			"device", "level", labelOperation),
+		devCapacity: d("device_capacity_bytes_per_second",
+			"The device's byte rate as the throttle estimates it from the device's own counters (what the caps are shares of); absent before it measured or without a throttle.",
+			"device"),
+		hostWaiting: d("host_pressure_io_waiting_seconds_total",
+			"Time at least one task of the host waited on I/O (/proc/pressure/io, some)."),
+		hostStalled: d("host_pressure_io_stalled_seconds_total",
+			"Time all non-idle tasks of the host stalled on I/O at once (/proc/pressure/io, full)."),
 	}
 }
 
 // Describe sends every descriptor the collector may emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.part != onlyWorkloads {
-		for _, d := range []*prometheus.Desc{c.workloads, c.byLevel, c.lastTick, c.devInfo, c.devTopLevel, c.hostPressure} {
+		for _, d := range []*prometheus.Desc{c.info, c.workloads, c.byLevel, c.lastTick,
+			c.devInfo, c.devTopLevel, c.devBytes, c.devCap, c.devCapacity, c.hostWaiting, c.hostStalled} {
 			ch <- d
 		}
 	}
 	if c.part != onlyHost {
-		for _, d := range []*prometheus.Desc{c.wlLevel, c.wlBytes, c.wlIOs, c.wlInLevel, c.wlWeight, c.wlPressure} {
+		for _, d := range []*prometheus.Desc{c.wlLevel, c.wlBytes, c.wlIOs, c.wlInLevel, c.wlWeight, c.wlWaiting, c.wlStalled} {
 			ch <- d
 		}
 	}
@@ -111,6 +131,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge   = prometheus.GaugeValue
 		counter = prometheus.CounterValue
 	)
+	ch <- prometheus.MustNewConstMetric(c.info, gauge, 1,
+		validUTF8(s.Source), validUTF8(s.Actuator), validUTF8(s.CgroupMode), strconv.FormatBool(s.DryRun))
 	ch <- prometheus.MustNewConstMetric(c.workloads, gauge, float64(len(s.Workloads)))
 	for l, n := range s.Levels {
 		ch <- prometheus.MustNewConstMetric(c.byLevel, gauge, float64(n), levelLabels[l])
@@ -118,32 +140,77 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if !s.At.IsZero() {
 		ch <- prometheus.MustNewConstMetric(c.lastTick, gauge, float64(s.At.UnixNano())/1e9)
 	}
+	caps := levelCaps(s)
 	for i := range s.Devices {
 		d := &s.Devices[i]
 		name := validUTF8(d.Name)
-		eff := "false"
-		if d.WeightsEffective {
-			eff = "true"
-		}
+		major, minor, _ := strings.Cut(validUTF8(d.Dev), ":")
 		ch <- prometheus.MustNewConstMetric(c.devInfo, gauge, 1,
-			name, validUTF8(d.Dev), validUTF8(d.Scheduler), validUTF8(d.Mechanism), eff)
+			name, major, minor, validUTF8(d.Scheduler), validUTF8(d.Mechanism), strconv.FormatBool(d.WeightsEffective))
 		ch <- prometheus.MustNewConstMetric(c.devTopLevel, gauge, float64(d.TopActiveLevel), name)
+		ch <- prometheus.MustNewConstMetric(c.devBytes, counter, float64(d.ReadBytes), name, valRead)
+		ch <- prometheus.MustNewConstMetric(c.devBytes, counter, float64(d.WriteBytes), name, valWrite)
+		if d.CapacityBps > 0 {
+			ch <- prometheus.MustNewConstMetric(c.devCapacity, gauge, d.CapacityBps, name)
+		}
+		lcs := caps[d.Name]
+		if lcs == nil {
+			continue
+		}
+		for l, lc := range lcs {
+			if lc.read > 0 {
+				ch <- prometheus.MustNewConstMetric(c.devCap, gauge, float64(lc.read), name, levelLabel(l), valRead)
+			}
+			if lc.write > 0 {
+				ch <- prometheus.MustNewConstMetric(c.devCap, gauge, float64(lc.write), name, levelLabel(l), valWrite)
+			}
+		}
 	}
 	if p := s.HostPressure; p != nil {
-		ch <- prometheus.MustNewConstMetric(c.hostPressure, counter, usToSeconds(p.SomeTotal), "some")
-		ch <- prometheus.MustNewConstMetric(c.hostPressure, counter, usToSeconds(p.FullTotal), "full")
+		ch <- prometheus.MustNewConstMetric(c.hostWaiting, counter, usToSeconds(p.SomeTotal))
+		ch <- prometheus.MustNewConstMetric(c.hostStalled, counter, usToSeconds(p.FullTotal))
 	}
+}
+
+// levelCap is the sum of the byte-rate caps in force on one level's
+// workloads on one device.
+type levelCap struct{ read, write uint64 }
+
+// levelCaps sums the throttle's caps in force per device and level. Only
+// throttled workloads have any, so the map stays empty on weight
+// mechanisms; the walk is over each workload's few Applied entries.
+func levelCaps(s *snapshot.Snapshot) map[string]*[len(levelLabels)]levelCap {
+	var caps map[string]*[len(levelLabels)]levelCap
+	for _, w := range s.Workloads {
+		if w.Level < 0 || w.Level >= len(levelLabels) {
+			continue
+		}
+		for _, a := range w.Applied {
+			if !a.Throttled {
+				continue
+			}
+			if caps == nil {
+				caps = map[string]*[len(levelLabels)]levelCap{}
+			}
+			lc := caps[a.Device]
+			if lc == nil {
+				lc = new([len(levelLabels)]levelCap)
+				caps[a.Device] = lc
+			}
+			lc[w.Level].read += a.ReadBps
+			lc[w.Level].write += a.WriteBps
+		}
+	}
+	return caps
 }
 
 // Static label pairs shared by every workload's series.
 var (
-	labelID, labelName, labelOp, labelKind = "id", "name", "op", "kind"
-	valRead, valWrite, valSome, valFull    = "read", "write", "some", "full"
+	labelID, labelName, labelOp = "id", "name", labelOperation
+	valRead, valWrite           = "read", "write"
 
 	pairRead  = &dto.LabelPair{Name: &labelOp, Value: &valRead}
 	pairWrite = &dto.LabelPair{Name: &labelOp, Value: &valWrite}
-	pairFull  = &dto.LabelPair{Name: &labelKind, Value: &valFull}
-	pairSome  = &dto.LabelPair{Name: &labelKind, Value: &valSome}
 )
 
 // workloadSeries holds every series of one workload in one allocation:
@@ -154,7 +221,7 @@ type workloadSeries struct {
 	id, name   string
 	idPair     dto.LabelPair
 	namePair   dto.LabelPair
-	labels     [14]*dto.LabelPair // [id name] [id name read] [id name write] [id full name] [id some name]
+	labels     [8]*dto.LabelPair // [id name] [id name read] [id name write]
 	samples    [9]sample
 	numSamples int
 }
@@ -167,8 +234,8 @@ func (c *Collector) collectWorkload(ch chan<- prometheus.Metric, w *snapshot.Wor
 	ws.namePair = dto.LabelPair{Name: &labelName, Value: &ws.name}
 	l := &ws.labels
 	id, name := &ws.idPair, &ws.namePair
-	*l = [14]*dto.LabelPair{id, name, id, name, pairRead, id, name, pairWrite, id, pairFull, name, id, pairSome, name}
-	plain, read, write, full, some := l[0:2], l[2:5], l[5:8], l[8:11], l[11:14]
+	*l = [8]*dto.LabelPair{id, name, id, name, pairRead, id, name, pairWrite}
+	plain, read, write := l[0:2], l[2:5], l[5:8]
 
 	add := func(d *prometheus.Desc, counter bool, v float64, labels []*dto.LabelPair) {
 		smp := &ws.samples[ws.numSamples]
@@ -184,8 +251,8 @@ func (c *Collector) collectWorkload(ch chan<- prometheus.Metric, w *snapshot.Wor
 	add(c.wlInLevel, false, float64(w.BytesInLevel), plain)
 	add(c.wlWeight, false, float64(w.Weight), plain)
 	if p := w.Pressure; p != nil {
-		add(c.wlPressure, true, usToSeconds(p.FullTotal), full)
-		add(c.wlPressure, true, usToSeconds(p.SomeTotal), some)
+		add(c.wlWaiting, true, usToSeconds(p.SomeTotal), plain)
+		add(c.wlStalled, true, usToSeconds(p.FullTotal), plain)
 	}
 }
 

@@ -189,30 +189,34 @@ func writeText(w *bufio.Writer, format expfmt.Format, mfs []*dto.MetricFamily, s
 // with its samples of one workload.
 var workloadFamilies = [...]struct {
 	name, help, typ string
+	psi             bool // only written when a workload has PSI
 	write           func(w *bufio.Writer, name string, wl *snapshot.Workload, id, wlName string)
 }{
-	{namespace + "_workload_bytes_in_level", helpWlInLevel, "gauge", func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
-		writeSample(w, n, id, name, "", "", float64(wl.BytesInLevel))
+	{namespace + "_workload_io_bytes_total", helpWlBytes, "counter", false, func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
+		writeSample(w, n, id, name, labelOperation, "read", float64(wl.ReadBytes))
+		writeSample(w, n, id, name, labelOperation, "write", float64(wl.WriteBytes))
 	}},
-	{namespace + "_workload_io_bytes_total", helpWlBytes, "counter", func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
-		writeSample(w, n, id, name, "op", "read", float64(wl.ReadBytes))
-		writeSample(w, n, id, name, "op", "write", float64(wl.WriteBytes))
+	{namespace + "_workload_io_operations_total", helpWlIOs, "counter", false, func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
+		writeSample(w, n, id, name, labelOperation, "read", float64(wl.ReadIOs))
+		writeSample(w, n, id, name, labelOperation, "write", float64(wl.WriteIOs))
 	}},
-	{namespace + "_workload_io_pressure_stall_seconds_total", helpWlPressure, "counter", func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
-		if p := wl.Pressure; p != nil {
-			// Label names sorted: id, kind, name.
-			sampleKind(w, n, id, "full", name, usToSeconds(p.FullTotal))
-			sampleKind(w, n, id, "some", name, usToSeconds(p.SomeTotal))
-		}
-	}},
-	{namespace + "_workload_ios_total", helpWlIOs, "counter", func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
-		writeSample(w, n, id, name, "op", "read", float64(wl.ReadIOs))
-		writeSample(w, n, id, name, "op", "write", float64(wl.WriteIOs))
-	}},
-	{namespace + "_workload_level", helpWlLevel, "gauge", func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
+	{namespace + "_workload_level", helpWlLevel, "gauge", false, func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
 		writeSample(w, n, id, name, "", "", float64(wl.Level))
 	}},
-	{namespace + "_workload_weight", helpWlWeight, "gauge", func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
+	{namespace + "_workload_level_used_bytes", helpWlInLevel, "gauge", false, func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
+		writeSample(w, n, id, name, "", "", float64(wl.BytesInLevel))
+	}},
+	{namespace + "_workload_pressure_io_stalled_seconds_total", helpWlStalled, "counter", true, func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
+		if p := wl.Pressure; p != nil {
+			writeSample(w, n, id, name, "", "", usToSeconds(p.FullTotal))
+		}
+	}},
+	{namespace + "_workload_pressure_io_waiting_seconds_total", helpWlWaiting, "counter", true, func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
+		if p := wl.Pressure; p != nil {
+			writeSample(w, n, id, name, "", "", usToSeconds(p.SomeTotal))
+		}
+	}},
+	{namespace + "_workload_weight", helpWlWeight, "gauge", false, func(w *bufio.Writer, n string, wl *snapshot.Workload, id, name string) {
 		writeSample(w, n, id, name, "", "", float64(wl.Weight))
 	}},
 }
@@ -229,8 +233,9 @@ func writeWorkloads(w *bufio.Writer, snap *snapshot.Snapshot) {
 	for i := range snap.Workloads {
 		ids[i], names[i] = validUTF8(snap.Workloads[i].ID), validUTF8(snap.Workloads[i].Name)
 	}
+	psi := anyPressure(snap)
 	for _, f := range workloadFamilies {
-		if f.name == namespace+"_workload_io_pressure_stall_seconds_total" && !anyPressure(snap) {
+		if f.psi && !psi {
 			continue // no series: no family, as the registry does
 		}
 		w.WriteString("# HELP ")
@@ -275,20 +280,6 @@ func writeSample(w *bufio.Writer, metric, id, name, k, v string, value float64) 
 		w.WriteString(`="`)
 		w.WriteString(v)
 	}
-	w.WriteString(`"} `)
-	writeFloat(w, value)
-	w.WriteByte('\n')
-}
-
-// sampleKind writes `name{id="..",kind="..",name=".."} value`.
-func sampleKind(w *bufio.Writer, metric, id, kind, name string, value float64) {
-	w.WriteString(metric)
-	w.WriteString(`{id="`)
-	writeEscaped(w, id, true)
-	w.WriteString(`",kind="`)
-	w.WriteString(kind)
-	w.WriteString(`",name="`)
-	writeEscaped(w, name, true)
 	w.WriteString(`"} `)
 	writeFloat(w, value)
 	w.WriteByte('\n')

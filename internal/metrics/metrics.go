@@ -12,6 +12,7 @@ package metrics
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,10 +22,6 @@ import (
 )
 
 const namespace = "ddiskqos"
-
-// Causes the daemon reports through Error. They are set to zero at start so
-// a rate() over them works before the first error.
-var knownCauses = [...]string{"sense", "actuate", "source", "state"}
 
 // levelLabels are the label values of levels 0..4, so hot paths format no
 // integers.
@@ -42,8 +39,9 @@ func levelLabel(l int) string {
 // can run without one.
 type Metrics struct {
 	tick         prometheus.Histogram
-	errors       *prometheus.CounterVec
+	errors       [snapshot.NumErrorCauses]prometheus.Counter
 	levelChanges *prometheus.CounterVec
+	sensed       [2]prometheus.Counter // read, skipped
 }
 
 // New registers on reg the process and Go collectors, the loop's own
@@ -64,25 +62,34 @@ func New(reg prometheus.Registerer, current func() *snapshot.Snapshot) (*Metrics
 			// 100µs (a few containers) .. 2s (10,000 containers on a slow disk).
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2},
 		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace,
-			Name:      "scan_errors_total",
-			Help:      "Errors of the daemon loop by cause (sense, actuate, source, state).",
-		}, []string{"cause"}),
 		levelChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "level_changes_total",
 			Help:      "Workload level changes by old level, new level and reason (0 is exempt).",
 		}, []string{"from", "to", "reason"}),
 	}
-	for _, c := range knownCauses {
-		m.errors.WithLabelValues(c)
+	// Every cause the daemon can count is declared here, at zero, so a
+	// rate() over them works before the first error.
+	errors := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace,
+		Name:      "scan_errors_total",
+		Help:      "Errors of the daemon loop by cause (" + causeList() + ").",
+	}, []string{"cause"})
+	for _, c := range snapshot.ErrorCauses() {
+		m.errors[c] = errors.WithLabelValues(c.String())
 	}
+	sensed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace,
+		Name:      "sense_workloads_total",
+		Help:      "Workloads per tick whose counters were read, or skipped because they have been quiet (adaptive polling), summed over ticks.",
+	}, []string{"result"})
+	m.sensed = [2]prometheus.Counter{sensed.WithLabelValues("read"), sensed.WithLabelValues("skipped")}
 	for _, c := range []prometheus.Collector{
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
 		m.tick,
-		m.errors,
+		errors,
+		sensed,
 		m.levelChanges,
 		// The per-workload families are not registered: Handler writes
 		// them straight from the snapshot.
@@ -103,14 +110,35 @@ func (m *Metrics) ObserveTick(d time.Duration) {
 	m.tick.Observe(d.Seconds())
 }
 
-// Error counts one error of the daemon loop. cause is a short, fixed word
-// (sense, actuate, source, state), never an error text: each distinct value
-// is a series kept forever.
-func (m *Metrics) Error(cause string) {
+// ObserveSense records one tick's sensing: how many workloads' counters
+// were read and how many were skipped because they have been quiet.
+func (m *Metrics) ObserveSense(read, skipped int) {
 	if m == nil {
 		return
 	}
-	m.errors.WithLabelValues(cause).Inc()
+	m.sensed[0].Add(float64(read))
+	m.sensed[1].Add(float64(skipped))
+}
+
+// Error counts one error of the daemon loop. A cause outside
+// snapshot.ErrorCauses (none can be made but by conversion) is dropped.
+func (m *Metrics) Error(cause snapshot.ErrorCause) {
+	if m == nil || cause >= snapshot.NumErrorCauses {
+		return
+	}
+	m.errors[cause].Inc()
+}
+
+// causeList is the causes for the help text: "sense, actuate, ...".
+func causeList() string {
+	var b strings.Builder
+	for i, c := range snapshot.ErrorCauses() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.String())
+	}
+	return b.String()
 }
 
 // LevelChange counts one workload moving from one level to another (0 is

@@ -27,7 +27,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // fixture is a small snapshot touching every series: a weighted workload
-// with PSI, a pinned one without, an exempt one, two devices, host PSI.
+// with PSI, a pinned one without, an exempt one, three on a throttled
+// device (two of them capped), two devices, host PSI.
 func fixture() *snapshot.Snapshot {
 	at := time.Date(2025, 3, 1, 12, 0, 0, 500_000_000, time.UTC)
 	return &snapshot.Snapshot{
@@ -46,12 +47,26 @@ func fixture() *snapshot.Snapshot {
 				ReadBytes: 4096, WriteBytes: 8192, ReadIOs: 1, WriteIOs: 2,
 			},
 			{ID: "sys-ssh", Name: "ssh", Exempt: true},
+			{
+				ID: "s1", Name: "stream1", Level: 4, Weight: 100,
+				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 30 << 20, Throttled: true}},
+			},
+			{
+				ID: "s2", Name: "stream2", Level: 4, Weight: 100,
+				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 10 << 20, WriteBps: 5 << 20, Throttled: true}},
+			},
+			{
+				ID: "s3", Name: "stream3", Level: 3, Weight: 250, // on the device, not capped now
+				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle"}},
+			},
 		},
 		Devices: []snapshot.Device{
-			{Name: "loop3", Dev: "7:3", Scheduler: "bfq", Mechanism: "bfq-weight", WeightsEffective: true, TopActiveLevel: 1},
-			{Name: "sda", Dev: "8:0", Scheduler: "mq-deadline", Mechanism: "throttle"},
+			{Name: "loop3", Dev: "7:3", Scheduler: "bfq", Mechanism: "bfq-weight", WeightsEffective: true, TopActiveLevel: 1,
+				ReadBytes: 5<<30 + 4096, WriteBytes: 1<<20 + 8192},
+			{Name: "sda", Dev: "8:0", Scheduler: "mq-deadline", Mechanism: "throttle", TopActiveLevel: 1, ReadBytes: 1 << 30,
+				CapacityBps: 200 << 20, CapacityIOPS: 5000},
 		},
-		Levels:       [5]int{1, 1, 0, 0, 1},
+		Levels:       [5]int{1, 1, 0, 1, 3},
 		HostPressure: &snapshot.Pressure{SomeTotal: 10_000_000, FullTotal: 4_000_000},
 	}
 }
@@ -112,7 +127,8 @@ func TestMetricsLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ObserveTick(2 * time.Millisecond)
-	m.Error("actuate")
+	m.ObserveSense(3, 1)
+	m.Error(snapshot.CauseActuate)
 	m.LevelChange(1, 2, "demote")
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
@@ -139,22 +155,28 @@ func TestMetricsLoopMetrics(t *testing.T) {
 	}
 	m.ObserveTick(150 * time.Microsecond)
 	m.ObserveTick(3 * time.Second)
-	m.Error("sense")
-	m.Error("sense")
-	m.Error("docker-events") // causes outside the known set still count
+	m.Error(snapshot.CauseSense)
+	m.Error(snapshot.CauseSense)
+	m.Error(snapshot.CauseFDLimit)
+	m.Error(snapshot.NumErrorCauses) // not a cause: dropped, not a new series
+	m.ObserveSense(10, 0)
+	m.ObserveSense(2, 8)
 	m.LevelChange(1, 2, "demote")
 	m.LevelChange(2, 1, "promote")
 	m.LevelChange(2, 1, "promote")
 	m.LevelChange(0, 12, "label") // out-of-range level is formatted, not dropped
 
 	want := `
-# HELP ddiskqos_scan_errors_total Errors of the daemon loop by cause (sense, actuate, source, state).
+# HELP ddiskqos_scan_errors_total Errors of the daemon loop by cause (sense, actuate, state, fd_limit).
 # TYPE ddiskqos_scan_errors_total counter
 ddiskqos_scan_errors_total{cause="actuate"} 0
-ddiskqos_scan_errors_total{cause="docker-events"} 1
+ddiskqos_scan_errors_total{cause="fd_limit"} 1
 ddiskqos_scan_errors_total{cause="sense"} 2
-ddiskqos_scan_errors_total{cause="source"} 0
 ddiskqos_scan_errors_total{cause="state"} 0
+# HELP ddiskqos_sense_workloads_total Workloads per tick whose counters were read, or skipped because they have been quiet (adaptive polling), summed over ticks.
+# TYPE ddiskqos_sense_workloads_total counter
+ddiskqos_sense_workloads_total{result="read"} 12
+ddiskqos_sense_workloads_total{result="skipped"} 8
 # HELP ddiskqos_level_changes_total Workload level changes by old level, new level and reason (0 is exempt).
 # TYPE ddiskqos_level_changes_total counter
 ddiskqos_level_changes_total{from="0",reason="label",to="12"} 1
@@ -162,7 +184,7 @@ ddiskqos_level_changes_total{from="1",reason="demote",to="2"} 1
 ddiskqos_level_changes_total{from="2",reason="promote",to="1"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"ddiskqos_scan_errors_total", "ddiskqos_level_changes_total"); err != nil {
+		"ddiskqos_scan_errors_total", "ddiskqos_level_changes_total", "ddiskqos_sense_workloads_total"); err != nil {
 		t.Error(err)
 	}
 	mfs, err := reg.Gather()
@@ -202,7 +224,8 @@ func TestMetricsNilSafe(t *testing.T) {
 	t.Parallel()
 	var m *Metrics
 	m.ObserveTick(time.Second)
-	m.Error("sense")
+	m.ObserveSense(1, 2)
+	m.Error(snapshot.CauseSense)
 	m.LevelChange(1, 2, "demote")
 	if _, err := New(prometheus.NewRegistry(), nil); err == nil {
 		t.Error("New with a nil current func: no error")

@@ -27,8 +27,8 @@ type Snapshot struct {
 	Devices []Device `json:"devices"`
 	// Levels counts workloads per level; index 0 is exempt/none, 1..4 the levels.
 	Levels [5]int `json:"levels"`
-	// Errors counts errors since start by cause (e.g. "sense", "actuate",
-	// "source"), sorted by Cause.
+	// Errors counts errors since start by cause (one of ErrorCauses),
+	// sorted by Cause; causes with no error are left out.
 	Errors []ErrorCount `json:"errors,omitempty"`
 	// StateError is why the state file could not be saved, "" when the
 	// last save succeeded: while it is set, knobs whose original is not
@@ -102,8 +102,13 @@ type Device struct {
 	// are shares of); 0 without a throttle or before it measured.
 	CapacityBps  float64 `json:"capacity_bps,omitempty"`
 	CapacityIOPS float64 `json:"capacity_iops,omitempty"`
-	ReadBps      float64 `json:"read_bps"`
-	WriteBps     float64 `json:"write_bps"`
+	// Rates over the last tick and totals since start: the bytes the
+	// managed workloads read and wrote on the device (stacked devices'
+	// bytes once, on the device they were issued to).
+	ReadBps    float64 `json:"read_bps"`
+	WriteBps   float64 `json:"write_bps"`
+	ReadBytes  uint64  `json:"read_bytes"`
+	WriteBytes uint64  `json:"write_bytes"`
 }
 
 // Pressure is one PSI reading (some and full), averages in percent, totals
@@ -115,6 +120,39 @@ type Pressure struct {
 	FullAvg10 float64 `json:"full_avg10"`
 	FullAvg60 float64 `json:"full_avg60"`
 	FullTotal uint64  `json:"full_total_us"`
+}
+
+// ErrorCause is why the daemon loop counted an error: the one list of
+// causes, counted by the daemon (ErrorCount.Cause is its String) and
+// declared up front by the metrics (ddiskqos_scan_errors_total{cause}).
+// Not a string type, so no cause can be counted that is not declared here.
+type ErrorCause uint8
+
+const (
+	CauseSense   ErrorCause = iota // reading a workload's counters failed
+	CauseActuate                   // writing or restoring a knob failed
+	CauseState                     // saving the state file failed
+	CauseFDLimit                   // a workload left untracked: no file descriptor left for it
+	NumErrorCauses
+)
+
+var causeNames = [NumErrorCauses]string{"sense", "actuate", "state", "fd_limit"}
+
+// String is the cause's word in the JSON snapshot and the metrics' label.
+func (c ErrorCause) String() string {
+	if c < NumErrorCauses {
+		return causeNames[c]
+	}
+	return "unknown"
+}
+
+// ErrorCauses returns every cause, in declaration order.
+func ErrorCauses() []ErrorCause {
+	cs := make([]ErrorCause, NumErrorCauses)
+	for i := range cs {
+		cs[i] = ErrorCause(i)
+	}
+	return cs
 }
 
 // ErrorCount is how many errors of one cause happened since start.

@@ -37,6 +37,46 @@ func startReader(t *testing.T, dev string, n int64) *workload.Proc {
 	return p
 }
 
+// setKnob writes value into the file name of the first of dirs that has it.
+func setKnob(t *testing.T, dirs []string, name, value string) {
+	t.Helper()
+	for _, d := range dirs {
+		f := filepath.Join(d, name)
+		if _, err := os.Stat(f); err != nil {
+			continue
+		}
+		if err := os.WriteFile(f, []byte(value), 0); err != nil {
+			t.Fatalf("set %s to %q: %v", f, value, err)
+		}
+		return
+	}
+	t.Fatalf("no %s in %q", name, dirs)
+}
+
+// limits are what both tests set, and checkLimits what they must read:
+// a CFS quota small enough that the reader is throttled (2 ms of CPU a
+// 100 ms period; the reader needs ~10 ms), a memory and a pids limit.
+const (
+	memLimit  = 256 << 20
+	pidsLimit = 50
+)
+
+func checkLimits(t *testing.T, s *Stats, wantThrottled bool) {
+	t.Helper()
+	if s.Memory == nil || s.Memory.LimitBytes != memLimit {
+		t.Errorf("memory limit %+v, want %d", s.Memory, memLimit)
+	}
+	if s.Pids == nil || s.Pids.Limit != pidsLimit {
+		t.Errorf("pids limit %+v, want %d", s.Pids, pidsLimit)
+	}
+	th := s.CPU.Throttling
+	if th == nil || th.Periods == 0 {
+		t.Errorf("no CFS periods counted under a CPU quota: %+v", th)
+	} else if wantThrottled && (th.Throttled == 0 || th.ThrottledNs == 0) {
+		t.Errorf("a reader under a 2 ms / 100 ms CPU quota was not throttled: %+v", th)
+	}
+}
+
 // readIn checks one reading and returns it.
 func readIn(t *testing.T, r *Reader, tg Target) *Stats {
 	t.Helper()
@@ -134,6 +174,9 @@ func TestRealV1StatsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Reader{Layout: l}
+	setKnob(t, dirs, "cpu.cfs_quota_us", "2000")
+	setKnob(t, dirs, "memory.limit_in_bytes", fmt.Sprint(memLimit))
+	setKnob(t, dirs, "pids.max", fmt.Sprint(pidsLimit))
 	p := startReader(t, loop.Path, 32<<20)
 	for _, d := range dirs {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(fmt.Sprint(p.Pid())), 0); err != nil {
@@ -146,6 +189,7 @@ func TestRealV1StatsMove(t *testing.T) {
 		t.Errorf("v1 cpu.stat not read: %+v, missing %q", before.CPU, before.Missing)
 	}
 	checkMoved(t, before, after, dev.String(), res.Bytes)
+	checkLimits(t, after, true)
 	// The loop device's reads are charged again to the disk below it;
 	// the total counts them once.
 	if got := after.IOTotal().ReadBytes - before.IOTotal().ReadBytes; got < uint64(res.Bytes) || got > uint64(res.Bytes)*11/10+4<<20 {
@@ -196,6 +240,9 @@ func TestRealV2StatsMove(t *testing.T) {
 	dir := testkit.Cgroup(t, filepath.Join(l.Unified, rel))
 	r := &Reader{Layout: l}
 	// 32 MiB at the VM disk's 100 MiB/s cap: ~0.3 s of stalling on I/O.
+	setKnob(t, []string{dir}, "cpu.max", "50000 100000")
+	setKnob(t, []string{dir}, "memory.max", fmt.Sprint(memLimit))
+	setKnob(t, []string{dir}, "pids.max", fmt.Sprint(pidsLimit))
 	p := startReader(t, devPath, 32<<20)
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(p.Pid())), 0); err != nil {
 		t.Fatal(err)
@@ -203,6 +250,10 @@ func TestRealV2StatsMove(t *testing.T) {
 	tg := Target{Name: rel, Cgroup: rel, Pid: p.Pid()}
 	before, after, res := runRead(t, r, tg, p)
 	checkMoved(t, before, after, dev, res.Bytes)
+	// Under the VM's emulated CPU a 2 ms quota starves the reader for
+	// minutes: a quota it fits in, so only the periods are sure to count.
+	checkLimits(t, after, false)
+	t.Logf("cpu throttling under a 50 ms / 100 ms quota: %+v", *after.CPU.Throttling)
 	if after.CPU == nil || after.CPU.Throttling == nil {
 		t.Errorf("v2 cpu throttling not read (cpu controller on): %+v, missing %q", after.CPU, after.Missing)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
 	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
@@ -37,6 +38,9 @@ type observer struct {
 	errs    map[string]int
 }
 
+// ObserveSense: the phase reports tick cost only.
+func (o *observer) ObserveSense(read, skipped int) {}
+
 func (o *observer) ObserveTick(d time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -45,13 +49,13 @@ func (o *observer) ObserveTick(d time.Duration) {
 	o.max = max(o.max, d)
 }
 
-func (o *observer) Error(cause string) {
+func (o *observer) Error(cause snapshot.ErrorCause) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.errs == nil {
 		o.errs = map[string]int{}
 	}
-	o.errs[cause]++
+	o.errs[cause.String()]++
 }
 
 func (o *observer) LevelChange(from, to int, reason string) {

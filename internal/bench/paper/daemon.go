@@ -14,6 +14,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/source/docker"
 	"github.com/ddiskqos/ddiskqos/internal/wiring"
@@ -34,6 +35,9 @@ type tickStats struct {
 	changes int
 }
 
+// ObserveSense: the phase reports tick cost only.
+func (s *tickStats) ObserveSense(read, skipped int) {}
+
 func (s *tickStats) ObserveTick(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -42,13 +46,13 @@ func (s *tickStats) ObserveTick(d time.Duration) {
 	s.max = max(s.max, d)
 }
 
-func (s *tickStats) Error(cause string) {
+func (s *tickStats) Error(cause snapshot.ErrorCause) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.errs == nil {
 		s.errs = map[string]int{}
 	}
-	s.errs[cause]++
+	s.errs[cause.String()]++
 }
 
 func (s *tickStats) LevelChange(from, to int, reason string) {

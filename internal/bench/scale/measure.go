@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
 // cpu is the process's own CPU time so far (getrusage RUSAGE_SELF: every
@@ -129,12 +130,10 @@ func (o *observer) ObserveTick(d time.Duration) {
 
 func (o *observer) ObserveSense(read, skipped int) {
 	o.read = read // the loop's goroutine, as ObserveTick
-	if so, ok := o.next.(daemon.SenseObserver); ok {
-		so.ObserveSense(read, skipped)
-	}
+	o.next.ObserveSense(read, skipped)
 }
 
-func (o *observer) Error(cause string)                      { o.next.Error(cause) }
+func (o *observer) Error(cause snapshot.ErrorCause)         { o.next.Error(cause) }
 func (o *observer) LevelChange(from, to int, reason string) { o.next.LevelChange(from, to, reason) }
 
 // ticks returns a copy of the ticks recorded so far.

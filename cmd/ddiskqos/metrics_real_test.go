@@ -1,0 +1,449 @@
+package main
+
+// The daemon's /metrics as Prometheus and Grafana see it: the real binary
+// on real cgroups and a real loop device, its output checked by promtool
+// (Debian package prometheus), and the Grafana dashboard in deploy/grafana
+// checked against the metric names it really exports.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/metrics"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+const dashboardPath = "../../deploy/grafana/ddiskqos.json"
+
+// v2OnlyFamilies are exported only where the kernel has per-cgroup PSI
+// (cgroup v2): the host test cannot see them, the VM can.
+var v2OnlyFamilies = []string{
+	"ddiskqos_workload_pressure_io_stalled_seconds_total",
+	"ddiskqos_workload_pressure_io_waiting_seconds_total",
+}
+
+// TestRealMetricsPromtoolAndDashboard starts the daemon on a loop device
+// whose scheduler is none (the throttle mechanism) with a bulk stream at
+// level 4 and a paced reader above it, so that per-workload, per-device
+// (throughput and caps), host PSI, error and level-change series are all
+// there; and a second daemon whose Docker engine is unreachable, for the
+// source's series. promtool must find nothing in either output, and every
+// metric the dashboard queries must be among those exported.
+func TestRealMetricsPromtoolAndDashboard(t *testing.T) {
+	r := newRunRig(t) // skips in the VM
+	testkit.SetScheduler(t, r.loop.Name, "none")
+	metricsPromtoolAndDashboard(t, r)
+}
+
+// TestRealV2MetricsPromtoolAndDashboard is the same inside the cgroup-v2
+// test VM, on its test disk, where the per-workload PSI series exist too.
+// The daemon and the workloads are this test binary (see TestMain): the
+// VM has no Go toolchain to build one.
+func TestRealV2MetricsPromtoolAndDashboard(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	testkit.NeedRoot(t)
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := os.Getenv("DDISKQOS_VM_DISK")
+	testkit.Need(t, disk != "" && l.Unified != "", "no test disk (DDISKQOS_VM_DISK %q) or no cgroup2 (layout %s)", disk, l.Mode)
+	name := filepath.Base(disk)
+	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := cgroupfs.ParseDev(strings.TrimSpace(string(devText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The VM's init leaves the loopback interface down; the daemon's API
+	// listens on 127.0.0.1. Up is harmless in the throwaway VM.
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set lo up: %v: %s", err, out)
+	}
+	t.Setenv(envRunAsMain, "1")
+	r := &runRig{bin: self, addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
+		lock: filepath.Join(t.TempDir(), "ddiskqos.lock"), h: cgroupfs.Hierarchy{Version: 2, Mount: l.Unified},
+		parent: fmt.Sprintf("/ddiskqos-test-metrics-%d", os.Getpid()),
+		loop:   testkit.Loop{Name: name, Path: disk, Major: dev.Major, Minor: dev.Minor}, dev: dev}
+	testkit.SetScheduler(t, name, "none")
+	p, _ := r.h.Path(r.parent)
+	testkit.Cgroup(t, p)
+	if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
+		t.Fatal(err)
+	}
+	metricsPromtoolAndDashboard(t, r, v2OnlyFamilies...)
+}
+
+func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
+	promtool, err := exec.LookPath("promtool")
+	testkit.Need(t, err == nil, "promtool not found (Debian package prometheus)")
+	_, err = os.Stat("/proc/pressure/io")
+	testkit.Need(t, err == nil, "no /proc/pressure/io (kernel without PSI)")
+	small, bulk := r.child(t, "small"), r.child(t, "bulk")
+	d := r.start(t, "--boost-after", "10m")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream := startIn(t, ctx, r, bulk, "--direct", "--loop", "--duration", "90s", "read", r.loop.Path)
+	r.waitLevel(t, "bulk", 4)
+	reader := startIn(t, ctx, r, small, "--direct", "--iops", "100", "--bs", "4k", "--duration", "90s", "randread", r.loop.Path)
+
+	want := []string{
+		"ddiskqos_info", "ddiskqos_workload_level", "ddiskqos_workload_io_bytes_total",
+		"ddiskqos_device_info", "ddiskqos_device_io_bytes_total", "ddiskqos_device_level_cap_bytes_per_second",
+		"ddiskqos_device_capacity_bytes_per_second",
+		"ddiskqos_host_pressure_io_waiting_seconds_total", "ddiskqos_scan_errors_total",
+		"ddiskqos_level_changes_total", "ddiskqos_tick_duration_seconds", "ddiskqos_sense_workloads_total",
+	}
+	want = append(want, wantToo...)
+	body := waitMetrics(t, r.addr, want, 30*time.Second)
+	for _, p := range []*workload.Proc{stream, reader} {
+		p.Stop()
+		p.Wait()
+	}
+	// A second daemon, Docker-sourced with no engine to reach: degraded,
+	// with ddiskqos_source_up 0. --dry-run: it writes nothing.
+	r2 := &runRig{addr: freeAddr(t), lock: filepath.Join(t.TempDir(), "ddiskqos.lock")}
+	d2 := exec.Command(r.bin, "run", "--source", "docker", "--docker-host", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"),
+		"--dry-run", "--interval", "100ms", "--listen", r2.addr, "--state-file", filepath.Join(t.TempDir(), "state.json"),
+		"--devices", r.loop.Name)
+	d2.Env = r2.env()
+	var logs2 bytes.Buffer
+	d2.Stderr = &logs2
+	if err := d2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if d2.ProcessState == nil {
+			d2.Process.Kill()
+			d2.Wait()
+		}
+		if t.Failed() {
+			t.Logf("docker-sourced daemon log:\n%s", logs2.String())
+		}
+	})
+	body2 := waitMetrics(t, r2.addr, []string{"ddiskqos_source_up", "ddiskqos_source_errors_total"}, 30*time.Second)
+	stopWith(t, d2, syscall.SIGTERM)
+	stopWith(t, d, syscall.SIGTERM)
+
+	for name, b := range map[string][]byte{"cgroup-sourced": body, "docker-sourced": body2} {
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = bytes.NewReader(b)
+		out, err := cmd.CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Errorf("promtool check metrics on the %s daemon's /metrics (%d bytes): %v\n%s", name, len(b), err, out)
+		} else {
+			t.Logf("promtool check metrics: %s daemon's /metrics (%d bytes) clean", name, len(b))
+		}
+	}
+
+	exported := exportedNames(t, body)
+	for n := range exportedNames(t, body2) {
+		exported[n] = true
+	}
+	// Only the v2 families may be missing, and only off v2; they must
+	// still be what the metrics package declares.
+	declared := declaredNames()
+	if !bytes.Contains(body, []byte(`cgroup_mode="v2"`)) {
+		for _, n := range v2OnlyFamilies {
+			if !declared[n] {
+				t.Errorf("%s: not declared by internal/metrics", n)
+			}
+			exported[n] = true
+		}
+	}
+	used := dashboardMetrics(t, dashboardPath)
+	if len(used) == 0 {
+		t.Fatal("the dashboard queries no metric")
+	}
+	for _, n := range used {
+		if !exported[n] {
+			t.Errorf("dashboard queries %s, which the daemon does not export", n)
+		}
+	}
+	t.Logf("dashboard: %d metrics, all exported: %s", len(used), strings.Join(used, " "))
+}
+
+// startIn starts `ddiskqos workload args...` in cgroup cg and lets it go.
+func startIn(t *testing.T, ctx context.Context, r *runRig, cg string, args ...string) *workload.Proc {
+	t.Helper()
+	p, err := workload.Start(ctx, r.bin, nil, append([]string{"workload", "--wait-stdin", "--json"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Wait() })
+	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Go(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitMetrics scrapes http://addr/metrics until every family in want has a
+// sample, and returns that scrape.
+func waitMetrics(t *testing.T, addr string, want []string, within time.Duration) []byte {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var missing []string
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				have := exportedNames(t, b)
+				missing = missing[:0]
+				for _, n := range want {
+					if !have[n] {
+						missing = append(missing, n)
+					}
+				}
+				if len(missing) == 0 {
+					return b
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics of %s: after %s still no %v (last error %v)", addr, within, missing, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// exportedNames is every metric name a scrape holds samples of: each
+// family's name, and for histograms and summaries the series names
+// PromQL sees (_bucket, _sum, _count).
+func exportedNames(t *testing.T, body []byte) map[string]bool {
+	t.Helper()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	names := map[string]bool{}
+	for name, mf := range mfs {
+		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		names[name] = true
+		switch mf.GetType().String() {
+		case "HISTOGRAM":
+			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
+		case "SUMMARY":
+			names[name+"_sum"], names[name+"_count"] = true, true
+		}
+	}
+	return names
+}
+
+// declaredNames is the names of the descriptors the metrics package's
+// snapshot collector declares.
+func declaredNames() map[string]bool {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		metrics.NewCollector(nil).Describe(ch)
+		close(ch)
+	}()
+	re := regexp.MustCompile(`fqName: "([^"]+)"`)
+	names := map[string]bool{}
+	for d := range ch {
+		if m := re.FindStringSubmatch(d.String()); m != nil {
+			names[m[1]] = true
+		}
+	}
+	return names
+}
+
+// grafanaVars are Grafana's built-in interval variables, which PromQL
+// cannot parse, and what stands for them while parsing.
+var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "${__rate_interval}", "5m",
+	"$__interval", "1m", "${__interval}", "1m", "$__range", "1h", "${__range}", "1h")
+
+// labelValues is a template variable's query: label_values(EXPR, label).
+var labelValues = regexp.MustCompile(`^\s*label_values\((.*),\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)\s*$`)
+
+// dashboardMetrics parses the Grafana dashboard at path and returns,
+// sorted, the metric names of every PromQL expression in it: the panels'
+// targets (nested rows included) and the template variables' queries.
+// An expression PromQL cannot parse is an error naming the panel.
+func dashboardMetrics(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := promqlMetricNames(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return names
+}
+
+func promqlMetricNames(dashboard []byte) ([]string, error) {
+	var d struct {
+		Panels     []grafanaPanel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string          `json:"name"`
+				Type  string          `json:"type"`
+				Query json.RawMessage `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(dashboard, &d); err != nil {
+		return nil, fmt.Errorf("not a dashboard: %w", err)
+	}
+	type expr struct{ where, text string }
+	var exprs []expr
+	var walk func(ps []grafanaPanel)
+	walk = func(ps []grafanaPanel) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				exprs = append(exprs, expr{fmt.Sprintf("panel %q target %s", p.Title, tg.RefID), tg.Expr})
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		var q string
+		var qo struct {
+			Query string `json:"query"`
+		}
+		if json.Unmarshal(v.Query, &q) != nil {
+			if err := json.Unmarshal(v.Query, &qo); err != nil {
+				return nil, fmt.Errorf("variable %s: query %s: %w", v.Name, v.Query, err)
+			}
+			q = qo.Query
+		}
+		m := labelValues.FindStringSubmatch(q)
+		if m == nil {
+			return nil, fmt.Errorf("variable %s: query %q is not label_values(EXPR, label)", v.Name, q)
+		}
+		exprs = append(exprs, expr{"variable " + v.Name, m[1]})
+	}
+	p := parser.NewParser(parser.Options{})
+	seen := map[string]bool{}
+	for _, e := range exprs {
+		if strings.TrimSpace(e.text) == "" {
+			return nil, fmt.Errorf("%s: empty expression", e.where)
+		}
+		ast, err := p.ParseExpr(grafanaVars.Replace(e.text))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", e.where, e.text, err)
+		}
+		found := false
+		parser.Inspect(ast, func(n parser.Node, _ []parser.Node) error {
+			if vs, ok := n.(*parser.VectorSelector); ok {
+				name := vs.Name
+				if name == "" { // {__name__="x"}
+					for _, m := range vs.LabelMatchers {
+						if m.Name == model.MetricNameLabel {
+							name = m.Value
+						}
+					}
+				}
+				if name != "" {
+					seen[name], found = true, true
+				}
+			}
+			return nil
+		})
+		if !found {
+			return nil, fmt.Errorf("%s: %q selects no metric by name", e.where, e.text)
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+type grafanaPanel struct {
+	Title   string `json:"title"`
+	Targets []struct {
+		RefID string `json:"refId"`
+		Expr  string `json:"expr"`
+	} `json:"targets"`
+	Panels []grafanaPanel `json:"panels"` // a collapsed row's
+}
+
+// TestDashboardMetricNames: the extraction itself, on a small dashboard
+// with a nested row, a variable and Grafana's interval variable; and the
+// errors a broken dashboard gets.
+func TestDashboardMetricNames(t *testing.T) {
+	t.Parallel()
+	got, err := promqlMetricNames([]byte(`{"panels": [
+	  {"title": "a", "targets": [{"refId": "A", "expr": "sum by (device) (rate(x_total{device=~\"$device\"}[$__rate_interval])) / on() group_left y"}]},
+	  {"title": "row", "type": "row", "panels": [{"title": "b", "targets": [{"refId": "A", "expr": "histogram_quantile(0.9, rate(h_bucket[5m])) and {__name__=\"z\"}"}]}]}],
+	 "templating": {"list": [{"name": "device", "type": "query", "query": {"query": "label_values(w_info{job=\"j\"}, device)"}},
+	   {"name": "ds", "type": "datasource", "query": "prometheus"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"h_bucket", "w_info", "x_total", "y", "z"}; !slices.Equal(got, want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+	for _, bad := range []string{
+		`{"panels": [{"title": "p", "targets": [{"refId": "A", "expr": "rate(x[5m]"}]}]}`,
+		`{"panels": [{"title": "p", "targets": [{"refId": "A", "expr": ""}]}]}`,
+		`{"panels": [{"title": "p", "targets": [{"refId": "A", "expr": "1 + 1"}]}]}`,
+		`{"templating": {"list": [{"name": "v", "type": "query", "query": "up"}]}}`,
+		`{"panels": 3}`,
+	} {
+		if _, err := promqlMetricNames([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+	// The repository's dashboard parses and names only ddiskqos_ and the
+	// process collector's metrics.
+	b, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := promqlMetricNames(b)
+	if err != nil {
+		t.Fatalf("%s: %v", dashboardPath, err)
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "ddiskqos_") && !strings.HasPrefix(n, "process_") {
+			t.Errorf("%s queries %s: not a metric of the daemon", dashboardPath, n)
+		}
+	}
+}
