@@ -101,7 +101,9 @@ func TestTopLoop(t *testing.T) {
 			}
 			return false
 		}
-		wait("the demotion", func(l []string) bool { return strings.HasPrefix(l[0], "ddiskqos top  ADDR") && has(l, "LEVEL CHANGES (1 seen") })
+		wait("the demotion", func(l []string) bool {
+			return strings.HasPrefix(l[0], "ddiskqos top  ADDR") && has(l, "LEVEL CHANGES (1 seen")
+		})
 		scr.SetSize(70, 20)
 		scr.PostEventWait(tcell.NewEventResize(70, 20))
 		wait("the 70-column layout", func(l []string) bool {
