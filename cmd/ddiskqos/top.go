@@ -32,9 +32,11 @@ var topCmd = &cli.Cmd[topOptions]{
 whether it is healthy (a DEGRADED line for each reason it is not), the
 workloads per level, the disks (mechanism, the best level doing I/O there,
 the caps in force), the workloads in the order chosen, and the level
-changes as they happen (seen between successive snapshots: new, demoted,
-promoted, exempted, gone), newest first. The columns are those of
-"ddiskqos status"; on a narrow terminal the less needed ones go first.`,
+changes as they happen (seen between successive answers: new, demoted,
+promoted, exempted, gone; levels passed within one --refresh show as one
+step, L1 → L3), newest first. The columns are those of "ddiskqos status",
+with the capacity the throttle estimates per disk; on a narrow terminal
+the less needed columns go first.`,
 		More: `Keys:
   r  sort by rate (most I/O first)     l  by level (best served first)
   n  by name                           q  (or Ctrl-C) quit`,
