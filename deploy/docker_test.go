@@ -345,8 +345,8 @@ func TestRealContainerImage(t *testing.T) {
 	if !strings.HasPrefix(sw.Source, "cgroup") || sw.DryRun || w == nil || w.Level != 4 {
 		t.Fatalf("cgroup-source daemon: source %s, dry-run %v, streamer %+v; want it at level 4\n%s", sw.Source, sw.DryRun, w, dump())
 	}
-	if len(w.Applied) != 1 || w.Applied[0].Device != loop.Name || w.Applied[0].Mechanism != "bfq-weight" || w.Applied[0].Weight != 100 || w.Applied[0].Error != "" {
-		t.Errorf("cgroup-source daemon: applied %+v, want bfq-weight 100 on %s", w.Applied, loop.Name)
+	if len(w.Applied) != 1 || w.Applied[0].Device != loop.Name || w.Applied[0].Mechanism != "bfq-weight+throttle" || w.Applied[0].Weight != 100 || w.Applied[0].Error != "" {
+		t.Errorf("cgroup-source daemon: applied %+v, want bfq-weight+throttle, weight 100 on %s", w.Applied, loop.Name)
 	}
 	var so *snapshot.Snapshot
 	var wo *snapshot.Workload
