@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 func vmHierarchy(t *testing.T) (cgroupfs.Hierarchy, string) {
 	t.Helper()
 	if !testkit.InVM() {
-		t.Skip("calibration of a real disk runs inside the test VM (cgroup v2, a throwaway disk): make test-v2")
+		t.Skip("calibration of a real disk runs inside the test VM (cgroup v2, a throwaway disk): make test-v2-calibrate")
 	}
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
@@ -129,13 +129,13 @@ func stream(t *testing.T, h cgroupfs.Hierarchy, d Device, cgs []string, dur time
 	return out
 }
 
-// TestRealV2CalibrateSplit shows what calibration is for, on the VM's disk
+// TestVMCalibrateSplit shows what calibration is for, on the VM's disk
 // (qemu caps it at 100 MiB/s) and on a null_blk device of known speed:
 // with iocost on and the kernel's own model, two streaming readers at
 // io.weight 1000 and 100 split the disk poorly; after `calibrate` (short
 // patterns) they split it as their weights say. Then --restore puts the
 // kernel's model back.
-func TestRealV2CalibrateSplit(t *testing.T) {
+func TestVMCalibrateSplit(t *testing.T) {
 	// null_blk's speed. Its throttle refills a budget of mbps/1000 MiB
 	// every millisecond; requests are cut to 12 KiB (max_sectors) to fit
 	// it. On a loaded host the emulated CPU may keep it slower, so the

@@ -83,9 +83,15 @@ func mapsInterpreter(t *testing.T, exe string) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Until execve is done the maps are the forking test binary's;
-		// once exe is mapped, so is its interpreter (the kernel maps both).
+		// Until execve is done the maps are the forking test binary's.
+		// execve maps exe before its interpreter, and a reader may come
+		// in between: once exe is mapped, wait until the program runs its
+		// own code (execve has returned), then read the maps again.
 		if strings.Contains(string(maps), exe) {
+			time.Sleep(300 * time.Millisecond)
+			if maps, err = os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid)); err != nil {
+				t.Fatal(err)
+			}
 			return strings.Contains(string(maps), "/ld-linux") || strings.Contains(string(maps), "/ld-musl")
 		}
 		time.Sleep(5 * time.Millisecond)
