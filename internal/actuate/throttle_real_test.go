@@ -231,11 +231,13 @@ func TestRealV1BFQWeightsAndThrottle(t *testing.T) {
 	if l := limits(); !l.IsZero() {
 		t.Fatalf("lo capped %+v with nobody better doing I/O", l)
 	}
-	rd := r.inCgroup(t, ctx, hi, fmt.Sprintf("if=%s bs=4k iflag=direct count=1 skip=1000", dev))
-	if err := rd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, time.Second, "lo capped on BFQ after the level-1 read", func() bool { return !limits().IsZero() })
+	// A level-1 reader that keeps reading (the single-read case is
+	// TestRealV1ThrottleFastLoop's, on none) until the cap is seen.
+	rctx, rcancel := context.WithCancel(ctx)
+	rd := r.inCgroup(t, rctx, hi, fmt.Sprintf("if=%s bs=4k iflag=direct count=1000000 skip=1000", dev))
+	waitFor(t, time.Second, "lo capped on BFQ while a level-1 cgroup reads", func() bool { return !limits().IsZero() })
+	rcancel()
+	rd.Wait()
 	if err := a.Apply(time.Now(), targets); err != nil {
 		t.Fatal(err)
 	}
