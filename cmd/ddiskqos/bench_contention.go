@@ -54,12 +54,18 @@ The report gives, per neighbour and configuration, the victims' latency
 each of the two seconds after they stopped (medians, min–max over trials),
 and states which of the issue's bars are met and which are missed.
 
-Rig: a loop device with direct I/O over a file in --dir, ext4 on it; v1
-blkio cgroups under /sys/fs/cgroup/blkio/ddiskqos-bench-contention-<pid>;
-every workload is this binary's "workload" command. Needs root and cgroup
-v1 blkio, losetup (util-linux) and mkfs.ext4 (e2fsprogs). Every process,
-cgroup and the loop device are removed and the scheduler restored at the
-end, also on failure or Ctrl-C.
+Rig: a loop device with direct I/O over a file in --dir, ext4 on it;
+cgroups under ddiskqos-bench-contention-<pid> in the host's I/O hierarchy:
+v1 blkio, or cgroup v2 (io, and memory when offered, enabled for the run's
+cgroups; static sets io.bfq.weight, throttle-fixed io.max; ddiskqos runs
+with iocost enabled on the device, its model and latency targets
+calibrated first with calibrate's patterns on a second loop device over a
+512 MiB file in --dir; iocost is off in every other configuration). On v2
+the report is named contention-v2.{md,svg,json}. Every workload is this
+binary's "workload" command. Needs root, losetup (util-linux) and
+mkfs.ext4 (e2fsprogs). Every process, cgroup and loop device is removed,
+and the scheduler and iocost restored, at the end, also on failure or
+Ctrl-C.
 
 Without --quick or --full: 3 trials, every neighbour, 5 s web victim, 2
 cold reads per size: about 16 minutes. Progress goes to stderr.`,
@@ -122,7 +128,11 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 		*contention.Result
 		Summary contention.Summary `json:"summary"`
 	}{res, sum}
-	return o.emit(stdout, stderr, "contention", report,
+	name := "contention"
+	if res.Cgroup == "v2" {
+		name = "contention-v2"
+	}
+	return o.emit(stdout, stderr, name, report,
 		func(w io.Writer, plot string) { contention.WriteMarkdown(w, res, sum, plot) },
 		func(w io.Writer) { contention.WriteSVG(w, res, sum) })
 }

@@ -15,23 +15,28 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-// TestMain lets the bench's load generators re-execute this test binary
-// as `ddiskqos workload` (DDISKQOS_WORKLOAD_MAIN=1), and makes it ddiskqos
-// itself when run under that name or with envRunAsMain.
 // envRunAsMain makes this test binary the ddiskqos command (TestMain runs
 // it on the arguments), for tests in the VM, which cannot build one.
 const envRunAsMain = "DDISKQOS_TEST_RUN_AS_MAIN"
 
+// TestMain lets the bench's load generators re-execute this test binary
+// as `ddiskqos workload` (DDISKQOS_WORKLOAD_MAIN=1), and makes it ddiskqos
+// itself when run under that name or with envRunAsMain.
 func TestMain(m *testing.M) {
-	workload.MaybeRunFromEnv()
-	if os.Getenv(envRunAsMain) == "1" || filepath.Base(os.Args[0]) == asMain { // asMain: run_docker_v2_real_test.go
-		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	code := m.Run()
+	code := testkit.Run(m, workload.MaybeRunFromEnv, runAsMainFromEnv)
 	if binDir != "" {
 		os.RemoveAll(binDir) // see buildBinary
 	}
 	os.Exit(code)
+}
+
+// runAsMainFromEnv runs ddiskqos on the arguments and exits, when the test
+// binary runs under that name (asMain, run_docker_v2_real_test.go) or with
+// envRunAsMain.
+func runAsMainFromEnv() {
+	if os.Getenv(envRunAsMain) == "1" || filepath.Base(os.Args[0]) == asMain {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 }
 
 // benchScale runs `ddiskqos bench scale` with args plus --json and a short

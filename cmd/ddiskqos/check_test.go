@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,19 +13,6 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
-// go test ./cmd/ddiskqos/ -run Check -update rewrites testdata/check/*.
-// The flag is defined here only if another test file has not already.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files")
-	}
-}
-
-func checkUpdating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
-
 func runCheckT(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var o, e bytes.Buffer
@@ -34,22 +20,10 @@ func runCheckT(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
+// go test ./cmd/ddiskqos/ -run Check -update rewrites testdata/check/*.
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", "check", name)
-	if checkUpdating() {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the output (run with -update after checking the diff):\n--- got\n%s", p, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "check", name), got)
 }
 
 func TestCheckGolden(t *testing.T) {

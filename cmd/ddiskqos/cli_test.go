@@ -96,7 +96,7 @@ func TestManPageUpToDate(t *testing.T) {
 	if code := run([]string{"man"}, nil, &got, os.Stderr); code != 0 {
 		t.Fatalf("ddiskqos man: exit %d", code)
 	}
-	if checkUpdating() {
+	if testkit.Updating() {
 		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -205,17 +205,12 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 // startIn starts `ddiskqos workload args...` in cgroup cg and lets it go.
 func startIn(t *testing.T, ctx context.Context, r *runRig, cg string, args ...string) *workload.Proc {
 	t.Helper()
-	p, err := workload.Start(ctx, r.bin, nil, append([]string{"workload", "--wait-stdin", "--json"}, args...))
+	p, err := workload.StartIn(ctx, r.bin, nil, append([]string{"workload", "--wait-stdin", "--json"}, args...),
+		func(pid int) error { return r.h.AddProcess(cg, pid) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Kill(); p.Wait() })
-	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Go(); err != nil {
-		t.Fatal(err)
-	}
 	return p
 }
 

@@ -176,6 +176,15 @@ func TestRealRunReloadAppliesOrNames(t *testing.T) {
 	// Back to debug: INFO (and DEBUG) lines show again.
 	write("interval: 100ms\nlog: {level: debug}\ndry_run: true\n")
 	hup(d)
+	// c only after the reload took: tracked before it, its INFO line
+	// would still be hidden (seen under load). The first INFO line logged
+	// at the new level is the policy's (hidden at warn before).
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), `msg="policy reconfigured"`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reload back to debug was never logged")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	r.child(t, "c")
 	tracked("c")
 	waitLog(t, logs, 5*time.Second, "level=INFO", `msg="tracking workload"`, "workload=c")

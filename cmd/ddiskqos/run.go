@@ -188,12 +188,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	}
 	reg := prometheus.NewRegistry()
 	var d *daemon.Daemon
-	m, err := metrics.New(reg, func() *snapshot.Snapshot {
-		if d == nil {
-			return nil
-		}
-		return d.Snapshot()
-	})
+	m, err := metrics.New(reg, func() *snapshot.Snapshot { return d.Snapshot() })
 	if err != nil {
 		return err
 	}

@@ -5,43 +5,205 @@ package main
 // inside the test VM with the cgroupfs driver on cgroup2, the image is the
 // test binary alone (docker import, FROM scratch), and `ddiskqos run
 // --source docker` — this package's main, the same code as the binary —
-// demotes the streaming container, leaves the idle one at level 1 and puts
-// back every value it changed on SIGTERM.
+// demotes the streaming container level by level (its io.bfq.weight read
+// back from the kernel), caps it in io.max while a better level reads the
+// same disk, leaves the idle container at level 1 and never caps it, and
+// puts back every value it changed on SIGTERM.
+//
+// TestRealV2DockerShort runs in make test (test-v2): thresholds of a few
+// MiB and a 250 ms tick. TestVMDockerV2 is the same run with the daemon's
+// default thresholds and tick (make test-v2-docker-full).
 
 import (
 	"context"
-	"github.com/moby/moby/client"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/containers"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
 // asMain is the name under which the test binary is ddiskqos itself (see
 // TestMain): the image's entrypoint /ddiskqos and the daemon started below.
 const asMain = "ddiskqos"
 
-// EnvV2DockerFull selects the full Docker-on-v2 run (make test-v2-docker-full):
-// the default thresholds, so the streamer walks all four levels on its own
-// bytes. The short run (make test) gives the daemon thresholds of a few MiB.
-const EnvV2DockerFull = "DDISKQOS_V2_DOCKER_FULL"
+// EnvDockerProfile=1 makes the Docker-on-v2 tests log the engine's whole
+// log (containerd's plugin loads and dockerd's start-up steps, each with
+// its time) even when they pass: the start-up profile.
+const EnvDockerProfile = "DDISKQOS_DOCKER_PROFILE"
+
+// dockerV2Run is one variant of the Docker-on-v2 run.
+type dockerV2Run struct {
+	name       string
+	thresholds string // --thresholds; "": the daemon's defaults (2, 8, 32, 128 MiB)
+	interval   string // --interval
+	// rate paces the streamer so that each level lasts a few ticks: its
+	// io.bfq.weight can be read back at each level, not only at the last.
+	rate string
+}
+
+var (
+	dockerV2Short = dockerV2Run{name: "short", thresholds: "2MiB,4MiB,8MiB,16MiB", interval: "250ms", rate: "2MiB/s"}
+	dockerV2Full  = dockerV2Run{name: "full", interval: "1s", rate: "4MiB/s"}
+)
+
+func TestRealV2DockerShort(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	dockerV2(t, dockerV2Short)
+}
 
 func TestVMDockerV2(t *testing.T) {
 	if !testkit.InVM() {
-		t.Skip("Docker on cgroup v2 runs inside the test VM, outside make test until it has passed there: make test-v2-docker-full")
+		t.Skip("the full Docker-on-v2 run is inside the test VM: make test-v2-docker-full")
 	}
+	dockerV2(t, dockerV2Full)
+}
+
+// phases logs how long each step took, and all of them at the end.
+type phases struct {
+	t           *testing.T
+	begin, last time.Time
+	rows        []string
+}
+
+func newPhases(t *testing.T) *phases {
+	now := time.Now()
+	return &phases{t: t, begin: now, last: now}
+}
+
+func (p *phases) mark(what string) {
+	p.t.Helper()
+	now := time.Now()
+	row := fmt.Sprintf("%-44s %9s  (at %s)", what, now.Sub(p.last).Round(time.Millisecond), now.Sub(p.begin).Round(time.Millisecond))
+	p.rows = append(p.rows, row)
+	p.last = now
+	p.t.Logf("phase: %s", row)
+}
+
+func (p *phases) table() string { return strings.Join(p.rows, "\n") }
+
+// knobWatch polls the streamer's and the idle container's weight and
+// io.max on the disk every 20 ms and keeps each distinct value in the
+// order seen.
+type knobWatch struct {
+	h    cgroupfs.Hierarchy
+	dev  cgroupfs.Dev
+	cgs  map[string]string // name -> cgroup
+	stop chan struct{}
+	done chan struct{}
+
+	mu     sync.Mutex
+	weight map[string][]uint64 // 0: no per-device weight
+	limits map[string][]cgroupfs.Limits
+	errs   []error
+}
+
+func watchKnobs(h cgroupfs.Hierarchy, dev cgroupfs.Dev, cgs map[string]string) *knobWatch {
+	w := &knobWatch{h: h, dev: dev, cgs: cgs, stop: make(chan struct{}), done: make(chan struct{}),
+		weight: map[string][]uint64{}, limits: map[string][]cgroupfs.Limits{}}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			w.poll()
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *knobWatch) poll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, cg := range w.cgs {
+		ws, err := w.h.ReadWeights(cg, cgroupfs.WeightBFQ)
+		if err != nil {
+			w.errs = append(w.errs, err)
+			continue
+		}
+		v, _ := ws.Device(w.dev)
+		if s := w.weight[name]; len(s) == 0 || s[len(s)-1] != v {
+			w.weight[name] = append(s, v)
+		}
+		l, err := w.h.ReadLimits(cg, w.dev)
+		if err != nil {
+			w.errs = append(w.errs, err)
+			continue
+		}
+		if s := w.limits[name]; len(s) == 0 || s[len(s)-1] != l {
+			w.limits[name] = append(s, l)
+		}
+	}
+}
+
+// Stop ends the polling and returns what was seen.
+func (w *knobWatch) Stop() (weight map[string][]uint64, limits map[string][]cgroupfs.Limits, errs []error) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.weight, w.limits, w.errs
+}
+
+// capped reports whether the watcher has seen a limit on name's cgroup.
+func (w *knobWatch) capped(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.limits[name], func(l cgroupfs.Limits) bool { return !l.IsZero() })
+}
+
+// logField is one key=value of a log line in slog's text format.
+var logField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
+
+// transitions returns "FROM>TO reason" of every level change the daemon
+// logged (slog's text format) for the workload name.
+func transitions(log, name string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="level change"`) {
+			continue
+		}
+		f := map[string]string{}
+		for _, m := range logField.FindAllStringSubmatch(line, -1) {
+			v := m[2]
+			if uq, err := strconv.Unquote(v); err == nil {
+				v = uq
+			}
+			f[m[1]] = v
+		}
+		if f["workload"] == name {
+			out = append(out, f["from"]+">"+f["to"]+" "+f["reason"])
+		}
+	}
+	return out
+}
+
+func dockerV2(t *testing.T, run dockerV2Run) {
 	testkit.NeedRoot(t)
-	full := os.Getenv(EnvV2DockerFull) == "1"
-	begin := time.Now()
+	ph := newPhases(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +228,14 @@ func TestVMDockerV2(t *testing.T) {
 	}
 	h := cgroupfs.Hierarchy{Version: 2, Mount: l.Unified}
 	testkit.Need(t, l.Unified != "" && len(l.V1) == 0, "not a pure cgroup-v2 host: layout %s", l.Mode)
+	bfq := func(w cgroupfs.Weight) uint64 { return cgroupfs.NativeWeight(cgroupfs.WeightBFQ, w) }
 
+	// The engine.
 	e := dockertest.StartEngine(t)
+	ph.mark("engine up (containerd and dockerd)")
+	if os.Getenv(EnvDockerProfile) == "1" {
+		t.Cleanup(func() { t.Logf("engine log:\n%s", e.Log()) })
+	}
 	c := e.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -79,9 +247,10 @@ func TestVMDockerV2(t *testing.T) {
 	if info.CgroupVersion != "2" || info.CgroupDriver != "cgroupfs" {
 		t.Fatalf("engine reports cgroup version %q driver %q, want 2 and cgroupfs", info.CgroupVersion, info.CgroupDriver)
 	}
-	t.Logf("engine %s up (cgroup v%s, %s driver, %s storage) %s after the test began",
-		info.ServerVersion, info.CgroupVersion, info.CgroupDriver, info.Driver, time.Since(begin).Round(time.Millisecond))
+	t.Logf("engine %s: cgroup v%s, %s driver, %s storage, %d CPUs, %d MiB, kernel %s",
+		info.ServerVersion, info.CgroupVersion, info.CgroupDriver, info.Driver, info.NCPU, info.MemTotal>>20, info.KernelVersion)
 
+	// The image: this binary, FROM scratch.
 	bin, err := os.ReadFile(exe)
 	if err != nil {
 		t.Fatal(err)
@@ -90,64 +259,19 @@ func TestVMDockerV2(t *testing.T) {
 	if err := containers.ImportImage(ctx, c, tag, bin); err != nil {
 		t.Fatal(err) // the image goes with the engine's data root
 	}
-	t.Logf("imported %s (%d bytes) %s after the test began", tag, len(bin), time.Since(begin).Round(time.Millisecond))
+	ph.mark(fmt.Sprintf("image imported (%d MiB)", len(bin)>>20))
 
-	// The streamer reads the disk passed in with O_DIRECT until stopped;
-	// the idle one makes one 4 KiB read of its own binary (page cache, no
-	// disk I/O) an hour. Both get an engine-set blkio weight: an original
-	// value the daemon must put back.
-	stream := dockertest.RunContainer(t, c, dockertest.RunOptions{Image: tag, Name: "streamer", BlkioWeight: 300,
-		Args:    []string{"workload", "--direct", "--loop", "--bs", "256KiB", "--duration", "30m", "read", disk},
-		Devices: []dockertest.Device{{Host: disk}}})
-	idle := dockertest.RunContainer(t, c, dockertest.RunOptions{Image: tag, Name: "idle", BlkioWeight: 200,
-		Args: []string{"workload", "--rate", "1", "--bs", "4KiB", "--duration", "30m", "read", "/" + asMain}})
-	cgroupOf := func(id string) string {
-		t.Helper()
-		pid := dockertest.WaitRunning(t, c, id, 5*time.Minute)
-		p, err := containers.CgroupOf("/proc", pid, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasSuffix(p, id) {
-			t.Fatalf("container %.12s runs in cgroup %s", id, p)
-		}
-		return p
-	}
-	streamCg, idleCg := cgroupOf(stream.ID), cgroupOf(idle.ID)
-	t.Logf("containers running %s after the test began: streamer %s, idle %s", time.Since(begin).Round(time.Millisecond), streamCg, idleCg)
-
-	files := []string{"io.bfq.weight", "io.max"}
-	read := func(cg string) map[string]string {
-		t.Helper()
-		m := map[string]string{}
-		for _, f := range files {
-			b, err := os.ReadFile(filepath.Join(l.Unified, cg, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m[f] = string(b)
-		}
-		return m
-	}
-	origStream, origIdle := read(streamCg), read(idleCg)
-	if !strings.Contains(origStream["io.bfq.weight"], "default 300") {
-		t.Fatalf("engine did not set the streamer's weight: io.bfq.weight %q", origStream["io.bfq.weight"])
-	}
-	weight := func(cg string) (uint64, bool) {
-		t.Helper()
-		w, err := h.ReadWeights(cg, cgroupfs.WeightBFQ)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w.Device(dev)
-	}
-
-	// The daemon: this test binary as ddiskqos.
+	// The daemon, this test binary as ddiskqos, starts before the
+	// containers, as on a host where containers come and go: they are
+	// new to it, and their I/O counts from their first byte (workloads
+	// it finds running at its start count only from its first look,
+	// within a grace of 2 s that an emulated VM's first listing of the
+	// engine may outlast). Its start overlaps theirs.
 	addr := testkit.FreeAddr(t)
-	args := []string{"run", "--source", "docker", "--docker-host", e.Host(), "--interval", "250ms", "--boost-after", "1h",
+	args := []string{"run", "--source", "docker", "--docker-host", e.Host(), "--interval", run.interval, "--boost-after", "1h",
 		"--listen", addr, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--devices", devName, "--log-level", "debug"}
-	if !full {
-		args = append(args, "--thresholds", "1MiB,2MiB,4MiB,8MiB")
+	if run.thresholds != "" {
+		args = append(args, "--thresholds", run.thresholds)
 	}
 	d := exec.Command(exe, args...)
 	d.Args[0] = asMain
@@ -166,10 +290,72 @@ func TestVMDockerV2(t *testing.T) {
 			t.Logf("daemon log:\n%s", logs.String())
 		}
 	})
-	r := &runRig{addr: addr}
-	wait := func(what string, cond func(s *snapshot.Snapshot) bool) *snapshot.Snapshot {
+
+	// The streamer reads the disk passed in with O_DIRECT until stopped,
+	// paced so that each level lasts a few ticks; the idle one would make
+	// one 4 KiB read of its own binary (page cache, no disk I/O) every
+	// 68 minutes (--rate 1 byte/s). Both
+	// get an engine-set blkio weight: an original value the daemon must
+	// put back.
+	// Neither needs a network: without a namespace of their own they
+	// start without dockerd re-executing itself twice each.
+	ct := dockertest.RunContainers(t, c,
+		dockertest.RunOptions{Image: tag, Name: "streamer", BlkioWeight: 300, NetworkDisabled: true,
+			Args:    []string{"workload", "--direct", "--loop", "--bs", "256KiB", "--rate", run.rate, "--duration", "30m", "read", disk},
+			Devices: []dockertest.Device{{Host: disk}}},
+		dockertest.RunOptions{Image: tag, Name: "idle", BlkioWeight: 200, NetworkDisabled: true,
+			Args: []string{"workload", "--rate", "1", "--bs", "4KiB", "--duration", "30m", "read", "/" + asMain}})
+	stream, idle := ct[0], ct[1]
+	ph.mark("containers created, then started together")
+	cgroupOf := func(id string) string {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Minute)
+		pid := dockertest.WaitRunning(t, c, id, 5*time.Minute)
+		p, err := containers.CgroupOf("/proc", pid, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(p, id) {
+			t.Fatalf("container %.12s runs in cgroup %s", id, p)
+		}
+		return p
+	}
+	streamCg, idleCg := cgroupOf(stream.ID), cgroupOf(idle.ID)
+	ph.mark("both containers running")
+	t.Logf("streamer %s, idle %s; %s", streamCg, idleCg, vmMemory())
+
+	files := []string{"io.bfq.weight", "io.max"}
+	read := func(cg string) map[string]string {
+		t.Helper()
+		m := map[string]string{}
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(l.Unified, cg, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[f] = string(b)
+		}
+		return m
+	}
+	// The originals are what the engine wrote: its blkio weight as BFQ's
+	// default, no limit. The daemon may have added its per-device weight
+	// by now, never before the engine's line.
+	origStream := map[string]string{"io.bfq.weight": "default 300\n", "io.max": ""}
+	origIdle := map[string]string{"io.bfq.weight": "default 200\n", "io.max": ""}
+	if ws, wi := read(streamCg)["io.bfq.weight"], read(idleCg)["io.bfq.weight"]; !strings.HasPrefix(ws, origStream["io.bfq.weight"]) || !strings.HasPrefix(wi, origIdle["io.bfq.weight"]) {
+		t.Fatalf("engine did not set the weights: streamer io.bfq.weight %q, idle %q", ws, wi)
+	}
+	watch := watchKnobs(h, dev, map[string]string{"streamer": streamCg, "idle": idleCg})
+	watching := true
+	t.Cleanup(func() {
+		if watching {
+			watch.Stop()
+		}
+	})
+
+	r := &runRig{addr: addr}
+	wait := func(what string, within time.Duration, cond func(s *snapshot.Snapshot) bool) *snapshot.Snapshot {
+		t.Helper()
+		deadline := time.Now().Add(within)
 		var last *snapshot.Snapshot
 		for time.Now().Before(deadline) {
 			if s, err := r.snapshot(); err == nil {
@@ -178,45 +364,126 @@ func TestVMDockerV2(t *testing.T) {
 					return s
 				}
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
-		t.Fatalf("timed out waiting for %s; last snapshot %+v", what, last)
+		t.Fatalf("timed out after %s waiting for %s; last snapshot %+v", within, what, last)
 		return nil
 	}
-	level := func(s *snapshot.Snapshot, name string) int {
+	find := func(s *snapshot.Snapshot, name string) *snapshot.Workload {
 		for _, w := range s.Workloads {
 			if w.Name == name {
-				return w.Level
+				return w
 			}
 		}
-		return 0
+		return &snapshot.Workload{}
 	}
-	started := time.Now()
-	wait("both containers tracked", func(s *snapshot.Snapshot) bool {
+	level := func(s *snapshot.Snapshot, name string) int { return find(s, name).Level }
+
+	// Bounds: generous, for an emulated VM on a loaded machine; the
+	// phases say what it took.
+	wait("both containers tracked", 5*time.Minute, func(s *snapshot.Snapshot) bool {
 		return level(s, "streamer") != 0 && level(s, "idle") != 0
 	})
-	t.Logf("daemon tracks both containers %s after it started", time.Since(started).Round(time.Millisecond))
-	s := wait("streamer demoted to level 4", func(s *snapshot.Snapshot) bool { return level(s, "streamer") == 4 })
-	t.Logf("streamer at level 4 %s after the daemon started", time.Since(started).Round(time.Millisecond))
+	ph.mark("daemon answers and tracks both containers")
+	var seen []int // the streamer's levels, in the order the API showed them
+	s := wait("streamer demoted to level 4", 5*time.Minute, func(s *snapshot.Snapshot) bool {
+		if lv := level(s, "streamer"); len(seen) == 0 || seen[len(seen)-1] != lv {
+			seen = append(seen, lv)
+		}
+		return level(s, "streamer") == 4
+	})
+	ph.mark("streamer at level 4")
 	if lv := level(s, "idle"); lv != 1 {
 		t.Fatalf("idle container at level %d, want 1", lv)
 	}
 	// The daemon applies a level's weight in the tick that decides it;
-	// read them back from the kernel.
+	// read the last one back from the kernel.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ws, _ := weight(streamCg)
-		wi, _ := weight(idleCg)
-		if ws == cgroupfs.NativeWeight(cgroupfs.WeightBFQ, 100) && wi == cgroupfs.NativeWeight(cgroupfs.WeightBFQ, 1000) {
-			t.Logf("read back: streamer %s io.bfq.weight %d:%d %d, idle %d", streamCg, dev.Major, dev.Minor, ws, wi)
+		ws, _ := h.ReadWeights(streamCg, cgroupfs.WeightBFQ)
+		wi, _ := h.ReadWeights(idleCg, cgroupfs.WeightBFQ)
+		vs, _ := ws.Device(dev)
+		vi, _ := wi.Device(dev)
+		if vs == bfq(100) && vi == bfq(1000) {
+			t.Logf("read back: streamer io.bfq.weight %d:%d %d, idle %d", dev.Major, dev.Minor, vs, vi)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("weights read back: streamer %d (want %d), idle %d (want %d)", ws,
-				cgroupfs.NativeWeight(cgroupfs.WeightBFQ, 100), wi, cgroupfs.NativeWeight(cgroupfs.WeightBFQ, 1000))
+			t.Fatalf("weights read back: streamer %d (want %d), idle %d (want %d)", vs, bfq(100), vi, bfq(1000))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+	ph.mark("level-4 weight read back")
+
+	// io.max: while a better level reads the same disk, the daemon's
+	// throttle (beside BFQ's weights) caps the level-4 streamer; within
+	// its hold after that reader stops, it lifts the cap. The better
+	// level is a reader in a cgroup of its own under the containers'
+	// parent: to the throttle, I/O of the parent that no demoted
+	// workload did, as a new container's before its first tick.
+	probeCg := filepath.Join(e.CgroupParent(), "ddiskqos-probe")
+	testkit.Cgroup(t, filepath.Join(l.Unified, probeCg))
+	probe, err := workload.Start(ctx, exe, []string{workload.EnvMain + "=1"},
+		[]string{"--wait-stdin", "--json", "--direct", "--bs", "4KiB", "--rate", "400KiB/s", "--duration", "10m", "read", disk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probeWaited := false
+	t.Cleanup(func() {
+		if !probeWaited {
+			probe.Kill()
+			probe.Wait()
+		}
+	})
+	if err := h.AddProcess(probeCg, probe.Pid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Go(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(2 * time.Minute)
+	var capped cgroupfs.Limits
+	for {
+		capped, err = h.ReadLimits(streamCg, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !capped.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("streamer not capped in io.max within 2 min of a level-1 reader on %s", devName)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ph.mark("streamer capped in io.max (better level reads)")
+	t.Logf("streamer io.max on %d:%d while the better level reads: rbps=%d wbps=%d riops=%d wiops=%d",
+		dev.Major, dev.Minor, capped.RBps, capped.WBps, capped.RIOps, capped.WIOps)
+	if err := probe.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := probe.Wait()
+	probeWaited = true
+	if err != nil {
+		t.Fatalf("level-1 reader: %v", err)
+	}
+	t.Logf("level-1 reader: %d bytes in %d reads", res.Bytes, res.Ops)
+	deadline = time.Now().Add(time.Minute)
+	for {
+		lim, err := h.ReadLimits(streamCg, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lim.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("streamer still capped (%+v) a minute after the better level stopped", lim)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ph.mark("cap lifted (better level stopped)")
+
 	s, err = r.snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +492,42 @@ func TestVMDockerV2(t *testing.T) {
 		t.Fatalf("idle container at level %d at the end, want 1", lv)
 	}
 	for _, w := range s.Workloads {
-		t.Logf("workload %s: level %d, read %d bytes, cgroup %s", w.Name, w.Level, w.ReadBytes, w.Cgroup)
+		t.Logf("workload %s: level %d, read %d bytes, cgroup %s, applied %+v", w.Name, w.Level, w.ReadBytes, w.Cgroup, w.Applied)
+	}
+	weights, limits, errs := watch.Stop()
+	watching = false
+	if len(errs) > 0 {
+		t.Fatalf("reading the containers' knobs: %v", errs[0])
+	}
+	t.Logf("streamer's levels as the API showed them: %v", seen)
+	t.Logf("io.bfq.weight on %d:%d as the kernel showed it (0: none set): streamer %v, idle %v", dev.Major, dev.Minor, weights["streamer"], weights["idle"])
+	t.Logf("io.max on %d:%d as the kernel showed it: streamer %+v, idle %+v", dev.Major, dev.Minor, limits["streamer"], limits["idle"])
+
+	// Level by level: the daemon logged 1>2, 2>3, 3>4, each for a used
+	// allowance, and the kernel's weight only ever went down the levels'
+	// weights, ending at level 4's.
+	log := logs.String()
+	if got, want := transitions(log, "streamer"), []string{"none>1 new", "1>2 allowance-used", "2>3 allowance-used", "3>4 allowance-used"}; !slices.Equal(got, want) {
+		t.Errorf("streamer's level changes in the daemon log: %q, want %q", got, want)
+	}
+	if got, want := transitions(log, "idle"), []string{"none>1 new"}; !slices.Equal(got, want) {
+		t.Errorf("idle's level changes in the daemon log: %q, want %q", got, want)
+	}
+	order := []uint64{0, bfq(1000), bfq(500), bfq(250), bfq(100)}
+	ws := weights["streamer"]
+	if !isSubsequence(ws, order) || len(ws) == 0 || ws[len(ws)-1] != bfq(100) {
+		t.Errorf("streamer's io.bfq.weight went %v: want a subsequence of %v ending at %d", ws, order, bfq(100))
+	}
+	if wi := weights["idle"]; !isSubsequence(wi, []uint64{0, bfq(1000)}) {
+		t.Errorf("idle's io.bfq.weight went %v: want only level 1's %d", wi, bfq(1000))
+	}
+	t.Logf("the kernel showed %d of the streamer's 4 levels' weights (a level passed within one tick is never written)",
+		len(slices.DeleteFunc(slices.Clone(ws), func(v uint64) bool { return v == 0 })))
+	if !watch.capped("streamer") {
+		t.Errorf("the 20 ms watcher never saw the streamer's cap (the test's own reads did)")
+	}
+	if watch.capped("idle") {
+		t.Errorf("idle was capped: io.max went %+v", limits["idle"])
 	}
 
 	// SIGTERM: every original back, byte for byte.
@@ -242,6 +544,7 @@ func TestVMDockerV2(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("daemon did not exit within 2 minutes of SIGTERM")
 	}
+	ph.mark("daemon exited on SIGTERM")
 	for name, cg := range map[string]string{"streamer": streamCg, "idle": idleCg} {
 		orig := origStream
 		if name == "idle" {
@@ -253,9 +556,51 @@ func TestVMDockerV2(t *testing.T) {
 				t.Errorf("%s %s after the daemon exited: %q, original %q", name, f, now[f], orig[f])
 			}
 		}
-		if _, ok := weight(cg); ok {
+		w, err := h.ReadWeights(cg, cgroupfs.WeightBFQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := w.Device(dev); ok {
 			t.Errorf("%s keeps a per-device weight after the daemon exited", name)
 		}
 	}
-	t.Logf("originals restored; whole test %s (full=%v)", time.Since(begin).Round(time.Millisecond), full)
+	t.Logf("%s run: originals restored; phases:\n%s", run.name, ph.table())
+}
+
+// isSubsequence reports whether got lists values of order in that order
+// (each at most once).
+func isSubsequence(got, order []uint64) bool {
+	i := 0
+	for _, v := range got {
+		for i < len(order) && order[i] != v {
+			i++
+		}
+		if i == len(order) {
+			return false
+		}
+		i++
+	}
+	return true
+}
+
+// vmMemory says how much of the VM's memory is in use, and how much of it
+// the tmpfs /tmp (the engine's data root, vfs) holds: what -mem must cover.
+func vmMemory() string {
+	var total, avail uint64
+	data, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(data), "\n") {
+		var kb uint64
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+			total = kb
+		}
+		if _, err := fmt.Sscanf(line, "MemAvailable: %d kB", &kb); err == nil {
+			avail = kb
+		}
+	}
+	var st syscall.Statfs_t
+	tmp := "unknown"
+	if err := syscall.Statfs(os.TempDir(), &st); err == nil {
+		tmp = fmt.Sprintf("%d MiB", (st.Blocks-st.Bfree)*uint64(st.Bsize)>>20)
+	}
+	return fmt.Sprintf("VM memory: %d of %d MiB in use, %s of it in %s", (total-avail)>>10, total>>10, tmp, os.TempDir())
 }

@@ -174,20 +174,9 @@ func (r *runRig) read(t *testing.T, cg string, n, offset int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := workload.Start(ctx, r.bin, nil, []string{"workload", "--wait-stdin", "--json", "--direct",
-		"--bytes", fmt.Sprint(n), "--offset", fmt.Sprint(offset), "read", r.loop.Path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
-		p.Kill()
-		p.Wait()
-		t.Fatal(err)
-	}
-	if err := p.Go(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
+	res, err := workload.RunIn(ctx, r.bin, nil, []string{"workload", "--wait-stdin", "--json", "--direct",
+		"--bytes", fmt.Sprint(n), "--offset", fmt.Sprint(offset), "read", r.loop.Path},
+		func(pid int) error { return r.h.AddProcess(cg, pid) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -183,23 +183,7 @@ func statsSample() []*stats.Stats {
 
 func statsGolden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", "stats", name)
-	if checkUpdating() {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the output (run with -update after checking the diff):\n--- got\n%s", p, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "stats", name), got)
 }
 
 // go test ./cmd/ddiskqos/ -run StatsGolden -update rewrites testdata/stats/*.

@@ -334,6 +334,10 @@ func writeStatus(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, add
 			if dh.State != "normal" && dh.Reason != "" {
 				fmt.Fprintf(w, "  %s %s since %s: %s\n", statusCell(dh.Name), dh.State, dh.Since.UTC().Format(time.TimeOnly), statusCell(dh.Reason))
 			}
+			if hd := dh.Hold; hd != nil && hd.Held {
+				fmt.Fprintf(w, "  %s levels %d-4 held to %s since %s: %s\n", statusCell(dh.Name), hd.FromLevel, holdCaps(hd),
+					hd.Since.UTC().Format(time.TimeOnly), statusCell(hd.Reason))
+			}
 		}
 	}
 }
@@ -355,9 +359,24 @@ func statusHealth(h *snapshot.Health, dev string) string {
 				out += " empty in " + statusAge(time.Duration(*m.SecondsToEmpty*float64(time.Second)))
 			}
 		}
+		if d.Hold != nil && d.Hold.Held {
+			out += " held"
+		}
 		return out
 	}
 	return "-"
+}
+
+// holdCaps is what a burst hold holds its levels to.
+func holdCaps(h *snapshot.BurstHold) string {
+	var parts []string
+	if h.CapIOPS > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f IOPS", h.CapIOPS))
+	}
+	if h.CapBps > 0 {
+		parts = append(parts, humanBytes(uint64(h.CapBps))+"/s")
+	}
+	return strings.Join(parts, " and ")
 }
 
 // writeHostHealth is the host's blocked tasks and the sync-write probe.

@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,19 +18,6 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
-
-// go test ./cmd/ddiskqos/ -run Status -update rewrites testdata/status/*.
-// The flag is defined here only if another test file has not already.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files")
-	}
-}
-
-func statusUpdating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 var statusT0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -91,14 +76,17 @@ func statusFixture() *snapshot.Snapshot {
 	}
 }
 
-// statusHealthFixture: sda exhausted, nvme0n1 draining with a model, 4
-// blocked tasks, a probe with one write hanging.
+// statusHealthFixture: sda exhausted, nvme0n1 draining with a model and its
+// levels 2-4 held to its baseline, 4 blocked tasks, a probe with one write
+// hanging.
 func statusHealthFixture() *snapshot.Health {
 	tte, blocked := 754.0, uint64(4)
 	return &snapshot.Health{BlockedTasks: &blocked,
 		Devices: []snapshot.DeviceHealth{
 			{Name: "nvme0n1", State: "draining", Since: statusT0.Add(-time.Minute),
-				Model: &snapshot.BurstModel{Name: "aws-gp2", Balance: 0.42, SecondsToEmpty: &tte}},
+				Model: &snapshot.BurstModel{Name: "aws-gp2", Balance: 0.42, SecondsToEmpty: &tte},
+				Hold: &snapshot.BurstHold{Held: true, Since: statusT0.Add(-20 * time.Second), Reason: "burst balance 49% below 50%",
+					Below: 0.5, Release: 0.6, FromLevel: 2, CapIOPS: 300}},
 			{Name: "sda", State: "exhausted", Since: statusT0.Add(-30 * time.Second),
 				Reason: "throttled by the device (burst credit exhausted?): a steady 300 IOPS"},
 		},
@@ -121,22 +109,10 @@ func runStatusT(t *testing.T, now time.Time, args ...string) (stdout, stderr str
 	return o.String(), e.String(), code
 }
 
+// go test ./cmd/ddiskqos/ -run Status -update rewrites testdata/status/*.
 func statusGolden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", "status", name)
-	if statusUpdating() {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the output (run with -update after checking the diff):\n--- got\n%s--- want\n%s", p, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "status", name), got)
 }
 
 func TestStatusGolden(t *testing.T) {

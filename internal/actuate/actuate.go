@@ -262,6 +262,17 @@ func (a *Actuator) OpenFiles() int {
 	return n
 }
 
+// Hold bounds the caps of device i's worse levels by c (see Ceiling); the
+// zero Ceiling lifts the bound. It reports false when the device has no
+// throttle to do it with (a device whose mechanism is a weight alone).
+func (a *Actuator) Hold(i int, c Ceiling) bool {
+	if d := a.dynamicOf(i); d != nil {
+		d.Hold(c)
+		return true
+	}
+	return false
+}
+
 // ObservePeak feeds a device's total bandwidth in the last tick (bytes/s);
 // the throttle sizes its caps from it where it cannot read the device's own
 // counters.

@@ -66,6 +66,9 @@ type dynamic interface {
 	// ObservePeak feeds a tick's device bandwidth (bytes/s), for when the
 	// device's own counters cannot be read.
 	ObservePeak(bps float64)
+	// Hold puts c in force from the next period of its loop (the zero
+	// Ceiling lifts it).
+	Hold(c Ceiling)
 	// Stop ends its loop; Update starts it again.
 	Stop()
 	// OpenFiles is how many descriptors it keeps open now.

@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path"
@@ -27,15 +28,14 @@ const (
 	// DefaultThrottlePeriod is the fast loop's period: how soon a better
 	// level's first I/O puts the caps on.
 	DefaultThrottlePeriod = 10 * time.Millisecond
-	// throttleReadBudget bounds the fast loop's counter reads per second
-	// and device: with many demoted workloads the period grows instead, so
-	// its cost stays per device, not per workload. A kept-descriptor read of
-	// a v1 counter file costs ~9 µs of CPU (BenchmarkRealV1ReadIO on this
-	// 2-vCPU machine kind, busy): 2000 reads/s is at most ~20 ms of CPU per
-	// second and device. Each period reads the demoted workloads twice and
-	// the parents once, so up to ~50 demoted workloads the period stays
-	// 50 ms or less; 1,000 demoted streams are looked at once a second.
-	throttleReadBudget = 2000
+	// DefaultThrottleReads bounds the fast loop's counter reads per second
+	// and device (Throttle.Reads): with many demoted workloads the period
+	// grows instead, so its cost stays per device, not per workload (what
+	// a read costs: docs/bench/scale.md). Each period reads the demoted
+	// workloads twice and the parents once, so the period stays 10 ms up
+	// to 4 demoted workloads, ~100 ms at 50; 1,000 demoted streams are
+	// looked at every 2 s.
+	DefaultThrottleReads = 1000
 	// throttleMinIOPS is the lowest IOPS cap set on a workload.
 	throttleMinIOPS = 50
 	// DefaultThrottleBurst: see Throttle.MaxBurst.
@@ -46,7 +46,51 @@ const (
 	sliceNonRotational = 20 * time.Millisecond
 	// capacityWindow is the span over which the device's rate is measured.
 	capacityWindow = 200 * time.Millisecond
+	// slowedLatency: a busy device delivering less is taken to have slowed
+	// only when a request spends at least this many times longer in flight
+	// than at the capacity's measure (the same demand waits longer); a
+	// shallower demand (one request at a time) is slower with each request
+	// no slower.
+	slowedLatency = 1.5
+	// The least a Ceiling gives one workload (the kernel takes no IOPS
+	// limit below 2).
+	ceilingMinIOPS = 2
+	ceilingMinBps  = 4096
 )
+
+// Ceiling bounds the caps of the workloads at level From and worse on one
+// device, whether or not a better level is active: together, the ones that
+// did I/O within Hold get at most Bps bytes/s and IOPS requests/s, split
+// evenly (a bound of 0 leaves that unit alone). It holds a volume's bulk
+// work to its baseline while its burst credit runs low. Only levels the
+// throttle manages (Shares below 1) are held. The zero Ceiling bounds
+// nothing.
+type Ceiling struct {
+	From      int
+	Bps, IOPS float64
+}
+
+// holds reports whether c bounds a workload at level.
+func (c Ceiling) holds(level int) bool { return c.From >= 2 && level >= c.From }
+
+// bound lowers l to c's share for one of n held workloads.
+func (c Ceiling) bound(l cgroupfs.Limits, n int) cgroupfs.Limits {
+	lower := func(have, bound uint64) uint64 {
+		if have == 0 || bound < have {
+			return bound
+		}
+		return have
+	}
+	if c.Bps > 0 {
+		b := max(uint64(c.Bps/float64(n)), ceilingMinBps)
+		l.RBps, l.WBps = lower(l.RBps, b), lower(l.WBps, b)
+	}
+	if c.IOPS > 0 {
+		io := max(uint64(c.IOPS/float64(n)), ceilingMinIOPS)
+		l.RIOps, l.WIOps = lower(l.RIOps, io), lower(l.WIOps, io)
+	}
+	return l
+}
 
 // Throttle configures the work-conserving throttle used on devices whose
 // mechanism is host.MechThrottle.
@@ -60,8 +104,10 @@ const (
 // the device delivers now; within Hold after the better level stops, the
 // caps are lifted. The device's capacity is its own counters'
 // (/sys/class/block/<dev>/stat) highest rate, lowered when the device stays
-// busy yet delivers less (a cloud volume out of burst credits), never an
-// all-time peak.
+// busy yet delivers less, each request longer in flight (a cloud volume out
+// of burst credits), while none of its own caps were in force; never an
+// all-time peak. A Ceiling (Hold)
+// bounds the worse levels' caps further, better level active or not.
 type Throttle struct {
 	// Shares[i] is the fraction of the device's capacity that all the
 	// workloads of level i+1 together may use while a better level is doing
@@ -75,6 +121,8 @@ type Throttle struct {
 	Hold time.Duration
 	// Period: see DefaultThrottlePeriod; 0 means that.
 	Period time.Duration
+	// Reads: see DefaultThrottleReads; 0 means that.
+	Reads int
 	// MaxBurst bounds, while a better level is active, how long one
 	// slice's worth of a capped workload's cap may keep the device busy:
 	// blk-throttle lets a backlogged group dispatch a whole slice's bytes
@@ -101,12 +149,22 @@ type throttle struct {
 
 	mu      sync.Mutex
 	members map[string]*tmember
+	// watch is what a period looks at: the demoted members and those
+	// still capped, rebuilt when the members change — a period costs per
+	// demoted workload, never per workload on the device.
+	watch   []*tmember
 	parents []*tparent
 	setNew  bool // members changed: parents and baseline are rebuilt
 	demoted int  // members at level 2..4
 
 	better time.Time // when a better level (1, or a new cgroup) last did I/O on the device
 	top    int
+	ceil   Ceiling
+	// cappedAt is the last period that found a cap in force: a device
+	// delivering less while its workloads are capped says nothing about
+	// the device.
+	cappedAt time.Time
+	inForce  bool // a cap was in force after the last applyCaps
 	// base is the last exact value of the parents' bytes minus the
 	// demoted workloads' bytes: the better levels' I/O so far.
 	base   int64
@@ -117,6 +175,7 @@ type throttle struct {
 	win             cgroupfs.BlockStat
 	winAt           time.Time
 	capBps, capIOPS float64
+	capLat          float64 // ms a request spent in flight when the capacity was last raised
 
 	steps   uint64 // fast-loop periods run (tests count in them)
 	running bool
@@ -148,6 +207,9 @@ func newThrottle(cfg Config, d Device) *throttle {
 	}
 	if tc.Hold == 0 {
 		tc.Hold = DefaultThrottleHold
+	}
+	if tc.Reads == 0 {
+		tc.Reads = DefaultThrottleReads
 	}
 	if tc.Period == 0 {
 		tc.Period = DefaultThrottlePeriod
@@ -198,6 +260,12 @@ func (t *throttle) ObservePeak(bps float64) {
 	if t.stat == nil && bps > t.capBps {
 		t.capBps = bps
 	}
+}
+
+func (t *throttle) Hold(c Ceiling) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ceil = c
 }
 
 func (t *throttle) OpenFiles() int {
@@ -335,12 +403,21 @@ func (t *throttle) step() time.Duration {
 	t.steps++
 	t.measure(now)
 	if t.demoted == 0 {
-		// Nobody to cap: nothing to read but the device's capacity.
+		// Nobody to cap: nothing to read but the device's capacity, and
+		// the caps of workloads that have just left the capped levels
+		// (a boost to level 1) to lift.
 		t.top = 0
+		if t.inForce {
+			if t.setNew {
+				t.rebuildWatch() // a dropped member must not be written
+			}
+			t.applyCaps(now)
+		}
 		return 10 * t.cfg.Period
 	}
 	if t.setNew {
 		t.rebuildParents()
+		t.rebuildWatch()
 		t.setNew = false
 		t.baseOK = false
 	}
@@ -388,7 +465,7 @@ func (t *throttle) step() time.Duration {
 	if !t.better.IsZero() && now.Sub(t.better) < t.cfg.Hold {
 		t.top = 1
 	} else {
-		for _, m := range t.members {
+		for _, m := range t.watch {
 			if t.Wants(m.level) && !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold && (t.top == 0 || m.level < t.top) {
 				t.top = m.level
 			}
@@ -396,7 +473,7 @@ func (t *throttle) step() time.Duration {
 	}
 	t.applyCaps(now)
 	period := t.cfg.Period
-	if budget := time.Duration(reads) * time.Second / throttleReadBudget; budget > period {
+	if budget := time.Duration(reads) * time.Second / time.Duration(t.cfg.Reads); budget > period {
 		period = budget
 	}
 	return period
@@ -406,12 +483,12 @@ func (t *throttle) step() time.Duration {
 // it also records which of them did I/O since the last period (their
 // level's activity).
 func (t *throttle) readDemoted(now time.Time, mark bool) (sum int64, reads int) {
-	for _, m := range t.members {
+	for _, m := range t.watch {
 		if !t.Wants(m.level) {
 			continue
 		}
 		if m.cg == nil {
-			cg, err := t.h.Open(m.cgroup)
+			cg, err := openBytes(t.h, m.cgroup)
 			if err != nil {
 				continue
 			}
@@ -465,14 +542,24 @@ func (t *throttle) measure(now time.Time) {
 	rate := float64(s.Bytes()-t.win.Bytes()) / secs
 	iops := float64(s.IOs()-t.win.IOs()) / secs
 	util := float64(s.IOTicksMs-t.win.IOTicksMs) / float64(dt.Milliseconds())
+	lat := 0.0
+	if n := s.IOs() - t.win.IOs(); n > 0 {
+		lat = float64(s.TimeInQueueMs-t.win.TimeInQueueMs) / float64(n)
+	}
+	uncapped := t.cappedAt.Before(t.winAt)
 	t.win, t.winAt = s, now
 	switch {
 	case rate > t.capBps || iops > t.capIOPS:
 		t.capBps = max(t.capBps, rate)
 		t.capIOPS = max(t.capIOPS, iops)
-	case util >= 0.9 && rate > 0:
+		t.capLat = lat
+	case util >= 0.9 && rate > 0 && uncapped && lat >= slowedLatency*t.capLat:
 		// Busy all the time yet below its best in both bytes and
-		// requests: the device has slowed down. Follow it.
+		// requests, each request in flight longer than at its best, with
+		// nobody held back by a cap of ours over the window (a capped
+		// stream beside a reader that keeps the device busy delivers less
+		// by our doing; following that would shrink the caps period after
+		// period): the device has slowed down. Follow it.
 		t.capBps = 0.8*t.capBps + 0.2*rate
 		t.capIOPS = 0.8*t.capIOPS + 0.2*iops
 	}
@@ -481,7 +568,7 @@ func (t *throttle) measure(now time.Time) {
 // applyCaps writes each demoted workload's cap where it changed.
 func (t *throttle) applyCaps(now time.Time) {
 	var active [levels]int
-	for _, m := range t.members {
+	for _, m := range t.watch {
 		if t.Wants(m.level) && !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold {
 			active[m.level-1]++
 		}
@@ -501,7 +588,27 @@ func (t *throttle) applyCaps(now time.Time) {
 			scale[l-1] *= top / sum
 		}
 	}
-	for _, m := range t.members {
+	held := 0 // the held levels' active workloads, who share the ceiling
+	for l := 2; l <= levels; l++ {
+		if t.ceil.holds(l) {
+			held += active[l-1]
+		}
+	}
+	capped := false
+	defer func() {
+		if capped {
+			t.cappedAt = now
+		}
+		t.inForce = false
+		for _, m := range t.watch {
+			if !m.limits.IsZero() {
+				t.inForce = true
+				break
+			}
+		}
+	}()
+	for _, m := range t.watch {
+		capped = capped || !m.limits.IsZero()
 		want := cgroupfs.Limits{}
 		if t.Wants(m.level) && t.top != 0 && m.level > t.top && t.capBps > 0 {
 			n := float64(max(active[m.level-1], 1))
@@ -517,6 +624,10 @@ func (t *throttle) applyCaps(now time.Time) {
 				want.RIOps, want.WIOps = io, io
 			}
 		}
+		if t.Wants(m.level) && t.ceil.holds(m.level) {
+			want = t.ceil.bound(want, max(held, 1))
+		}
+		capped = capped || !want.IsZero()
 		if want == m.limits && m.err == nil {
 			continue
 		}
@@ -542,6 +653,19 @@ func (t *throttle) applyCaps(now time.Time) {
 			continue
 		}
 		m.limits, m.err = want, nil
+	}
+}
+
+// rebuildWatch lists the members a period looks at: the demoted, and
+// those with a cap (or a failed write) still to lift. A member dropped
+// since (dropLocked) sets setNew, so the list is rebuilt before its next
+// use.
+func (t *throttle) rebuildWatch() {
+	t.watch = t.watch[:0]
+	for _, m := range t.members {
+		if t.Wants(m.level) || !m.limits.IsZero() || m.err != nil {
+			t.watch = append(t.watch, m)
+		}
 	}
 }
 
@@ -576,7 +700,7 @@ func (t *throttle) rebuildParents() {
 	}
 	t.closeParents()
 	for _, d := range outer {
-		cg, err := t.h.Open(d)
+		cg, err := openBytes(t.h, d)
 		if err != nil {
 			t.log.Warn("throttle: cannot read the counters of a parent cgroup; a better level's I/O under it goes unseen",
 				"device", t.name, "cgroup", d, "err", err)
@@ -584,6 +708,20 @@ func (t *throttle) rebuildParents() {
 		}
 		t.parents = append(t.parents, &tparent{rel: d, cg: cg})
 	}
+}
+
+// openBytes opens a cgroup for its byte counters alone: a period needs
+// nothing else, and each detail file read would double its cost.
+func openBytes(h cgroupfs.Hierarchy, rel string) (*cgroupfs.Cgroup, error) {
+	cg, err := h.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	if err := cg.BytesOnly(); err != nil {
+		cg.Close()
+		return nil, fmt.Errorf("cgroup %s: %w", rel, err)
+	}
+	return cg, nil
 }
 
 func (t *throttle) closeParents() {

@@ -266,3 +266,79 @@ func TestRealV1BFQWeightsAndThrottle(t *testing.T) {
 		t.Fatalf("lo limits %+v after RestoreAll", l)
 	}
 }
+
+// TestRealV1ThrottleCapacityBesideReader: on a loop device, a demoted
+// stream alone teaches the throttle the device's capacity; then a level-1
+// reader keeps the device busy for 5 s while the stream is capped. What
+// the device delivers meanwhile is what the caps let through, not what it
+// can do: the capacity must stay (bound: at least half of what the stream
+// alone measured, generous for a loaded host) instead of sliding period
+// after period with the caps.
+func TestRealV1ThrottleCapacityBesideReader(t *testing.T) {
+	r := newV1Rig(t, "none")
+	if err := r.h.EnableV1Accounting(r.dev); err != nil {
+		t.Fatal(err)
+	}
+	hi, lo := r.child(t, "hi"), r.child(t, "lo")
+	a, err := New(Config{Hierarchy: r.h, SysRoot: "/sys",
+		Devices:  []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechThrottle}},
+		Throttle: Throttle{Shares: DefaultThrottleShares(), Min: 1 << 20}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.RestoreAll(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := a.Apply(time.Now(), []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000},
+		{ID: "lo", Cgroup: lo, Level: 4, Weight: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dev := "/dev/" + r.loop.Name
+	// loopIn runs dd over and over in cgroup rel until ctx ends.
+	loopIn := func(rel, ddArgs string) {
+		dir, err := r.h.Path(rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf(
+			"echo $$ > %s/cgroup.procs && while :; do dd if=%s of=/dev/null status=none %s || exit 1; done", dir, dev, ddArgs))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	capacity := func() float64 { bps, _ := a.Capacity(0); return bps }
+	limits := func(cg string) cgroupfs.Limits {
+		l, err := r.h.ReadLimits(cg, r.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	loopIn(lo, "bs=1M iflag=direct")
+	time.Sleep(2 * time.Second)
+	c0 := capacity()
+	if c0 == 0 || !limits(lo).IsZero() {
+		t.Fatalf("stream alone: capacity %.0f B/s, limits %+v; want a capacity and no cap", c0, limits(lo))
+	}
+	loopIn(hi, "bs=4k iflag=direct count=256")
+	capped, lowest := 0, c0
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(50 * time.Millisecond) {
+		if !limits(lo).IsZero() {
+			capped++
+		}
+		lowest = min(lowest, capacity())
+	}
+	t.Logf("capacity %.0f MiB/s with the stream alone; lowest %.0f MiB/s over 5 s beside the reader (stream capped in %d of 100 looks)",
+		c0/(1<<20), lowest/(1<<20), capped)
+	if capped < 50 {
+		t.Fatalf("the stream was capped in only %d of 100 looks while the level-1 reader read", capped)
+	}
+	if lowest < c0/2 {
+		t.Errorf("capacity fell from %.0f to %.0f MiB/s while the device delivered what the caps let through", c0/(1<<20), lowest/(1<<20))
+	}
+}

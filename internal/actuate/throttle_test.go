@@ -57,11 +57,16 @@ func (f *fakeThrottleTree) read(cg string, n uint64) {
 	f.bytes["/p"] += n
 }
 
-// device advances loop0's own counters by bytes and ios over busyMs.
-func (f *fakeThrottleTree) device(bytes, ios, busyMs uint64) {
+// device advances loop0's own counters by bytes and ios over busyMs, one
+// request in flight while busy.
+func (f *fakeThrottleTree) device(bytes, ios, busyMs uint64) { f.deviceQD(bytes, ios, busyMs, 1) }
+
+// deviceQD is device with depth requests in flight while busy.
+func (f *fakeThrottleTree) deviceQD(bytes, ios, busyMs, depth uint64) {
 	f.stat.ReadSectors += bytes / 512
 	f.stat.ReadIOs += ios
 	f.stat.IOTicksMs += busyMs
+	f.stat.TimeInQueueMs += busyMs * depth
 }
 
 func (f *fakeThrottleTree) flush() {
@@ -72,7 +77,7 @@ func (f *fakeThrottleTree) flush() {
 		}
 	}
 	s := f.stat
-	line := fmt.Sprintf("%d 0 %d 0 %d 0 %d 0 0 %d 0 0 0 0 0 0 0\n", s.ReadIOs, s.ReadSectors, s.WriteIOs, s.WriteSectors, s.IOTicksMs)
+	line := fmt.Sprintf("%d 0 %d 0 %d 0 %d 0 0 %d %d 0 0 0 0 0 0\n", s.ReadIOs, s.ReadSectors, s.WriteIOs, s.WriteSectors, s.IOTicksMs, s.TimeInQueueMs)
 	if err := os.WriteFile(filepath.Join(f.sys, "class", "block", "loop0", "stat"), []byte(line), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
@@ -212,8 +217,8 @@ func TestThrottleReadBudget(t *testing.T) {
 	th.mu.Unlock()
 	period := th.step()
 	reads := float64(len(names)+1) / period.Seconds()
-	if period <= DefaultThrottlePeriod || reads > throttleReadBudget*1.01 {
-		t.Fatalf("period %s for %d demoted workloads: %.0f reads/s, want at most %d", period, len(names), reads, throttleReadBudget)
+	if period <= DefaultThrottlePeriod || reads > DefaultThrottleReads*1.01 {
+		t.Fatalf("period %s for %d demoted workloads: %.0f reads/s, want at most %d", period, len(names), reads, DefaultThrottleReads)
 	}
 }
 
@@ -270,5 +275,268 @@ func TestThrottleBurstBound(t *testing.T) {
 				t.Fatalf("l4 limits %+v, want rbps %d (%.2f of %.0f B/s) and riops %d", l, want, tc.share, th.capBps, uint64(tc.share*th.capIOPS))
 			}
 		})
+	}
+}
+
+// newStepper is a throttle on f's loop0 with members at the given levels,
+// stepped by hand on its own clock.
+func newStepper(t *testing.T, f *fakeThrottleTree, levels map[string]int) (*throttle, func(time.Duration)) {
+	t.Helper()
+	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
+		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
+		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+	t.Cleanup(th.Stop)
+	now := time.Unix(1000, 0)
+	th.now = func() time.Time { return now }
+	th.mu.Lock() // Update would start the goroutine: set members by hand
+	for cg, l := range levels {
+		th.members[cg] = &tmember{cgroup: cg, level: l, durable: true}
+		if th.Wants(l) {
+			th.demoted++
+		}
+	}
+	th.setNew = true
+	th.mu.Unlock()
+	return th, func(d time.Duration) {
+		now = now.Add(d)
+		f.flush()
+		th.step()
+	}
+}
+
+// TestThrottleCapacityIgnoresOwnCaps: a level-1 reader keeps the device
+// busy while the level-4 stream is capped; the device then delivers what
+// the caps let through, which says nothing about what it can do. The
+// capacity stays at what it measured (it used to follow the capped rate
+// down, period after period, shrinking the caps with it: 96.5 MiB/s
+// estimated on a loop device doing 458).
+func TestThrottleCapacityIgnoresOwnCaps(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/hi", "/p/l4")
+	th, step := newStepper(t, f, map[string]int{"/p/hi": 1, "/p/l4": 4})
+	for range 5 { // 1000 MiB/s, 1000 IOPS: the stream alone
+		f.read("/p/l4", 40<<20)
+		f.device(200<<20, 200, 200)
+		step(200 * time.Millisecond)
+	}
+	c := th.capBps
+	if math.Abs(c-1000*(1<<20)) > 1<<20 {
+		t.Fatalf("capacity %.0f MiB/s, want 1000", c/(1<<20))
+	}
+	// 4 s of the reader (busy all the time) beside the capped stream: the
+	// device delivers 30 % of its capacity plus the reader's 20 MiB/s.
+	for range 400 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 3<<20)
+		f.device(3<<20+200<<10, 4, 10)
+		step(10 * time.Millisecond)
+	}
+	if l := f.limits("/p/l4"); l.RBps == 0 {
+		t.Fatal("the stream was not capped beside the reader")
+	}
+	if th.capBps != c {
+		t.Fatalf("capacity moved from %.0f to %.0f MiB/s while the device delivered what our caps let through",
+			c/(1<<20), th.capBps/(1<<20))
+	}
+	// The reader stops; the caps come off within the hold, and from then
+	// on a busy device that delivers less has slowed: followed.
+	for range 40 {
+		f.read("/p/l4", 1<<20)
+		f.device(1<<20, 1, 10)
+		step(10 * time.Millisecond)
+	}
+	if !f.limits("/p/l4").IsZero() {
+		t.Fatalf("stream still capped %+v after the reader stopped", f.limits("/p/l4"))
+	}
+	for range 20 {
+		f.device(100<<20, 100, 200)
+		step(200 * time.Millisecond)
+	}
+	if th.capBps > 520*(1<<20) || th.capBps < 500*(1<<20) {
+		t.Fatalf("capacity %.0f MiB/s after the uncapped device slowed to 500, want it near 500", th.capBps/(1<<20))
+	}
+}
+
+// TestThrottleCeiling: a Ceiling holds the levels from From down to its
+// bytes/s and IOPS whether or not a better level is active, split between
+// their active workloads, lower than the share caps where both apply; the
+// levels above From are left alone, and the zero Ceiling lifts it.
+func TestThrottleCeiling(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/hi", "/p/l2", "/p/l3", "/p/l4")
+	th, step := newStepper(t, f, map[string]int{"/p/hi": 1, "/p/l2": 2, "/p/l3": 3, "/p/l4": 4})
+	for range 5 { // 1000 MiB/s, 1000 IOPS
+		f.read("/p/l4", 40<<20)
+		f.device(200<<20, 200, 200)
+		step(200 * time.Millisecond)
+	}
+	th.Hold(Ceiling{From: 3, IOPS: 20})
+	for range 2 { // l4 streams, nobody better
+		f.read("/p/l4", 1<<20)
+		step(10 * time.Millisecond)
+	}
+	if l := f.limits("/p/l4"); l != (cgroupfs.Limits{RIOps: 20, WIOps: 20}) {
+		t.Fatalf("held l4 alone: %+v, want 20 IOPS and bytes unbounded", l)
+	}
+	for range 2 { // l2 streams too: itself not held
+		f.read("/p/l2", 1<<20)
+		f.read("/p/l4", 1<<20)
+		step(10 * time.Millisecond)
+	}
+	if l := f.limits("/p/l2"); !l.IsZero() {
+		t.Fatalf("l2 (above From) capped %+v", l)
+	}
+	// l3 streams too: the two held workloads share the 20 IOPS.
+	for range 2 {
+		f.read("/p/l3", 1<<20)
+		f.read("/p/l4", 1<<20)
+		step(10 * time.Millisecond)
+	}
+	if l3, l4 := f.limits("/p/l3"), f.limits("/p/l4"); l3.WIOps != 10 || l4.WIOps != 10 {
+		t.Fatalf("l3 %+v, l4 %+v: want 10 IOPS each", l3, l4)
+	}
+	// A level-1 reader: l4's share cap (30 % of the device) in bytes, the
+	// ceiling's IOPS, the lower of the two; a ceiling in bytes below the
+	// share cap wins there too.
+	th.Hold(Ceiling{From: 4, IOPS: 20, Bps: 8 << 20})
+	for range 2 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 1<<20)
+		step(10 * time.Millisecond)
+	}
+	if l := f.limits("/p/l4"); l != (cgroupfs.Limits{RBps: 8 << 20, WBps: 8 << 20, RIOps: 20, WIOps: 20}) {
+		t.Fatalf("held l4 beside a level-1 reader: %+v, want 8 MiB/s and 20 IOPS", l)
+	}
+	if l := f.limits("/p/l3"); l.RIOps <= 20 || l.RBps <= 8<<20 {
+		t.Fatalf("l3 (no longer held) %+v, want its share cap, above the ceiling", l)
+	}
+	th.Hold(Ceiling{})
+	for range 30 { // beyond the hold: the reader is gone
+		f.read("/p/l4", 1<<20)
+		step(10 * time.Millisecond)
+	}
+	if l := f.limits("/p/l4"); !l.IsZero() {
+		t.Fatalf("l4 still capped %+v after the ceiling was lifted", l)
+	}
+}
+
+// TestThrottleCapacityIgnoresShallowDemand: the capacity was measured with
+// 8 requests in flight; a stream with one request in flight keeps the
+// device busy all the time yet gets less through, each request no slower
+// than at the peak: the demand is shallow, the device has not slowed, and
+// the capacity stays. A device that has slowed makes the same demand wait
+// longer per request: followed.
+func TestThrottleCapacityIgnoresShallowDemand(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/l4")
+	th, step := newStepper(t, f, map[string]int{"/p/l4": 4})
+	for range 5 { // 1000 MiB/s, 1000 IOPS, 8 in flight: 8 ms a request
+		f.deviceQD(200<<20, 200, 200, 8)
+		step(200 * time.Millisecond)
+	}
+	c := th.capBps
+	for range 20 { // one 1 MiB request at a time, 2 ms each: 500 MiB/s
+		f.deviceQD(100<<20, 100, 200, 1)
+		step(200 * time.Millisecond)
+	}
+	if th.capBps != c {
+		t.Fatalf("capacity moved from %.0f to %.0f MiB/s under a shallow stream whose requests were faster than at the peak",
+			c/(1<<20), th.capBps/(1<<20))
+	}
+	for range 20 { // 8 in flight again, 500 MiB/s: 16 ms a request
+		f.deviceQD(100<<20, 100, 200, 8)
+		step(200 * time.Millisecond)
+	}
+	if th.capBps > 520*(1<<20) || th.capBps < 500*(1<<20) {
+		t.Fatalf("capacity %.0f MiB/s after the device slowed to 500 under the same demand, want it near 500", th.capBps/(1<<20))
+	}
+}
+
+// TestThrottleLiftsCapsOfPromoted: a capped workload that is boosted to
+// level 1, leaving no demoted workload on the device, has its cap lifted
+// at the next period (the loop used to skip writing caps with nobody
+// demoted, so a held writer kept the baseline at level 1).
+func TestThrottleLiftsCapsOfPromoted(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/w")
+	th, step := newStepper(t, f, map[string]int{"/p/w": 4})
+	th.Hold(Ceiling{From: 2, IOPS: 20})
+	f.read("/p/w", 1<<20)
+	step(10 * time.Millisecond)
+	f.read("/p/w", 1<<20)
+	step(10 * time.Millisecond)
+	if l := f.limits("/p/w"); l.WIOps != 20 {
+		t.Fatalf("held writer %+v, want 20 IOPS", l)
+	}
+	th.mu.Lock() // as Update does for a boost to level 1
+	th.members["/p/w"].level = 1
+	th.demoted, th.setNew = 0, true
+	th.mu.Unlock()
+	step(10 * time.Millisecond)
+	if l := f.limits("/p/w"); !l.IsZero() {
+		t.Fatalf("writer boosted to level 1 still capped %+v", l)
+	}
+}
+
+// TestThrottlePeriodWatchesDemotedOnly checks that a fast-loop period looks
+// at the demoted workloads (and caps still to lift), not at every workload
+// on the device: beside 500 level-1 workloads, one demoted stream is all a
+// period reads, and a boosted stream stays watched until its cap is off.
+func TestThrottlePeriodWatchesDemotedOnly(t *testing.T) {
+	t.Parallel()
+	names := []string{"/p/l4"}
+	for i := range 500 {
+		names = append(names, fmt.Sprintf("/p/w%d", i))
+	}
+	f := newFakeThrottleTree(t, names...)
+	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
+		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
+		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+	defer th.Stop()
+	now := time.Unix(1000, 0)
+	th.now = func() time.Time { return now }
+	step := func() {
+		now = now.Add(200 * time.Millisecond) // a capacity window each
+		f.flush()
+		th.step()
+	}
+	th.mu.Lock()
+	for i, cg := range names {
+		th.members[cg] = &tmember{cgroup: cg, level: min(1+3*(1-min(i, 1)), 4), durable: true}
+	}
+	th.demoted, th.setNew = 1, true
+	th.mu.Unlock()
+	for range 3 {
+		f.read("/p/l4", 40<<20)
+		f.device(40<<20, 40, 200)
+		step()
+	}
+	f.read("/p/w7", 4096) // a better level: l4 capped
+	f.read("/p/l4", 40<<20)
+	f.device(40<<20+4096, 41, 200)
+	step()
+	if l := f.limits("/p/l4"); l.IsZero() {
+		t.Fatal("l4 not capped after a level-1 read")
+	}
+	if len(th.watch) != 1 || th.watch[0].cgroup != "/p/l4" {
+		t.Fatalf("a period watches %d members, want only the demoted /p/l4", len(th.watch))
+	}
+	// Boosted to level 1 with its cap on: watched until the cap is lifted.
+	th.mu.Lock()
+	th.members["/p/l4"].level, th.setNew = 1, true
+	th.mu.Unlock()
+	th.rebuildWatch()
+	if len(th.watch) != 1 {
+		t.Fatalf("boosted stream with a cap in force not watched (%d members watched)", len(th.watch))
+	}
+	th.mu.Lock()
+	th.applyCaps(now)
+	th.mu.Unlock()
+	if l := f.limits("/p/l4"); !l.IsZero() {
+		t.Fatalf("boosted stream still capped %+v", l)
+	}
+	th.rebuildWatch()
+	if len(th.watch) != 0 {
+		t.Fatalf("%d members watched with nobody demoted or capped", len(th.watch))
 	}
 }

@@ -15,10 +15,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-func TestMain(m *testing.M) {
-	workload.MaybeRunFromEnv()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 
 // vmHierarchy is the test VM's cgroup2 with a parent cgroup of the test's
 // own that has io enabled for its children.

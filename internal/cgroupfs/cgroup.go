@@ -32,6 +32,9 @@ type Cgroup struct {
 	iosName  string
 	pressure *os.File // v2 io.pressure; nil when PSI is off or dropped
 	hasPSI   bool     // v2: io.pressure exists
+	// Their raw descriptors, taken once: (*os.File).Fd costs an fcntl
+	// each call.
+	iosFD, pressureFD int
 
 	buf  []byte
 	devs []DeviceIO
@@ -115,9 +118,10 @@ func (h Hierarchy) Open(rel string) (*Cgroup, error) {
 	default:
 		return nil, fmt.Errorf("open cgroup %s: unknown cgroup version %d", dir, h.Version)
 	}
-	// Read through the raw descriptor: one pread(2) per file and read, no
+	// Read through the raw descriptors: one pread(2) per file and read, no
 	// runtime poller bookkeeping. The *os.File keeps ownership (Close).
 	c.statFD = int(c.stat.Fd())
+	c.takeFDs()
 	return c, nil
 }
 
@@ -159,6 +163,28 @@ func (c *Cgroup) KeepDetail() error {
 	case c.h.Version == 2 && c.pressure == nil && c.hasPSI:
 		c.pressure, err = c.openOptional("io.pressure")
 	}
+	c.takeFDs()
+	return err
+}
+
+// takeFDs records the raw descriptors of the kept detail files.
+func (c *Cgroup) takeFDs() {
+	if c.ios != nil {
+		c.iosFD = int(c.ios.Fd())
+	}
+	if c.pressure != nil {
+		c.pressureFD = int(c.pressure.Fd())
+	}
+}
+
+// BytesOnly makes the cgroup read its byte counters and nothing else: the
+// detail files (v1 the serviced counts, v2 io.pressure) are closed and
+// never read again, so ReadIO is one pread. The throttle's fast loop reads
+// its cgroups hundreds of times a second and needs only their bytes;
+// ReadIO's serviced counts then stay zero.
+func (c *Cgroup) BytesOnly() error {
+	err := c.CloseDetail()
+	c.iosName, c.hasPSI = "", false
 	return err
 }
 
@@ -221,8 +247,11 @@ func (c *Cgroup) pread(f *os.File) ([]byte, error) {
 		return nil, fmt.Errorf("read cgroup %s: closed", c.dir)
 	}
 	fd := c.statFD
-	if f != c.stat {
-		fd = int(f.Fd())
+	switch f {
+	case c.ios:
+		fd = c.iosFD
+	case c.pressure:
+		fd = c.pressureFD
 	}
 	return c.preadFD(fd, f.Name())
 }

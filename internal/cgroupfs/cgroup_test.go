@@ -193,3 +193,46 @@ func TestPressureErrMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestBytesOnly checks that a cgroup opened for its bytes alone keeps one
+// descriptor, reads the same bytes and no serviced counts — even when the
+// serviced file is removed — and cannot be talked into the detail again.
+func TestBytesOnly(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	fakeCgroup(t, root, "docker/abc", map[string]string{
+		"blkio.throttle.io_service_bytes_recursive": blkioBytes,
+		"blkio.throttle.io_serviced_recursive":      blkioIOs,
+	})
+	h := Hierarchy{Version: 1, Mount: root}
+	c, err := h.Open("/docker/abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n := c.KeptFiles(); n != 2 {
+		t.Fatalf("KeptFiles = %d before BytesOnly, want 2", n)
+	}
+	if err := c.BytesOnly(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "docker/abc/blkio.throttle.io_serviced_recursive")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.KeepDetail(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.KeptFiles(); n != 1 {
+		t.Fatalf("KeptFiles = %d after BytesOnly, want 1", n)
+	}
+	for i := range 3 {
+		s, err := c.ReadIO()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := s.Device(Dev{7, 0})
+		if !ok || d.RBytes != 4096 || d.WBytes != 8192 || d.RIOs != 0 || d.WIOs != 0 {
+			t.Fatalf("read %d: 7:0 = %+v, want the bytes and no serviced counts", i, d)
+		}
+	}
+}

@@ -47,14 +47,7 @@ func (f FlatKeyed) Get(key string) (uint64, bool) {
 // counters unsigned).
 func ParseFlatKeyed(data []byte, file string) (FlatKeyed, error) {
 	var out FlatKeyed
-	lineNo := 0
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		line, rest = nextLine(rest)
-		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	for lineNo, line := range lines(data) {
 		key, r := nextField(line)
 		val, r := nextField(r)
 		if extra, _ := nextField(r); len(extra) != 0 || len(val) == 0 {

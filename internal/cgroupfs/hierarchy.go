@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Hierarchy is the cgroup hierarchy that holds the I/O controller: v1 blkio
@@ -46,6 +47,32 @@ func Within(parent, child string) (string, error) {
 		return "", fmt.Errorf("cgroup %q under %q: empty name: %w", child, parent, ErrOutsideHierarchy)
 	}
 	return filepath.Join(filepath.Clean("/"+parent), clean), nil
+}
+
+// DirIno is the inode of cgroup rel's directory: a cgroup removed and
+// created again under the same name has another one. 0 when the file
+// system gives none.
+func (h Hierarchy) DirIno(rel string) (uint64, error) {
+	p, err := h.Path(rel)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino, nil
+	}
+	return 0, nil
+}
+
+// Recreated reports whether cgroup rel, whose directory had inode ino when
+// first seen (0: unknown), is another directory now: removed and created
+// again under the same name. A cgroup that is gone is not recreated.
+func (h Hierarchy) Recreated(rel string, ino uint64) bool {
+	now, err := h.DirIno(rel)
+	return err == nil && ino != 0 && now != ino
 }
 
 // Create makes the cgroup rel (and its parents) and returns its directory.

@@ -1,7 +1,6 @@
 package cgroupfs
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -179,14 +178,7 @@ func ParseCostQoS(data []byte) ([]CostQoS, error) {
 // field. An error from fn, a bad device or a field without "=" becomes a
 // *ParseError naming file, line and text.
 func eachDeviceLine(data []byte, file string, fn func(dev Dev, key, val []byte) error) error {
-	lineNo := 0
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		line, rest = nextLine(rest)
-		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	for lineNo, line := range lines(data) {
 		perr := func(msg string) error {
 			return &ParseError{File: file, Line: lineNo, Text: string(line), Msg: msg}
 		}
@@ -218,31 +210,13 @@ func eachDeviceLine(data []byte, file string, fn func(dev Dev, key, val []byte) 
 // ReadCostModel reads the root's io.cost.model (v2 only; ErrNotAvailable
 // without iocost).
 func (h Hierarchy) ReadCostModel() ([]CostModel, error) {
-	p := filepath.Join(h.Mount, "io.cost.model")
-	data, err := readKnob(p)
-	if err != nil {
-		return nil, err
-	}
-	m, err := ParseCostModel(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	return m, nil
+	return readParsed(filepath.Join(h.Mount, "io.cost.model"), ParseCostModel)
 }
 
 // ReadCostQoS reads the root's io.cost.qos (v2 only; ErrNotAvailable
 // without iocost).
 func (h Hierarchy) ReadCostQoS() ([]CostQoS, error) {
-	p := filepath.Join(h.Mount, "io.cost.qos")
-	data, err := readKnob(p)
-	if err != nil {
-		return nil, err
-	}
-	q, err := ParseCostQoS(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	return q, nil
+	return readParsed(filepath.Join(h.Mount, "io.cost.qos"), ParseCostQoS)
 }
 
 // WriteCostModel writes one line to the root's io.cost.model.

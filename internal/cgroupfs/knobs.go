@@ -50,12 +50,15 @@ func (k WeightKind) String() string {
 }
 
 // NativeWeight converts w to the knob's own scale. BFQ and CFQ take 10..1000
-// as it is. iocost's io.weight is 1..10000, mapped the way runc maps Docker's
-// blkio-weight onto cgroup v2: 1 + (w-10)*9999/990, so 10 → 1, 100 → 910,
-// 500 → 4950, 1000 → 10000.
+// as it is. iocost's io.weight is 1..10000 with a default of 100: w is
+// divided by 10, so 1000 (level 1) is the default a new cgroup already has
+// before the daemon has seen it, and every level keeps its ratio to the
+// others (500 → 50, 250 → 25, 100 → 10, 10 → 1). runc's mapping of Docker's
+// blkio-weight (1 + (w-10)*9999/990, 100 → 910) would put a demoted stream
+// at nine times a new container's weight until the first tick.
 func NativeWeight(k WeightKind, w Weight) uint64 {
 	if k == WeightIOCost {
-		return 1 + (uint64(w)-10)*9999/990
+		return max(1, (uint64(w)+5)/10)
 	}
 	return uint64(w)
 }
@@ -84,6 +87,22 @@ func (h Hierarchy) knobPath(rel, file string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(dir, file), nil
+}
+
+// readParsed reads the knob file path (see readKnob) and parses it; a
+// parse error names the path.
+func readParsed[T any](path string, parse func([]byte) (T, error)) (T, error) {
+	data, err := readKnob(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := parse(data)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 func readKnob(path string) ([]byte, error) {
@@ -126,25 +145,22 @@ func writeKnob(path, line string) error {
 	return nil
 }
 
-// ReadWeights reads the weight file of kind k of the cgroup rel.
-func (h Hierarchy) ReadWeights(rel string, k WeightKind) (Weights, error) {
+// weightPath is the weight file of kind k of the cgroup rel.
+func (h Hierarchy) weightPath(rel string, k WeightKind) (string, error) {
 	file, err := WeightFile(h.Version, k)
 	if err != nil {
-		return Weights{}, err
+		return "", err
 	}
-	path, err := h.knobPath(rel, file)
+	return h.knobPath(rel, file)
+}
+
+// ReadWeights reads the weight file of kind k of the cgroup rel.
+func (h Hierarchy) ReadWeights(rel string, k WeightKind) (Weights, error) {
+	path, err := h.weightPath(rel, k)
 	if err != nil {
 		return Weights{}, err
 	}
-	data, err := readKnob(path)
-	if err != nil {
-		return Weights{}, err
-	}
-	w, err := ParseWeights(data, file)
-	if err != nil {
-		return Weights{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return w, nil
+	return readParsed(path, func(b []byte) (Weights, error) { return ParseWeights(b, filepath.Base(path)) })
 }
 
 // SetDeviceWeight sets the weight of cgroup rel on device dev through the
@@ -160,11 +176,7 @@ func (h Hierarchy) SetDeviceWeight(rel string, k WeightKind, dev Dev, w Weight) 
 // SetNativeDeviceWeight writes a weight already on the knob's own scale; it
 // is how original values are put back.
 func (h Hierarchy) SetNativeDeviceWeight(rel string, k WeightKind, dev Dev, native uint64) error {
-	file, err := WeightFile(h.Version, k)
-	if err != nil {
-		return err
-	}
-	path, err := h.knobPath(rel, file)
+	path, err := h.weightPath(rel, k)
 	if err != nil {
 		return err
 	}
@@ -175,11 +187,7 @@ func (h Hierarchy) SetNativeDeviceWeight(rel string, k WeightKind, dev Dev, nati
 // the cgroup's default weight applies again. BFQ and iocost take
 // "MAJ:MIN default"; CFQ takes a weight of 0.
 func (h Hierarchy) ResetDeviceWeight(rel string, k WeightKind, dev Dev) error {
-	file, err := WeightFile(h.Version, k)
-	if err != nil {
-		return err
-	}
-	path, err := h.knobPath(rel, file)
+	path, err := h.weightPath(rel, k)
 	if err != nil {
 		return err
 	}
@@ -207,13 +215,9 @@ func (h Hierarchy) ReadLimits(rel string, dev Dev) (Limits, error) {
 		if err != nil {
 			return l, err
 		}
-		data, err := readKnob(path)
+		m, err := readParsed(path, ParseIOMax)
 		if err != nil {
 			return l, err
-		}
-		m, err := ParseIOMax(data)
-		if err != nil {
-			return l, fmt.Errorf("%s: %w", path, err)
 		}
 		return m[dev], nil
 	}
@@ -223,13 +227,9 @@ func (h Hierarchy) ReadLimits(rel string, dev Dev) (Limits, error) {
 		if err != nil {
 			return l, err
 		}
-		data, err := readKnob(path)
+		vals, err := readParsed(path, func(b []byte) ([]DeviceValue, error) { return ParseDeviceValues(b, file) })
 		if err != nil {
 			return l, err
-		}
-		vals, err := ParseDeviceValues(data, file)
-		if err != nil {
-			return l, fmt.Errorf("%s: %w", path, err)
 		}
 		for _, dv := range vals {
 			if dv.Dev == dev {
@@ -304,13 +304,9 @@ func (h Hierarchy) EnableV1Accounting(dev Dev) error {
 	if err != nil {
 		return err
 	}
-	data, err := readKnob(path)
+	vals, err := readParsed(path, func(b []byte) ([]DeviceValue, error) { return ParseDeviceValues(b, v1LimitFiles[0]) })
 	if err != nil {
 		return err
-	}
-	vals, err := ParseDeviceValues(data, v1LimitFiles[0])
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
 	}
 	for _, dv := range vals {
 		if dv.Dev == dev {

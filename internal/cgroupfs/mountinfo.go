@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -103,18 +102,7 @@ func ParseMounts(r io.Reader) ([]Mount, error) {
 }
 
 // ReadMounts reads and parses a mountinfo file such as /proc/self/mountinfo.
-func ReadMounts(path string) ([]Mount, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ms, err := ParseMounts(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return ms, nil
-}
+func ReadMounts(path string) ([]Mount, error) { return ParseFile(path, ParseMounts) }
 
 // UnescapeMount undoes the octal escapes (\040 for space, \011, \012, \134)
 // that the kernel writes into mountinfo paths. A backslash not followed by

@@ -3,7 +3,10 @@ package cgroupfs
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"iter"
 	"math"
+	"os"
 	"strconv"
 )
 
@@ -129,6 +132,42 @@ func nextLine(b []byte) (line, rest []byte) {
 	return b, nil
 }
 
+// ParseFile opens the file path and parses it with parse; a parse error
+// names the path.
+func ParseFile[T any](path string, parse func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer f.Close()
+	v, err := parse(f)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}
+
+// lines yields the lines of data that are not blank, with their numbers
+// (from 1, blank lines counted).
+func lines(data []byte) iter.Seq2[int, []byte] {
+	return func(yield func(int, []byte) bool) {
+		lineNo := 0
+		for rest := data; len(rest) > 0; {
+			var line []byte
+			line, rest = nextLine(rest)
+			lineNo++
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			if !yield(lineNo, line) {
+				return
+			}
+		}
+	}
+}
+
 // nextField splits off the first space-separated field of b.
 func nextField(b []byte) (field, rest []byte) {
 	b = bytes.TrimLeft(b, " \t")
@@ -162,14 +201,7 @@ func nextKV(b []byte) (key, val, rest []byte, hasEq, more bool) {
 // skipped. A device line with a malformed known key is a *ParseError.
 func ParseIOStat(data []byte, dst []DeviceIO) ([]DeviceIO, error) {
 	dst = dst[:0]
-	lineNo := 0
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		line, rest = nextLine(rest)
-		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	for lineNo, line := range lines(data) {
 		devField, kvs := nextField(line)
 		dev, ok := parseDevBytes(devField)
 		if !ok {
@@ -231,14 +263,7 @@ func ParseIOStat(data []byte, dst []DeviceIO) ([]DeviceIO, error) {
 // operations. The closing "Total N" line and Sync/Async/Total rows are
 // skipped (they repeat Read+Write). A device with no I/O may be absent.
 func ParseBlkioRWStat(data []byte, file string, ios bool, dst []DeviceIO) ([]DeviceIO, error) {
-	lineNo := 0
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		line, rest = nextLine(rest)
-		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	for lineNo, line := range lines(data) {
 		f1, r := nextField(line)
 		f2, r := nextField(r)
 		f3, r := nextField(r)
@@ -314,15 +339,8 @@ type Pressure struct {
 // file without a "some" line is a *ParseError.
 func ParsePressure(data []byte) (Pressure, error) {
 	var p Pressure
-	lineNo := 0
 	hasSome := false
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		line, rest = nextLine(rest)
-		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	for lineNo, line := range lines(data) {
 		kind, kvs := nextField(line)
 		var dst *PSI
 		switch string(kind) {
@@ -363,7 +381,11 @@ func ParsePressure(data []byte) (Pressure, error) {
 		}
 	}
 	if !hasSome {
-		return p, &ParseError{File: "pressure", Line: lineNo, Text: string(data), Msg: "no 'some' line"}
+		n := bytes.Count(data, []byte{'\n'}) // the number of lines
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			n++
+		}
+		return p, &ParseError{File: "pressure", Line: n, Text: string(data), Msg: "no 'some' line"}
 	}
 	return p, nil
 }
@@ -413,14 +435,7 @@ func (w Weights) Device(d Dev) (uint64, bool) {
 // ParseWeights parses any weight file (see Weights).
 func ParseWeights(data []byte, file string) (Weights, error) {
 	var w Weights
-	lineNo := 0
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		line, rest = nextLine(rest)
-		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	for lineNo, line := range lines(data) {
 		f1, r := nextField(line)
 		f2, r := nextField(r)
 		if extra, _ := nextField(r); len(extra) != 0 {
@@ -466,14 +481,7 @@ func (l Limits) IsZero() bool { return l == Limits{} }
 // "max" is unlimited (0 here). Unknown keys are skipped.
 func ParseIOMax(data []byte) (map[Dev]Limits, error) {
 	out := map[Dev]Limits{}
-	lineNo := 0
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		line, rest = nextLine(rest)
-		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
+	for lineNo, line := range lines(data) {
 		devField, kvs := nextField(line)
 		dev, ok := parseDevBytes(devField)
 		if !ok {

@@ -236,7 +236,7 @@ func TestNativeWeight(t *testing.T) {
 		w    Weight
 		want uint64
 	}{
-		{WeightIOCost, 10, 1}, {WeightIOCost, 1000, 10000}, {WeightIOCost, 100, 910}, {WeightIOCost, 500, 4950},
+		{WeightIOCost, 10, 1}, {WeightIOCost, 1000, 100}, {WeightIOCost, 100, 10}, {WeightIOCost, 500, 50}, {WeightIOCost, 250, 25}, {WeightIOCost, 14, 1},
 		{WeightBFQ, 10, 10}, {WeightBFQ, 1000, 1000}, {WeightCFQ, 250, 250},
 	} {
 		if got := NativeWeight(tt.k, tt.w); got != tt.want {

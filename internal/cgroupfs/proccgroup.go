@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -68,17 +67,7 @@ func ParseProcCgroup(r io.Reader) ([]ProcCgroup, error) {
 
 // ReadProcCgroup reads and parses <procRoot>/<pid>/cgroup.
 func ReadProcCgroup(procRoot string, pid int) ([]ProcCgroup, error) {
-	p := filepath.Join(procRoot, strconv.Itoa(pid), "cgroup")
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	lines, err := ParseProcCgroup(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	return lines, nil
+	return ParseFile(filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"), ParseProcCgroup)
 }
 
 // CgroupIn returns the path of the line for the v1 hierarchy that has

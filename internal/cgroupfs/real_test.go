@@ -22,10 +22,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-func TestMain(m *testing.M) {
-	workload.MaybeRunFromEnv()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 
 // realEnv is a hierarchy, a test parent cgroup in it, and a block device.
 type realEnv struct {

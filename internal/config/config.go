@@ -101,6 +101,9 @@ type Config struct {
 	// ThrottleBurst bounds how long one capped workload's burst may keep
 	// the device busy while a better level is active; 0: no bound.
 	ThrottleBurst time.Duration `yaml:"throttle_burst"`
+	// ThrottleReads bounds the throttle's fast loop: counter reads per
+	// second and device (its period grows with the demoted workloads).
+	ThrottleReads int `yaml:"throttle_reads"`
 	// ThrottleWithWeights: on devices whose mechanism is a scheduler's
 	// weight (BFQ, CFQ), the throttle runs too.
 	ThrottleWithWeights bool `yaml:"throttle_with_weights"`
@@ -135,6 +138,12 @@ type Health struct {
 	// SyncProbeInterval (0: every interval); "" for no probe.
 	SyncProbe         string        `yaml:"sync_probe"`
 	SyncProbeInterval time.Duration `yaml:"sync_probe_interval"`
+	// BurstHoldBelow: when a modelled device's burst balance falls below
+	// this fraction of its bucket, the throttle holds the workloads at
+	// BurstHoldFromLevel and worse to the model's baseline, so what credit
+	// is left goes to the better levels; 0 turns the hold off.
+	BurstHoldBelow     float64 `yaml:"burst_hold_below"`
+	BurstHoldFromLevel int     `yaml:"burst_hold_from_level"`
 }
 
 // HealthModels parses health.models into models by device name; entries
@@ -212,13 +221,14 @@ func Default() Config {
 		ThrottleShares:      shares[:],
 		ThrottleMin:         8 * MiB,
 		ThrottleBurst:       actuate.DefaultThrottleBurst,
+		ThrottleReads:       actuate.DefaultThrottleReads,
 		ThrottleWithWeights: true,
 		Reassert:            60 * time.Second,
 		Listen:              "127.0.0.1:9191",
 		StateFile:           "/run/ddiskqos/state.json",
 		Paths:               Paths{Sys: "/sys", Proc: "/proc"},
 		Log:                 Log{Level: "info", Format: "text"},
-		Health:              Health{DStateWorkloads: 64},
+		Health:              Health{DStateWorkloads: 64, BurstHoldFromLevel: 2},
 	}
 	for _, a := range pc.Allowances {
 		c.Thresholds = append(c.Thresholds, Size(a))

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 func noEnv(string) string { return "" }
 
@@ -181,6 +178,7 @@ dry_run: true
 throttle_shares: [1, 0.5, 0.5, 0.25]
 throttle_min: 4MiB
 throttle_burst: 0s
+throttle_reads: 2000
 throttle_with_weights: false
 reassert: 0s
 devices: ["sd*", "vd?"]
@@ -210,13 +208,14 @@ anchored: &a 1s
 		DryRun:         true,
 		ThrottleShares: []float64{1, 0.5, 0.5, 0.25},
 		ThrottleMin:    4 * MiB,
+		ThrottleReads:  2000,
 		Reassert:       0,
 		Devices:        []string{"sd*", "vd?"},
 		Listen:         ":9000",
 		StateFile:      "/var/lib/ddiskqos/state.json",
 		Paths:          Paths{Sys: "/host/sys", Proc: "/host/proc"},
 		Log:            Log{Level: "debug", Format: "text"},
-		Health:         Health{DStateWorkloads: 64},
+		Health:         Health{DStateWorkloads: 64, BurstHoldFromLevel: 2},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("load =\n%+v\nwant\n%+v", c, want)

@@ -133,6 +133,16 @@ var flagDefs = []flagDef{
 		help: "on a throttle-only device, while a better level is active: the longest a capped workload's burst may keep the device busy (blk-throttle lets a whole 100 ms slice go at once, 20 ms on non-rotational devices); 0 = no bound",
 		get:  func(c *Config) string { return fmtDuration(c.ThrottleBurst) },
 		set:  durationSetter(func(c *Config) *time.Duration { return &c.ThrottleBurst })},
+	{name: "throttle-reads", key: "throttle_reads", arg: "N",
+		help: "the throttle's fast loop: counter reads per second and device (~10 µs of CPU each); its 10 ms period grows with the demoted workloads to stay within it",
+		get:  func(c *Config) string { return strconv.Itoa(c.ThrottleReads) },
+		set: func(c *Config, s string) error {
+			n, err := strconv.Atoi(s)
+			if err == nil {
+				c.ThrottleReads = n
+			}
+			return err
+		}},
 	{name: "throttle-with-weights", key: "throttle_with_weights",
 		help: "on a device whose scheduler's weights are the mechanism (BFQ), run the throttle too: weights alone let a reader that pauses between requests wait behind a streamer's budget",
 		get:  func(c *Config) string { return strconv.FormatBool(c.ThrottleWithWeights) },
@@ -190,6 +200,28 @@ var flagDefs = []flagDef{
 		help: "how often the sync-write probe writes; 0 = every interval",
 		get:  func(c *Config) string { return fmtDuration(c.Health.SyncProbeInterval) },
 		set:  durationSetter(func(c *Config) *time.Duration { return &c.Health.SyncProbeInterval })},
+	{name: "health-burst-hold-below", key: "health.burst_hold_below", arg: "F",
+		help: "when a device's modelled burst balance falls below this fraction of its bucket, hold levels --health-burst-hold-from-level and worse to the model's baseline so the credit left goes to level 1; released 10 points above it; 0 = off (needs --health-models)",
+		get:  func(c *Config) string { return strconv.FormatFloat(c.Health.BurstHoldBelow, 'g', -1, 64) },
+		set: func(c *Config, s string) error {
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return fmt.Errorf("want a number")
+			}
+			c.Health.BurstHoldBelow = f
+			return nil
+		}},
+	{name: "health-burst-hold-from-level", key: "health.burst_hold_from_level", arg: "N",
+		help: "the best level the burst hold holds (2..4); level 1 never is",
+		get:  func(c *Config) string { return strconv.Itoa(c.Health.BurstHoldFromLevel) },
+		set: func(c *Config, s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return fmt.Errorf("want a whole number")
+			}
+			c.Health.BurstHoldFromLevel = n
+			return nil
+		}},
 	{name: "log-level", key: "log.level", arg: "LEVEL",
 		help: "debug, info, warn or error",
 		get:  func(c *Config) string { return c.Log.Level },

@@ -36,11 +36,12 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
 		"--boost-after", "1m", "--actuator", "cgroup", "--dry-run",
-		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-with-weights=false", "--reassert", "0s",
+		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-reads", "500", "--throttle-with-weights=false", "--reassert", "0s",
 		"--devices", "loop*,vd*", "--listen", "", "--state-file", "/tmp/s.json",
 		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
 		"--health-models", "nvme1n1=aws-gp2:100GiB,sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9", "--health-dstate-workloads", "8",
 		"--health-sync-probe", "/var/tmp/probe", "--health-sync-probe-interval", "5s",
+		"--health-burst-hold-below", "0.25", "--health-burst-hold-from-level", "3",
 	}
 	c, _, err := fromArgs(args, noEnv)
 	if err != nil {
@@ -52,11 +53,12 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		CgroupExemptGuaranteed: true, DockerHost: "tcp://h:2375",
 		Interval: 2 * time.Second, Thresholds: []Size{MiB, 2 * MiB, 3 * MiB, 4 * MiB},
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
-		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond,
+		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond, ThrottleReads: 500,
 		Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
 		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: "debug", Format: "json"},
 		Health: Health{Models: []string{"nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9"},
-			DStateWorkloads: 8, SyncProbe: "/var/tmp/probe", SyncProbeInterval: 5 * time.Second},
+			DStateWorkloads: 8, SyncProbe: "/var/tmp/probe", SyncProbeInterval: 5 * time.Second,
+			BurstHoldBelow: 0.25, BurstHoldFromLevel: 3},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
@@ -130,6 +132,9 @@ func TestFromArgsErrors(t *testing.T) {
 		{"range error names the file line", []string{"--config", bad},
 			bad + ":3: weights[2]=600: level 3 weight is greater"},
 		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "nope.yaml")}, "no such file"},
+		{"bad hold threshold", []string{"--health-burst-hold-below", "half"}, `invalid value "half" for flag -health-burst-hold-below: want a number`},
+		{"hold without a model names the flag", []string{"--health-burst-hold-below", "0.2"},
+			"--health-burst-hold-below: health.burst_hold_below=0.2: needs a device's burst model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -235,6 +240,7 @@ func TestDiff(t *testing.T) {
 			c.ThrottleShares[3] = 0.2
 			c.ThrottleMin = MiB
 			c.ThrottleBurst = time.Millisecond
+			c.ThrottleReads = 500
 			c.ThrottleWithWeights = false
 			c.Reassert = 0
 			c.Devices = []string{"sd*"}
@@ -244,7 +250,7 @@ func TestDiff(t *testing.T) {
 			c.Paths.Proc = "/host/proc"
 			c.Log.Format = "json"
 		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "dry_run", "throttle_shares",
-			"throttle_min", "throttle_burst", "throttle_with_weights", "reassert", "devices", "listen", "state_file",
+			"throttle_min", "throttle_burst", "throttle_reads", "throttle_with_weights", "reassert", "devices", "listen", "state_file",
 			"paths.sys", "paths.proc", "log.format"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -120,6 +120,9 @@ func (c Config) Validate() error {
 	if c.ThrottleMin == 0 {
 		bad("throttle_min", c.ThrottleMin, "must be > 0: a cap of 0 bytes/s would stop a workload's I/O")
 	}
+	if c.ThrottleReads < 100 || c.ThrottleReads > 100000 {
+		bad("throttle_reads", c.ThrottleReads, "must be 100..100000 counter reads per second and device")
+	}
 	if c.ThrottleBurst < 0 {
 		bad("throttle_burst", c.ThrottleBurst, "must be 0 (no bound) or a positive duration such as 5ms")
 	}
@@ -169,6 +172,24 @@ func (c Config) Validate() error {
 	}
 	if c.Health.SyncProbeInterval < 0 {
 		bad("health.sync_probe_interval", c.Health.SyncProbeInterval, "must be 0 (every interval) or positive")
+	}
+	hold, from := c.Health.BurstHoldBelow, c.Health.BurstHoldFromLevel
+	switch {
+	case !(hold >= 0 && hold < 1): // also catches NaN
+		bad("health.burst_hold_below", hold, "must be 0 (off) or a fraction of the burst bucket below 1, such as 0.2")
+	case hold > 0 && len(c.Health.Models) == 0:
+		bad("health.burst_hold_below", hold, "needs a device's burst model (health.models): the hold holds to the model's baseline")
+	}
+	if from < 2 || from > policy.NumLevels {
+		bad("health.burst_hold_from_level", from, "must be 2..%d: the best level held (level 1 is never held)", policy.NumLevels)
+	} else if hold > 0 && len(c.ThrottleShares) == policy.NumLevels {
+		for l := from; l <= policy.NumLevels; l++ {
+			if c.ThrottleShares[l-1] == 1 {
+				bad("health.burst_hold_from_level", from, "level %d is held but throttle_shares[%d] is 1: the throttle leaves that level alone; "+
+					"give it a share below 1 or hold from level %d", l, l-1, l+1)
+				break
+			}
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -114,6 +114,8 @@ func TestValidate(t *testing.T) {
 			[]want{{"throttle_shares[3]", "throttle_shares[3]=0.5: level 4 share is greater than level 3 share 0.45"}}},
 		{"zero throttle_min", func(c *Config) { c.ThrottleMin = 0 },
 			[]want{{"throttle_min", "throttle_min=0: must be > 0"}}},
+		{"throttle_reads too low", func(c *Config) { c.ThrottleReads = 10 },
+			[]want{{"throttle_reads", "throttle_reads=10: must be 100..100000"}}},
 		{"reassert below interval", func(c *Config) { c.Reassert = 100 * time.Millisecond },
 			[]want{{"reassert", "reassert=100ms: must be 0 (never) or at least interval (1s)"}}},
 		{"empty device", func(c *Config) { c.Devices = []string{"sda", ""} },
@@ -191,5 +193,56 @@ func TestValidateHealth(t *testing.T) {
 	}
 	if m := c.HealthModels(); m["nvme1n1"].IOPS.Baseline != 300 || m["sdb"].IOPS.Size != 5400000 {
 		t.Errorf("models %+v", m)
+	}
+}
+
+// TestValidateBurstHold: the burst hold's keys are checked alone and
+// together (a hold needs a model, and every level it holds must be one the
+// throttle manages); each error names the key and the bad value.
+func TestValidateBurstHold(t *testing.T) {
+	t.Parallel()
+	model := []string{"vdb=iops=20/200/6000"}
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string // "": valid
+	}{
+		{"off by default", func(*Config) {}, ""},
+		{"on with a model", func(c *Config) { c.Health.Models, c.Health.BurstHoldBelow = model, 0.3 }, ""},
+		{"from level 4", func(c *Config) {
+			c.Health.Models, c.Health.BurstHoldBelow, c.Health.BurstHoldFromLevel = model, 0.3, 4
+		}, ""},
+		{"negative", func(c *Config) { c.Health.Models, c.Health.BurstHoldBelow = model, -0.1 },
+			`health.burst_hold_below=-0.1: must be 0 (off) or a fraction of the burst bucket below 1`},
+		{"a whole bucket", func(c *Config) { c.Health.Models, c.Health.BurstHoldBelow = model, 1 },
+			`health.burst_hold_below=1: must be 0 (off) or a fraction`},
+		{"NaN", func(c *Config) { c.Health.Models, c.Health.BurstHoldBelow = model, math.NaN() },
+			`health.burst_hold_below=NaN: must be 0 (off)`},
+		{"no model", func(c *Config) { c.Health.BurstHoldBelow = 0.3 },
+			`health.burst_hold_below=0.3: needs a device's burst model (health.models)`},
+		{"from level 1", func(c *Config) { c.Health.BurstHoldFromLevel = 1 },
+			`health.burst_hold_from_level=1: must be 2..4`},
+		{"from level 5", func(c *Config) { c.Health.BurstHoldFromLevel = 5 },
+			`health.burst_hold_from_level=5: must be 2..4`},
+		{"a held level the throttle leaves alone", func(c *Config) {
+			c.Health.Models, c.Health.BurstHoldBelow = model, 0.3
+			c.ThrottleShares = []float64{1, 1, 0.5, 0.3}
+		}, `health.burst_hold_from_level=2: level 2 is held but throttle_shares[1] is 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := Default()
+			tc.change(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one with %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,12 @@
 // tick: the source says who exists, the sensor reads what each did, the
 // policy decides each level, the actuator applies it, and a snapshot of the
 // result is published for the API. It is the only place that knows all four.
+//
+// daemon.go is the tick (step) and what it keeps per workload; events.go
+// applies the source's events; publish.go builds the snapshot; fds.go keeps
+// the open-file budget; health.go runs the storage-health sensors. The
+// stages themselves are their packages: sensor, policy, actuate, snapshot,
+// and state for the state file.
 package daemon
 
 import (
@@ -9,13 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
@@ -75,7 +78,7 @@ type Options struct {
 	// (cgroupfs.Hierarchy.EnableV1Accounting).
 	SenseDevices []cgroupfs.Dev
 	// Stacked maps a stacked device (loop over a file, dm, md) to the disks
-	// below it, whose counters repeat its I/O (see stackedOverlap).
+	// below it, whose counters repeat its I/O (sensor counts it once).
 	Stacked  map[cgroupfs.Dev][]cgroupfs.Dev
 	Source   source.Source
 	Policy   policy.Config
@@ -105,7 +108,7 @@ type Options struct {
 	Now func() time.Time
 	// QuietMax is the longest a workload whose counters have not moved
 	// goes without its counters being read (adaptive polling, see
-	// pollPeriod); 0 means DefaultQuietTicks intervals, and anything below
+	// sensor.MaxPeriod); 0 means DefaultQuietTicks intervals, and anything below
 	// two intervals reads every workload every tick.
 	QuietMax time.Duration
 	// NoFile is RLIMIT_NOFILE's soft limit, the open-file budget; 0 means
@@ -120,13 +123,12 @@ const DefaultQuietTicks = sensor.DefaultQuietTicks
 
 // tracked is one workload as the loop knows it.
 type tracked struct {
-	w        source.Workload
-	cg       *cgroupfs.Cgroup
-	ino      uint64           // of the cgroup's directory when tracked; 0 unknown
-	c        *sensor.Counters // the sensing stage's state of it
-	dec      decision         // the policy's last
-	pressure *snapshot.Pressure
-	gone     bool // released during this tick's sensing
+	w    source.Workload
+	cg   *cgroupfs.Cgroup
+	ino  uint64           // of the cgroup's directory when tracked; 0 unknown
+	c    *sensor.Counters // the sensing stage's state of it
+	dec  decision         // the policy's last
+	gone bool             // released during this tick's sensing
 
 	// pub is the workload's record in the last published snapshot, reused
 	// while nothing in it changes; labelsNew says the source handed in a
@@ -175,9 +177,6 @@ type Daemon struct {
 	orphansOK bool // orphan restore done
 	tick      uint64
 	lastTick  time.Time
-	devBytes  []uint64      // per actuated device, read+write this tick
-	devRead   []uint64      // per actuated device, read this tick
-	devTotal  []deviceTotal // per actuated device, since start
 	errCounts [snapshot.NumErrorCauses]uint64
 	targets   []actuate.Target
 	// publish's scratch: MAJ:MIN of the actuated devices, one workload's
@@ -190,18 +189,7 @@ type Daemon struct {
 	mu              sync.Mutex // guards pending and pendingInterval
 	pending         *policy.Config
 	pendingInterval time.Duration // 0: none
-	stateDirt       bool
-	// stateErr is the last failure to save the state file, nil once a save
-	// succeeded: while it is set, new originals are not durable and their
-	// knobs are not written (actuate.Config.Persist).
-	stateErr error
-	// inos maps a cgroup to the inode of its directory when first seen:
-	// kept in the state file, so a cgroup created again under the same
-	// name after a restart is not taken for the one the entries were for.
-	inos map[string]uint64
-	// savedOrigs are the originals of the last successful save: the save
-	// at the end of a tick is skipped when Persist already wrote them.
-	savedOrigs []actuate.Original
+	store           state.Store   // the state file
 
 	hl health // the storage-health stage (health.go)
 }
@@ -234,18 +222,12 @@ func New(opts Options) (*Daemon, error) {
 	if d.pol, err = policy.New(opts.Policy); err != nil {
 		return nil, err
 	}
-	var st state.File
-	if opts.StateFile != "" {
-		if st, err = state.Load(opts.StateFile); err != nil {
-			return nil, err
-		}
-		if len(st.Originals) > 0 && (st.HierarchyMount != opts.Hierarchy.Mount || st.HierarchyVersion != opts.Hierarchy.Version) {
-			return nil, fmt.Errorf("state file %s was written for cgroup v%d at %s, this host uses v%d at %s: restore or remove it by hand",
-				opts.StateFile, st.HierarchyVersion, st.HierarchyMount, opts.Hierarchy.Version, opts.Hierarchy.Mount)
-		}
+	d.store = state.Store{Path: opts.StateFile, Hierarchy: opts.Hierarchy, Log: d.log, Now: d.now,
+		Originals: func() ([]actuate.Original, bool) { return d.act.Originals() }, Workloads: d.stateWorkloads}
+	st, err := d.store.Load()
+	if err != nil {
+		return nil, err
 	}
-	d.inos = map[string]uint64{}
-	d.checkAdopted(&st)
 	ac := opts.Actuator
 	ac.Hierarchy = opts.Hierarchy
 	for _, dev := range append(slices.Clone(opts.SenseDevices), devsOf(ac.Devices)...) {
@@ -278,9 +260,6 @@ func New(opts Options) (*Daemon, error) {
 		d.log.Info("adopted state of a previous run", "file", opts.StateFile,
 			"originals", len(st.Originals), "workloads", len(st.Workloads), "written", st.Written)
 	}
-	d.devBytes = make([]uint64, len(ac.Devices))
-	d.devRead = make([]uint64, len(ac.Devices))
-	d.devTotal = make([]deviceTotal, len(ac.Devices))
 	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
 		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval)}
 	if err := d.initHealth(); err != nil {
@@ -289,77 +268,14 @@ func New(opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// checkAdopted drops the entries of the state file whose cgroup is gone
-// (removed while no daemon ran: nothing to restore) or is another cgroup
-// under the same name (a different directory inode: its current values are
-// its own, and its level is not the old one's), with one log line per
-// cgroup. The inodes of the rest are kept.
-func (d *Daemon) checkAdopted(st *state.File) {
-	verdict := map[string]bool{} // cgroup -> keep
-	dropped := 0
-	log := d.log
-	keep := func(cg, knob string) bool {
-		if knob == actuate.DockerKnob {
-			return true // a container ID, not a cgroup directory
-		}
-		if k, ok := verdict[cg]; ok {
-			return k
-		}
-		ino, err := d.dirIno(cg)
-		if err != nil || (st.Inodes[cg] != 0 && st.Inodes[cg] != ino) {
-			// One line per cgroup, up to maxDropLogs; then a count.
-			if dropped++; dropped > maxDropLogs {
-				log = slog.New(slog.DiscardHandler)
-			}
-		}
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			log.Info("state file entry dropped: its cgroup was removed while no daemon ran", "cgroup", cg)
-		case err != nil:
-			log.Warn("state file entry dropped: its cgroup cannot be looked at", "cgroup", cg, "err", err)
-		case st.Inodes[cg] != 0 && st.Inodes[cg] != ino:
-			log.Info("state file entry dropped: its cgroup was created again under the same name while no daemon ran",
-				"cgroup", cg, "inode_then", st.Inodes[cg], "inode_now", ino)
-		default:
-			d.inos[cg] = ino
-			verdict[cg] = true
-			return true
-		}
-		verdict[cg] = false
-		return false
+// Snapshot returns the state after the last tick: nil before the first,
+// and on a nil Daemon (the metrics are registered before it is built).
+func (d *Daemon) Snapshot() *snapshot.Snapshot {
+	if d == nil {
+		return nil
 	}
-	st.Originals = slices.DeleteFunc(st.Originals, func(o actuate.Original) bool { return !keep(o.Cgroup, o.Knob) })
-	st.Workloads = slices.DeleteFunc(st.Workloads, func(w state.Workload) bool { return !keep(w.Cgroup, "") })
-	if dropped > maxDropLogs {
-		d.log.Info("state file entries dropped, not each logged", "cgroups", dropped-maxDropLogs)
-	}
-	if dropped > 0 {
-		d.stateDirt = true // the next save leaves them out
-	}
+	return d.snap.Load()
 }
-
-// maxDropLogs is how many dropped state file cgroups checkAdopted logs one
-// by one.
-const maxDropLogs = 20
-
-// dirIno is the inode of cgroup cg's directory.
-func (d *Daemon) dirIno(cg string) (uint64, error) {
-	p, err := d.opts.Hierarchy.Path(cg)
-	if err != nil {
-		return 0, err
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return 0, err
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino, nil
-	}
-	return 0, nil
-}
-
-// Snapshot returns the state after the last tick, nil before the first.
-func (d *Daemon) Snapshot() *snapshot.Snapshot { return d.snap.Load() }
 
 // Reconfigure schedules a new policy configuration (SIGHUP); the loop
 // applies it at its next tick. Invalid configurations are refused here.
@@ -459,10 +375,8 @@ func (d *Daemon) shutdown() error {
 		d.closeCgroup(t)
 	}
 	d.closeHealth()
-	if d.opts.StateFile != "" {
-		if err := d.writeState(nil); err != nil {
-			errs = append(errs, err)
-		}
+	if err := d.store.Write(nil); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		d.log.Info("restored original I/O settings of every workload")
@@ -493,8 +407,7 @@ func (d *Daemon) step() {
 	if d.lastTick.IsZero() || dt <= 0 {
 		dt = d.opts.Interval.Seconds()
 	}
-	clear(d.devBytes)
-	clear(d.devRead)
+	d.sen.BeginTick()
 	d.targets = d.targets[:0]
 	d.retryRefused()
 	d.sortOrder()
@@ -524,10 +437,8 @@ func (d *Daemon) step() {
 	d.sortOrder()
 	d.healthTick(start)
 	d.obs.ObserveSense(read, len(d.work)-read)
-	for i := range d.devBytes {
-		d.act.ObservePeak(i, float64(d.devBytes[i])/dt)
-		d.devTotal[i].read += d.devRead[i]
-		d.devTotal[i].write += d.devBytes[i] - d.devRead[i]
+	for i, dv := range d.sen.EndTick() {
+		d.act.ObservePeak(i, float64(dv.Bytes)/dt)
 	}
 	if err := d.act.Apply(start, d.targets); err != nil {
 		d.countErr(snapshot.CauseActuate)
@@ -545,8 +456,8 @@ func (d *Daemon) step() {
 			d.log.Warn("restore unclaimed cgroups from the state file", "err", err)
 		}
 	}
-	if err := d.saveState(false); err != nil {
-		d.countErr(snapshot.CauseState) // logged by writeState when it starts failing
+	if err := d.store.Save(); err != nil {
+		d.countErr(snapshot.CauseState) // logged by the store when it starts failing
 	}
 	d.tick++
 	d.lastTick = start
@@ -555,139 +466,18 @@ func (d *Daemon) step() {
 	d.obs.ObserveTick(took)
 }
 
-// deviceTotal is what the workloads read and wrote on one device since
-// start.
-type deviceTotal struct{ read, write uint64 }
-
 func (d *Daemon) countErr(cause snapshot.ErrorCause) {
 	d.errCounts[cause]++
 	d.obs.Error(cause)
 }
 
-// drainEvents applies every pending source event.
-func (d *Daemon) drainEvents() {
-	for {
-		select {
-		case ev := <-d.events:
-			d.handle(ev)
-		default:
-			return
-		}
-	}
-}
-
-func (d *Daemon) handle(ev source.Event) {
-	w := ev.Workload
-	switch ev.Kind {
-	case source.Added, source.Updated:
-		ino, _ := d.dirIno(w.Cgroup) // 0 when gone: Open below says so
-		if t, ok := d.work[w.ID]; ok {
-			if t.w.Cgroup == w.Cgroup && (ino == 0 || t.ino == 0 || ino == t.ino) {
-				t.w = w // labels may have changed; the policy sees them next tick
-				t.labelsNew = true
-				t.c.Wake()
-				d.orderOK = false
-				return
-			}
-			why := "cgroup changed"
-			if t.w.Cgroup == w.Cgroup {
-				why = "cgroup created again under the same name"
-			}
-			d.release(w.ID, why)
-		}
-		delete(d.refused, w.ID)
-		if !d.admit(w) {
-			return
-		}
-		h := d.opts.Hierarchy
-		cg, err := h.Open(w.Cgroup)
-		if err != nil {
-			if errors.Is(err, cgroupfs.ErrCgroupGone) {
-				d.log.Debug("workload gone before it was tracked", "workload", w.Name, "cgroup", w.Cgroup)
-				return
-			}
-			d.countErr(snapshot.CauseSense)
-			d.log.Warn("cannot track workload", "workload", w.Name, "cgroup", w.Cgroup, "err", err)
-			return
-		}
-		// A workload that appears once the start-up listing is over is new:
-		// all its I/O counts. One found at start was already running; what
-		// it did before we looked says nothing about what it does now.
-		charge := d.now().Sub(d.started) > startupGrace(d.opts.Interval)
-		if ino != 0 {
-			d.inos[w.Cgroup] = ino
-		}
-		t := &tracked{w: w, cg: cg, ino: ino, c: d.sen.NewCounters(d.nextSlot, charge)}
-		d.nextSlot++
-		d.work[w.ID] = t
-		d.fds += cg.KeptFiles()
-		if !cg.DetailKept() {
-			// nothing to count
-		} else if d.details >= d.maxDetails() {
-			d.fds -= cg.KeptFiles()
-			cg.CloseDetail()
-			d.fds += cg.KeptFiles()
-		} else if cg.KeptFiles() > 1 {
-			d.details++
-		}
-		d.orderOK = false
-		d.stateDirt = true
-		d.log.Info("tracking workload", "workload", w.Name, "id", w.ID, "cgroup", w.Cgroup)
-	case source.Removed:
-		delete(d.refused, w.ID)
-		d.release(w.ID, "removed")
-	}
-}
-
-// release stops managing a workload and puts its originals back — unless
-// its cgroup directory is another one now (removed and created again under
-// the same name before the event was handled): the originals were the old
-// cgroup's and are dropped, not written into the new one.
-func (d *Daemon) release(id, why string) {
-	t, ok := d.work[id]
-	if !ok {
-		return
-	}
-	f, canForget := d.act.(forgetter)
-	if ino, err := d.dirIno(t.w.Cgroup); canForget && err == nil && t.ino != 0 && ino != t.ino {
-		f.Forget(id)
-		why += "; its cgroup was created again under the same name: originals dropped, not restored"
-	} else if err := d.act.Release(id); err != nil {
-		d.countErr(snapshot.CauseActuate)
-		d.log.Warn("restore released workload", "workload", t.w.Name, "err", err)
-	}
-	d.closeCgroup(t)
-	d.pol.Forget(id)
-	delete(d.work, id)
-	if d.inos[t.w.Cgroup] == t.ino {
-		delete(d.inos, t.w.Cgroup)
-	}
-	t.gone = true
-	d.orderOK = false
-	d.stateDirt = true
-	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", why)
-}
-
-// forgetter is implemented by actuators that can drop a workload without
-// restoring its originals (*actuate.Actuator).
-type forgetter interface{ Forget(id string) }
-
-// recreated handles a tracked cgroup removed and created again under the
-// same name between two looks (the source saw no change): the old one is
-// released (its originals dropped, see release) and the new one is
-// tracked as a new workload.
-func (d *Daemon) recreated(id string, t *tracked) {
-	d.release(id, "cgroup gone")
-	d.handle(source.Event{Kind: source.Added, Workload: t.w})
-}
-
 // sense reads one workload's counters and runs the policy on them. It
 // returns false when the workload has gone.
 func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
-	st, err := t.cg.ReadIO()
+	rd, err := d.sen.Read(t.c, t.cg, now, dt)
 	if err != nil {
 		if errors.Is(err, cgroupfs.ErrCgroupGone) {
-			if ino, err := d.dirIno(t.w.Cgroup); err == nil && t.ino != 0 && ino != t.ino {
+			if d.opts.Hierarchy.Recreated(t.w.Cgroup, t.ino) {
 				d.recreated(id, t)
 				return false
 			}
@@ -698,13 +488,7 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		d.log.Warn("read counters", "workload", t.w.Name, "err", err)
 		return false
 	}
-	rd := d.sen.Take(t.c, now, dt, st, d.devBytes, d.devRead, t.pressure != nil)
 	d.senseDState(t, rd.Delta > 0)
-	if rd.PressureDue && t.cg.HasPressure() {
-		if p, err := t.cg.ReadPressure(); err == nil {
-			t.pressure = toPressure(p)
-		}
-	}
 	// The descriptors of the detail files follow the polling: kept while
 	// the counters move, given back while they stand still.
 	if rd.Busy {
@@ -729,7 +513,7 @@ func (d *Daemon) decide(now time.Time, id string, t *tracked, delta uint64) {
 		d.obs.LevelChange(int(tr.From), int(tr.To), tr.Reason.String())
 		d.log.Info("level change", "workload", t.w.Name, "id", id, "from", tr.From.String(), "to", tr.To.String(),
 			"reason", tr.Reason.String(), "bytes_in_level", tr.BytesInLevel)
-		d.stateDirt = true
+		d.store.Dirty()
 	}
 	if dec.LabelErrNew && dec.LabelErr != nil {
 		d.log.Warn("label not applied", "workload", t.w.Name, "err", dec.LabelErr)
@@ -760,207 +544,23 @@ func devsOf(ds []actuate.Device) []cgroupfs.Dev {
 	return out
 }
 
-// startupGrace is how long after start discovered workloads count as
-// already running: the source's first listing may take a few ticks.
-func startupGrace(interval time.Duration) time.Duration {
-	return max(2*time.Second, 3*interval)
-}
-
-func toPressure(p cgroupfs.Pressure) *snapshot.Pressure {
-	return &snapshot.Pressure{SomeAvg10: p.Some.Avg10, SomeAvg60: p.Some.Avg60, SomeTotal: p.Some.Total,
-		FullAvg10: p.Full.Avg10, FullAvg60: p.Full.Avg60, FullTotal: p.Full.Total}
-}
-
-// saveState writes the state file when something worth keeping changed, or
-// always when force is set. A failed save is tried again at the next tick.
-func (d *Daemon) saveState(force bool) error {
-	if d.opts.StateFile == "" {
-		return nil
-	}
-	origs, changed := d.act.Originals()
-	if changed && !slices.Equal(origs, d.savedOrigs) {
-		d.stateDirt = true // kept until a save succeeds
-	}
-	if !d.stateDirt && !force {
-		return nil
-	}
-	return d.writeState(origs)
-}
-
 // persistOriginals is actuate.Config.Persist: it saves the state file with
 // origs before the actuator writes the knobs they belong to.
 func (d *Daemon) persistOriginals(origs []actuate.Original) error {
-	if err := d.writeState(origs); err != nil {
+	if err := d.store.Write(origs); err != nil {
 		d.countErr(snapshot.CauseState)
 		return err
 	}
 	return nil
 }
 
-// writeState saves origs and every tracked workload's level.
-func (d *Daemon) writeState(origs []actuate.Original) error {
-	// Levels are kept also on a clean shutdown, so a restarted daemon does
-	// not hand every bulk workload level 1 again.
-	f := state.File{Written: d.now().UTC(), HierarchyVersion: d.opts.Hierarchy.Version,
-		HierarchyMount: d.opts.Hierarchy.Mount, Originals: origs, Inodes: d.inos}
+// stateWorkloads appends the policy state of every tracked workload (the
+// state file's Workloads).
+func (d *Daemon) stateWorkloads(dst []state.Workload) []state.Workload {
 	for _, v := range d.pol.AppendViews(nil) {
 		if t, ok := d.work[v.ID]; ok {
-			f.Workloads = append(f.Workloads, state.Workload{Cgroup: t.w.Cgroup, View: v})
+			dst = append(dst, state.Workload{Cgroup: t.w.Cgroup, View: v})
 		}
 	}
-	if len(f.Originals) == 0 && len(f.Workloads) == 0 {
-		if _, err := os.Stat(d.opts.StateFile); errors.Is(err, fs.ErrNotExist) {
-			d.stateDirt, d.stateErr, d.savedOrigs = false, nil, nil
-			return nil // nothing to keep: leave no file behind
-		}
-	}
-	d.savedOrigs = nil
-	if err := state.Save(d.opts.StateFile, f); err != nil {
-		if d.stateErr == nil {
-			d.log.Warn("save state: retried every tick; knobs whose original it would keep stay unwritten until it succeeds",
-				"file", d.opts.StateFile, "err", err)
-		}
-		d.stateDirt, d.stateErr = true, err
-		return err
-	}
-	if d.stateErr != nil {
-		d.log.Info("state file saved again", "file", d.opts.StateFile)
-	}
-	d.stateDirt, d.stateErr, d.savedOrigs = false, nil, origs
-	return nil
-}
-
-// publish builds and stores the snapshot of this tick.
-//
-// A workload whose record did not change since the last tick (most of
-// them: idle, or read only every few ticks) is published as the same
-// *snapshot.Workload again: readers may hold the previous snapshot, so a
-// published record is never modified; a changed workload gets a new one.
-// With 10,000 workloads this turns 3.3 MiB of records per tick into the
-// 80 KiB slice of pointers plus the few that moved.
-func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
-	s := &snapshot.Snapshot{At: at, Tick: d.tick, Interval: d.opts.Interval, TickDuration: took,
-		Source: d.opts.Source.Name(), Actuator: d.opts.ActuatorName, DryRun: d.opts.Actuator.DryRun,
-		CgroupMode: d.opts.CgroupMode, Workloads: make([]*snapshot.Workload, 0, len(d.work))}
-	devs := d.act.Devices()
-	if len(d.devStrs) != len(devs) {
-		d.devStrs = make([]string, len(devs))
-		for i, dv := range devs {
-			d.devStrs[i] = dv.Dev.String()
-		}
-	}
-	for _, t := range d.order {
-		id := t.w.ID
-		v, ok := d.pol.ViewHandle(t.ph)
-		if !ok {
-			if v, ok = d.pol.Get(id); !ok {
-				continue
-			}
-		}
-		sw := snapshot.Workload{ID: id, Name: t.w.Name, Cgroup: t.w.Cgroup, Labels: t.w.Labels,
-			Level: int(v.Level), Pinned: v.Pinned, Exempt: v.Exempt, BytesInLevel: v.BytesInLevel,
-			Allowance: v.Allowance, LevelSince: v.EnteredAt, Weight: int(v.Weight),
-			ReadBytes: t.c.RBytes, WriteBytes: t.c.WBytes, ReadIOs: t.c.RIOs, WriteIOs: t.c.WIOs,
-			ReadBps: t.c.RBps, WriteBps: t.c.WBps, Pressure: t.pressure, DTasks: int(t.dstate)}
-		if t.dec.labelErr != nil {
-			sw.LabelError = t.dec.labelErr.Error()
-		}
-		apps := d.appScratch[:0]
-		applied, ok := t.ah.Applied()
-		if !ok {
-			applied = d.act.Applied(id)
-		}
-		for _, ap := range applied {
-			a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: ap.Device.Mechanisms(),
-				ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero()}
-			if isWeightMech(string(ap.Device.Mech)) {
-				a.Weight = int(ap.Weight)
-			}
-			if ap.Err != nil {
-				a.Error = ap.Err.Error()
-			}
-			apps = append(apps, a)
-		}
-		d.appScratch = apps
-		s.Levels[sw.Level]++
-		if t.pub != nil && !t.labelsNew && sameWorkload(t.pub, &sw, apps) {
-			s.Workloads = append(s.Workloads, t.pub)
-			continue
-		}
-		if len(apps) > 0 {
-			sw.Applied = slices.Clone(apps)
-		}
-		pub := new(snapshot.Workload)
-		*pub = sw
-		t.pub, t.labelsNew = pub, false
-		s.Workloads = append(s.Workloads, pub)
-	}
-	// d.order is sorted by name, then id: so are the workloads.
-	for i, dv := range devs {
-		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: dv.Mechanisms(),
-			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
-			ReadBps: float64(d.devRead[i]) / dt, WriteBps: float64(d.devBytes[i]-d.devRead[i]) / dt,
-			ReadBytes: d.devTotal[i].read, WriteBytes: d.devTotal[i].write})
-	}
-	// The throttle's capacity estimate, where the actuator has one.
-	if c, ok := d.act.(interface{ Capacity(int) (float64, float64) }); ok {
-		for i := range s.Devices {
-			s.Devices[i].CapacityBps, s.Devices[i].CapacityIOPS = c.Capacity(i)
-		}
-	}
-	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
-	for cause, n := range d.errCounts {
-		if n > 0 {
-			s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: snapshot.ErrorCause(cause).String(), Count: n})
-		}
-	}
-	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
-	if d.stateErr != nil {
-		s.StateError = d.stateErr.Error()
-	}
-	// A source that can lose its backend (the Docker engine) says so.
-	if h, ok := d.opts.Source.(interface{ Health() string }); ok {
-		s.SourceError = h.Health()
-	}
-	if d.opts.HostPressure != "" {
-		if p, err := cgroupfs.ReadHostPressure(d.opts.HostPressure); err == nil {
-			s.HostPressure = toPressure(p)
-		}
-	}
-	s.Health = d.healthSnapshot()
-	d.snap.Store(s)
-}
-
-// devString is dev as MAJ:MIN, without formatting it again when it is one
-// of the actuated devices.
-func (d *Daemon) devString(devs []actuate.Device, dev cgroupfs.Dev) string {
-	for i := range devs {
-		if devs[i].Dev == dev {
-			return d.devStrs[i]
-		}
-	}
-	return dev.String()
-}
-
-// sameWorkload reports whether the published record old says what sw and
-// its Applied entries apps say. Labels are compared by the caller (a new
-// labels map sets tracked.labelsNew); Pressure by pointer (a new reading
-// is a new value).
-func sameWorkload(old, sw *snapshot.Workload, apps []snapshot.Applied) bool {
-	return old.ID == sw.ID && old.Name == sw.Name && old.Cgroup == sw.Cgroup &&
-		old.Level == sw.Level && old.Pinned == sw.Pinned && old.Exempt == sw.Exempt &&
-		old.LabelError == sw.LabelError && old.BytesInLevel == sw.BytesInLevel &&
-		old.Allowance == sw.Allowance && old.LevelSince.Equal(sw.LevelSince) && old.Weight == sw.Weight &&
-		old.ReadBytes == sw.ReadBytes && old.WriteBytes == sw.WriteBytes &&
-		old.ReadIOs == sw.ReadIOs && old.WriteIOs == sw.WriteIOs &&
-		old.ReadBps == sw.ReadBps && old.WriteBps == sw.WriteBps &&
-		old.Pressure == sw.Pressure && old.DTasks == sw.DTasks && slices.Equal(old.Applied, apps)
-}
-
-func isWeightMech(m string) bool {
-	switch m {
-	case "bfq-weight", "iocost-weight", "cfq-weight", "docker-blkio-weight":
-		return true
-	}
-	return false
+	return dst
 }

@@ -98,8 +98,8 @@ func roundUp(n uint64) uint64 {
 // io.pressure) stays open too while the workload is active and the budget
 // has room — at most half of what the primaries leave free, so new
 // workloads always find room — and is otherwise opened for the reads that
-// need it (cgroupfs.Cgroup.CloseDetail). A quiet host of 10,000 workloads
-// thus holds ~10,000 descriptors, not 20,000.
+// need it (cgroupfs.Cgroup.CloseDetail). A quiet host thus holds about one
+// descriptor per workload, not two.
 
 // maxDetails is how many detail descriptors may be kept now.
 func (d *Daemon) maxDetails() int {

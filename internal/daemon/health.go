@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
@@ -35,7 +36,20 @@ type HealthOptions struct {
 	// ProbeInterval how often it writes (0: the daemon's interval).
 	ProbePath     string
 	ProbeInterval time.Duration
+	// HoldBelow: when a modelled device's burst balance falls below this
+	// fraction, its levels HoldFromLevel and worse are held to the model's
+	// baseline (devhealth.Hold, actuate.Ceiling); 0: never.
+	HoldBelow     float64
+	HoldFromLevel int
 }
+
+// holder is an actuator that can hold a device's worse levels
+// (*actuate.Actuator, through the device's throttle).
+type holder interface {
+	Hold(i int, c actuate.Ceiling) bool
+}
+
+var _ holder = (*actuate.Actuator)(nil)
 
 // maxHealthEvents is how many device state changes the snapshot keeps.
 const maxHealthEvents = 32
@@ -48,6 +62,12 @@ type healthDev struct {
 	tr        *devhealth.Tracker
 	model     devhealth.Model
 	err       bool // the last read failed (logged once)
+	// The burst hold: idx is the device's index in the actuator, hold the
+	// policy (nil: the device is not held), ceil what is in force.
+	idx  int
+	hold *devhealth.Hold
+	ceil actuate.Ceiling
+	why  string // why the hold last changed
 }
 
 // health is the daemon's storage-health stage.
@@ -74,9 +94,10 @@ func (d *Daemon) initHealth() error {
 		h.opts.DStateTasks = 256
 	}
 	if h.opts.SysRoot != "" {
-		for _, dv := range d.act.Devices() {
-			hd := &healthDev{name: dv.Name, dev: dv.Dev.String(), model: h.opts.Models[dv.Name]}
+		for i, dv := range d.act.Devices() {
+			hd := &healthDev{name: dv.Name, dev: dv.Dev.String(), model: h.opts.Models[dv.Name], idx: i}
 			hd.tr = devhealth.NewTracker(hd.model)
+			d.initHold(hd)
 			f, err := cgroupfs.OpenBlockStat(filepath.Join(h.opts.SysRoot, "block", dv.Name, "stat"))
 			if err != nil {
 				d.log.Warn("device health: no counters", "device", dv.Name, "err", err)
@@ -106,6 +127,51 @@ func (d *Daemon) initHealth() error {
 		go p.Run(ctx, iv)
 	}
 	return nil
+}
+
+// initHold gives hd its burst hold when one is configured, the device has
+// a model and the actuator a throttle on it.
+func (d *Daemon) initHold(hd *healthDev) {
+	o := d.hl.opts
+	if o.HoldBelow <= 0 || !hd.model.Enabled() {
+		return
+	}
+	a, ok := d.act.(holder)
+	if !ok || !a.Hold(hd.idx, actuate.Ceiling{}) {
+		d.log.Warn("burst hold: the device has no throttle, its levels cannot be held", "device", hd.name, "actuator", d.opts.ActuatorName)
+		return
+	}
+	hd.hold = &devhealth.Hold{Below: o.HoldBelow}
+}
+
+// holdTick runs hd's burst hold on its status st: on a change it puts the
+// ceiling in force or lifts it, and logs it.
+func (d *Daemon) holdTick(hd *healthDev, st devhealth.Status, now time.Time) {
+	if hd.hold == nil {
+		return
+	}
+	on, changed, why := hd.hold.Observe(st, now)
+	if !changed {
+		return
+	}
+	hd.why = why
+	if !on {
+		hd.ceil = actuate.Ceiling{}
+		d.act.(holder).Hold(hd.idx, hd.ceil)
+		d.log.Warn("burst hold released", "device", hd.name, "reason", why)
+		return
+	}
+	c := actuate.Ceiling{From: d.hl.opts.HoldFromLevel}
+	if b := hd.model.Bytes; b.Enabled() {
+		c.Bps = max(b.Baseline, 1)
+	}
+	if b := hd.model.IOPS; b.Enabled() {
+		c.IOPS = max(b.Baseline, 1)
+	}
+	hd.ceil = c
+	d.act.(holder).Hold(hd.idx, c)
+	d.log.Warn("burst hold engaged: worse levels held to the device's baseline", "device", hd.name, "reason", why,
+		"from_level", c.From, "iops", c.IOPS, "bps", c.Bps, "balance", math.Round(1000*st.Balance)/1000)
 }
 
 func hasDev(ds []*healthDev, name string) bool {
@@ -186,6 +252,7 @@ func (d *Daemon) healthTick(now time.Time) {
 					h.events = h.events[len(h.events)-maxHealthEvents:]
 				}
 			}
+			d.holdTick(hd, st, now)
 		}
 		hd.prev, hd.prevAt = cur, now
 	}
@@ -217,6 +284,15 @@ func (d *Daemon) healthSnapshot() *snapshot.Health {
 				m.SecondsToEmpty = &tte
 			}
 			dh.Model = m
+		}
+		if hd.hold != nil {
+			on, since := hd.hold.On()
+			bh := &snapshot.BurstHold{Held: on, Since: since, Reason: hd.why, Below: hd.hold.Below, Release: hd.hold.Release(),
+				FromLevel: d.hl.opts.HoldFromLevel}
+			if on {
+				bh.CapIOPS, bh.CapBps = hd.ceil.IOPS, hd.ceil.Bps
+			}
+			dh.Hold = bh
 		}
 		out.Devices = append(out.Devices, dh)
 	}

@@ -19,10 +19,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-func TestMain(m *testing.M) {
-	workload.MaybeRunFromEnv()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 
 // rig is a real I/O hierarchy with a parent cgroup whose children the
 // daemon manages, and a device with a weight mechanism.
@@ -112,20 +109,9 @@ func (r rig) read(t *testing.T, cg string, n int64, offset int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
-		[]string{"--wait-stdin", "--json", "--direct", "--bytes", fmt.Sprint(n), "--offset", fmt.Sprint(offset), "read", r.path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
-		p.Kill()
-		p.Wait()
-		t.Fatal(err)
-	}
-	if err := p.Go(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
+	res, err := workload.RunIn(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+		[]string{"--wait-stdin", "--json", "--direct", "--bytes", fmt.Sprint(n), "--offset", fmt.Sprint(offset), "read", r.path},
+		func(pid int) error { return r.h.AddProcess(cg, pid) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,18 +332,13 @@ func TestRealDaemonThrottleWorkConserving(t *testing.T) {
 		return cgroupfs.Limits{}
 	}
 	start := func(cg string, args ...string) *workload.Proc {
-		p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
-			append([]string{"--wait-stdin", "--json", "--direct"}, append(args, "read", r.path)...))
+		p, err := workload.StartIn(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+			append([]string{"--wait-stdin", "--json", "--direct"}, append(args, "read", r.path)...),
+			func(pid int) error { return r.h.AddProcess(cg, pid) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Kill(); p.Wait() })
-		if err := r.h.AddProcess(cg, p.Pid()); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Go(); err != nil {
-			t.Fatal(err)
-		}
 		return p
 	}
 

@@ -49,20 +49,9 @@ func TestRealStackedLoopCountsOnce(t *testing.T) {
 	waitFor(t, d, "s tracked", func(s *snapshot.Snapshot) bool { _, ok := workloadNamed(s, "s"); return ok })
 
 	const n, bs = 32 << 20, 64 << 10
-	p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
-		[]string{"--wait-stdin", "--json", "--direct", "--bs", "64KiB", "--bytes", "32MiB", "read", r.path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
-		p.Kill()
-		p.Wait()
-		t.Fatal(err)
-	}
-	if err := p.Go(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Wait()
+	res, err := workload.RunIn(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+		[]string{"--wait-stdin", "--json", "--direct", "--bs", "64KiB", "--bytes", "32MiB", "read", r.path},
+		func(pid int) error { return r.h.AddProcess(cg, pid) })
 	if err != nil || res.Bytes != n || res.Ops != n/bs {
 		t.Fatalf("reader: %+v, %v; want %d bytes in %d reads", res, err, n, n/bs)
 	}

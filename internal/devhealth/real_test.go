@@ -32,20 +32,9 @@ func burstDisk(t *testing.T) (name string, b vmrig.BurstDisk) {
 	if !testkit.InVM() {
 		t.Skip("the burst-disk lab runs inside the test VM: make test-v2")
 	}
-	env := os.Getenv(vmrig.BurstEnv)
-	testkit.Need(t, env != "", "%s is not set: vmexec attached no burst disk", vmrig.BurstEnv)
-	if _, err := fmt.Sscanf(env, "throttling.iops-total=%d,throttling.iops-total-max=%d,throttling.iops-total-max-length=%d",
-		&b.IOPS, &b.IOPSMax, &b.MaxLength); err != nil {
-		t.Fatalf("%s=%q: %v", vmrig.BurstEnv, env, err)
-	}
-	serials, _ := filepath.Glob("/sys/block/*/serial")
-	for _, p := range serials {
-		if s, _ := os.ReadFile(p); strings.TrimSpace(string(s)) == vmrig.BurstSerial {
-			return filepath.Base(filepath.Dir(p)), b
-		}
-	}
-	t.Fatalf("no disk with serial %s among %v", vmrig.BurstSerial, serials)
-	return "", b
+	name, b, err := vmrig.FindBurstDisk(os.Getenv(vmrig.BurstEnv), "/sys/block")
+	testkit.Need(t, err == nil, "burst disk: %v", err)
+	return name, b
 }
 
 // readers keeps n O_DIRECT 4 KiB random readers on dev until stop, asking

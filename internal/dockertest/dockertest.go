@@ -208,6 +208,11 @@ type RunOptions struct {
 	CgroupParent string
 	// BlkioWeight is docker run --blkio-weight; 0 leaves it unset.
 	BlkioWeight uint16
+	// NetworkDisabled gives the container no network namespace of its
+	// own (it shares the engine's runtime's): dockerd then does not
+	// re-execute itself to make one and to hand it over (the
+	// libnetwork-setkey hook), each several seconds of CPU under emulation.
+	NetworkDisabled bool
 }
 
 // Container is a container started by RunContainer.
@@ -220,6 +225,41 @@ type Container struct {
 // it, forcibly, when the test ends — also when the test fails, and also
 // when it fails between creating and starting.
 func RunContainer(t testing.TB, c *client.Client, o RunOptions) Container {
+	t.Helper()
+	return RunContainers(t, c, o)[0]
+}
+
+// RunContainers is RunContainer for several containers: it creates them
+// one after the other, then starts them all at once (a start is mostly
+// the shim's and runc's processes starting, which on a slow machine take
+// seconds each: in parallel they overlap).
+func RunContainers(t testing.TB, c *client.Client, opts ...RunOptions) []Container {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout())
+	defer cancel()
+	out := make([]Container, len(opts))
+	for i, o := range opts {
+		out[i] = createContainer(ctx, t, c, o)
+	}
+	errs := make([]error, len(out))
+	var wg sync.WaitGroup
+	for i, ct := range out {
+		wg.Go(func() {
+			if _, err := c.ContainerStart(ctx, ct.ID, client.ContainerStartOptions{}); err != nil {
+				errs[i] = fmt.Errorf("start container %s: %w", ct.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// createContainer creates the container of o and removes it when the test
+// ends.
+func createContainer(ctx context.Context, t testing.TB, c *client.Client, o RunOptions) Container {
 	t.Helper()
 	name := o.Name
 	if name == "" {
@@ -237,10 +277,8 @@ func RunContainer(t testing.TB, c *client.Client, o RunOptions) Container {
 		}
 		devs = append(devs, container.DeviceMapping{PathOnHost: d.Host, PathInContainer: in, CgroupPermissions: "rwm"})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout())
-	defer cancel()
 	cr, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name,
-		Config: &container.Config{Image: o.Image, Cmd: o.Args, Labels: labels},
+		Config: &container.Config{Image: o.Image, Cmd: o.Args, Labels: labels, NetworkDisabled: o.NetworkDisabled},
 		HostConfig: &container.HostConfig{NetworkMode: "none", Resources: container.Resources{
 			CgroupParent: o.CgroupParent, Devices: devs, BlkioWeight: o.BlkioWeight}}})
 	if err != nil {
@@ -257,9 +295,6 @@ func RunContainer(t testing.TB, c *client.Client, o RunOptions) Container {
 			t.Errorf("remove container %s: %v", name, err)
 		}
 	})
-	if _, err := c.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatalf("start container %s: %v", name, err)
-	}
 	return Container{ID: cr.ID, Name: name}
 }
 

@@ -176,7 +176,7 @@ func (e *Engine) Client(t testing.TB) *client.Client {
 		t.Fatalf("client of %s: %v", e.Host(), err)
 	}
 	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout(10*time.Second))
 	defer cancel()
 	if _, err := c.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		t.Fatalf("private engine at %s does not answer: %v%s", e.Host(), err, e.logTail(40))
@@ -266,7 +266,8 @@ func (e *Engine) args() []string {
 }
 
 // start runs dockerd and waits until it answers a ping and has spawned its
-// own containerd.
+// own containerd. In the VM it starts the containerd dockerd is pointed at
+// and dockerd at the same time (see engine_vm.go).
 func (e *Engine) start(t testing.TB) {
 	t.Helper()
 	e.mu.Lock()
@@ -279,7 +280,41 @@ func (e *Engine) start(t testing.TB) {
 	e.mu.Unlock()
 	if e.vm != nil {
 		e.startVMContainerd(t)
+		if os.Getenv(EnvEngineSerial) == "1" {
+			e.waitVMContainerd(t)
+		}
 	}
+	for {
+		up, err := e.waitUp(t, e.launch(t, n))
+		if up {
+			break
+		}
+		// dockerd gives the containerd it is pointed at a limited time to
+		// answer: one that had not answered yet when dockerd started may
+		// answer later on a slow machine. Start dockerd again once it has.
+		if e.vm != nil && !e.vm.served {
+			t.Logf("dockerd exited while containerd was still starting (%v); starting dockerd again once containerd answers", err)
+			e.waitVMContainerd(t)
+			continue
+		}
+		t.Fatalf("private dockerd exited while starting: %v%s", err, e.logTail(60))
+	}
+	if e.vm != nil {
+		return // its containerd is the one startVMContainerd started
+	}
+	pid, err := e.ownContainerd(e.Pid())
+	if err != nil {
+		t.Fatalf("private dockerd: %v%s", err, e.logTail(40))
+	}
+	e.mu.Lock()
+	e.containerd = append(e.containerd, pid)
+	e.mu.Unlock()
+}
+
+// launch starts dockerd (start n of this engine) and returns the channel
+// closed when it has exited.
+func (e *Engine) launch(t testing.TB, n int) chan struct{} {
+	t.Helper()
 	logf, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatalf("engine log: %v", err)
@@ -321,7 +356,14 @@ func (e *Engine) start(t testing.TB) {
 	e.mu.Lock()
 	e.cmd, e.done = cmd, done
 	e.mu.Unlock()
+	return done
+}
 
+// waitUp waits until the dockerd just launched answers a ping (true), or
+// has exited (false, with its exit error). It fails the test when dockerd
+// does not answer in time.
+func (e *Engine) waitUp(t testing.TB, done chan struct{}) (bool, error) {
+	t.Helper()
 	c, err := client.New(client.WithHost(e.Host()))
 	if err != nil {
 		t.Fatalf("client of %s: %v", e.Host(), err)
@@ -331,7 +373,8 @@ func (e *Engine) start(t testing.TB) {
 	if e.vm != nil {
 		within = vmStartTimeout
 	}
-	deadline := time.Now().Add(within)
+	begin := time.Now()
+	deadline := begin.Add(within)
 	for {
 		select {
 		case <-done:
@@ -339,30 +382,25 @@ func (e *Engine) start(t testing.TB) {
 			err := e.waitErr
 			e.cmd = nil
 			e.mu.Unlock()
-			t.Fatalf("private dockerd exited while starting: %v%s", err, e.logTail(60))
+			return false, err
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// Before dockerd listens a ping fails at once (no socket, or
+		// refused); the timeout bounds only an answer that is slow.
+		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout(time.Second))
 		_, err := c.Ping(ctx, client.PingOptions{})
 		cancel()
 		if err == nil {
-			break
+			if e.vm != nil {
+				t.Logf("dockerd answered after %s", time.Since(begin).Round(time.Millisecond))
+			}
+			return true, nil
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("private dockerd does not answer at %s after %s: %v%s", e.Host(), within, err, e.logTail(60))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if e.vm != nil {
-		return // its containerd is the one startVMContainerd started
-	}
-	pid, err := e.ownContainerd(cmd.Process.Pid)
-	if err != nil {
-		t.Fatalf("private dockerd: %v%s", err, e.logTail(40))
-	}
-	e.mu.Lock()
-	e.containerd = append(e.containerd, pid)
-	e.mu.Unlock()
 }
 
 // ownContainerd returns the pid of the containerd dockerd spawned, and
@@ -556,6 +594,16 @@ func (e *Engine) unmountAll(t testing.TB) {
 		}
 	}
 	t.Errorf("private engine cleanup: mounts left under %s after 5 passes", e.root)
+}
+
+// Log returns the engine's log so far: dockerd's and its containerd's
+// timestamped lines, with a line before each start of dockerd.
+func (e *Engine) Log() string {
+	data, err := os.ReadFile(e.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no dockerd log: %v)", err)
+	}
+	return string(data)
 }
 
 // logTail returns the last n lines of the engine's log, for messages.

@@ -1,12 +1,16 @@
 package dockertest
 
 // Inside the test VM (a pure cgroup-v2 host under software emulation) the
-// engine runs as on a systemd host: containerd is started first, on its
-// own, and dockerd is pointed at it (--containerd). dockerd 20.10 gives a
+// engine runs as on a systemd host: containerd is started on its own and
+// dockerd is pointed at it (--containerd). dockerd 20.10 gives a
 // containerd it spawns itself only 15 s to answer, which a loaded machine's
-// emulated CPU does not always meet. The VM has no overlay module, so the
-// storage driver is vfs (a copy of the one-file image per container). Its
-// root file system is the initramfs, where pivot_root(2) is refused:
+// emulated CPU does not always meet; one it is pointed at gets longer. Both
+// start at the same time: each spends its first seconds in the Go runtime's
+// and its packages' start-up (seconds of CPU under emulation), which the
+// VM's two CPUs do side by side. Should dockerd give up on containerd
+// first, it is started again once containerd answers. The VM has no overlay module, so the storage driver
+// is vfs (a copy of the one-file image per container). Its root file
+// system is the initramfs, where pivot_root(2) is refused:
 // DOCKER_RAMDISK=true makes runc move the container's root over / and
 // chroot instead, as on any ramdisk-booted host.
 
@@ -24,9 +28,24 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
+// EnvEngineSerial=1 makes StartEngine in the VM start dockerd only once
+// its containerd answers, as before the two started together: to compare.
+const EnvEngineSerial = "DDISKQOS_ENGINE_SERIAL"
+
 // vmStartTimeout is how long containerd and dockerd may take to answer in
 // the VM.
 const vmStartTimeout = 10 * time.Minute
+
+// pingTimeout bounds one ping of the engine: normal on the host; in the VM
+// a minute, because an emulated guest on a loaded machine can take seconds
+// to answer even a ping, and a ping repeated on a short timeout would
+// never get its answer.
+func pingTimeout(normal time.Duration) time.Duration {
+	if testkit.InVM() {
+		return time.Minute
+	}
+	return normal
+}
 
 // runTimeout bounds creating and starting one container: a minute, or
 // vmStartTimeout in the VM.
@@ -39,8 +58,10 @@ func runTimeout() time.Duration {
 
 // vmContainerd is the containerd StartEngine runs beside dockerd in the VM.
 type vmContainerd struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	cmd    *exec.Cmd
+	done   chan struct{}
+	begin  time.Time // when it was started
+	served bool      // it has been seen answering on its socket
 }
 
 func (e *Engine) vmSocket() string { return filepath.Join(e.execRoot, "containerd", "containerd.sock") }
@@ -56,9 +77,9 @@ func (e *Engine) vmArgs(args []string) []string {
 	return append(args, "--containerd", e.vmSocket(), "--containerd-namespace", "moby")
 }
 
-// startVMContainerd starts containerd (once per engine: it outlives
-// dockerd restarts, as a system containerd does) and waits until it
-// answers on its socket.
+// startVMContainerd starts containerd, once per engine: it outlives
+// dockerd restarts, as a system containerd does. It does not wait for it
+// to answer (waitVMContainerd does).
 func (e *Engine) startVMContainerd(t testing.TB) {
 	t.Helper()
 	if e.vm.cmd != nil {
@@ -78,7 +99,7 @@ func (e *Engine) startVMContainerd(t testing.TB) {
 	if err != nil {
 		t.Fatalf("engine log: %v", err)
 	}
-	cmd := exec.Command(bin, "--config", conf, "--log-level", "warn")
+	cmd := exec.Command(bin, "--config", conf, "--log-level", "info") // info: timestamped plugin loads, for the start-up profile
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	done := make(chan struct{})
@@ -98,9 +119,13 @@ func (e *Engine) startVMContainerd(t testing.TB) {
 	if err := <-started; err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	e.vm.cmd, e.vm.done = cmd, done
+	e.vm.cmd, e.vm.done, e.vm.begin = cmd, done, time.Now()
+}
 
-	begin := time.Now()
+// waitVMContainerd waits until containerd answers on its socket.
+func (e *Engine) waitVMContainerd(t testing.TB) {
+	t.Helper()
+	done, begin := e.vm.done, e.vm.begin
 	for {
 		select {
 		case <-done:
@@ -108,7 +133,8 @@ func (e *Engine) startVMContainerd(t testing.TB) {
 		default:
 		}
 		if containerdServing(e.vmSocket()) {
-			t.Logf("containerd answered after %s", time.Since(begin).Round(time.Millisecond))
+			t.Logf("containerd answered %s after it was started", time.Since(begin).Round(time.Millisecond))
+			e.vm.served = true
 			return
 		}
 		if time.Since(begin) > vmStartTimeout {

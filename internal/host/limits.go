@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
 
 // Sysctl is one integer under /proc/sys. A missing file (the feature is not
@@ -75,17 +77,7 @@ func FindProcess(r Roots, comm string) (int, error) {
 
 // ReadProcLimits reads /proc/<pid>/limits; pid "self" is this process.
 func ReadProcLimits(r Roots, pid string) ([]Limit, error) {
-	p := r.proc(pid, "limits")
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ls, err := ParseLimits(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	return ls, nil
+	return cgroupfs.ParseFile(r.proc(pid, "limits"), ParseLimits)
 }
 
 // DockerdLimits finds dockerd and reads its limits. PID 0 and no error

@@ -59,21 +59,24 @@ func TestPathFromEnv(t *testing.T) {
 // envHold makes the test binary a lock holder (see TestMain).
 const envHold = "HOSTLOCK_TEST_HOLD"
 
-// TestMain: with $HOSTLOCK_TEST_HOLD set, the test binary takes that lock,
-// prints "held PID" and holds it until its stdin ends.
-func TestMain(m *testing.M) {
-	if p := os.Getenv(envHold); p != "" {
-		l, err := Acquire(p)
-		if err != nil {
-			fmt.Println("error", err)
-			os.Exit(1)
-		}
-		fmt.Println("held", os.Getpid())
-		io.Copy(io.Discard, os.Stdin)
-		l.Release()
-		os.Exit(0)
+func TestMain(m *testing.M) { testkit.Main(m, holdFromEnv) }
+
+// holdFromEnv: with $HOSTLOCK_TEST_HOLD set, the test binary takes that
+// lock, prints "held PID", holds it until its stdin ends and exits.
+func holdFromEnv() {
+	p := os.Getenv(envHold)
+	if p == "" {
+		return
 	}
-	os.Exit(m.Run())
+	l, err := Acquire(p)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("held", os.Getpid())
+	io.Copy(io.Discard, os.Stdin)
+	l.Release()
+	os.Exit(0)
 }
 
 // TestRealHeldFromAnotherPidNamespace: a daemon in a container is pid 1

@@ -216,7 +216,6 @@ var (
 // workloadSeries holds every series of one workload in one allocation:
 // the id and name label pairs are built once and shared by its nine
 // series, where MustNewConstMetric would build and sort them nine times.
-// With 10,000 workloads that halves the CPU time of a scrape.
 type workloadSeries struct {
 	id, name   string
 	idPair     dto.LabelPair

@@ -25,8 +25,7 @@ import (
 //
 // Why not a Collector: with 10,000 workloads a scrape is ~90,000 series,
 // and client_golang turns each into a dto.Metric, sorts every family and
-// encodes them again (196 ms of CPU, 303 ms with gzip at its default
-// level). The snapshot is immutable and already holds every number, so the
+// encodes them again, several times the work of writing them. The snapshot is immutable and already holds every number, so the
 // text format (what Prometheus negotiates unless it asks for protobuf) is
 // written straight from it, streamed, in the order and bytes the registry
 // would produce, and gzip runs at BestSpeed. Every other format (protobuf,

@@ -15,7 +15,7 @@ import (
 type healthCollector struct {
 	current func() *snapshot.Snapshot
 
-	state, iops, bps, util, depth, balance, drain, tte, blocked, probe, probePending, dtasks *prometheus.Desc
+	state, iops, bps, util, depth, balance, drain, tte, hold, blocked, probe, probePending, dtasks *prometheus.Desc
 }
 
 var healthStates = []string{"normal", "draining", "exhausted", "recovering"}
@@ -37,6 +37,9 @@ func newHealthCollector(current func() *snapshot.Snapshot) *healthCollector {
 			"Modelled net burst credit spent per second, in I/Os (unit iops) or bytes (unit bytes); negative while refilling.", "device", "unit"),
 		tte: d("device_burst_seconds_to_empty",
 			"Seconds until the modelled burst bucket is empty at the present drain; absent while not draining.", "device"),
+		hold: d("device_burst_hold",
+			"1 while the device's worse levels are held to its baseline because its modelled burst balance ran low, else 0 (devices with a model and the hold configured).",
+			"device"),
 		blocked: d("host_blocked_tasks", "Tasks of the host in uninterruptible sleep waiting for I/O (/proc/stat procs_blocked)."),
 		probe: d("sync_write_probe_seconds",
 			"Latency of the sync-write probe: 4 KiB written with O_DSYNC to the configured file.", "path"),
@@ -48,7 +51,7 @@ func newHealthCollector(current func() *snapshot.Snapshot) *healthCollector {
 }
 
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.state, c.iops, c.bps, c.util, c.depth, c.balance, c.drain, c.tte, c.blocked, c.probe, c.probePending, c.dtasks} {
+	for _, d := range []*prometheus.Desc{c.state, c.iops, c.bps, c.util, c.depth, c.balance, c.drain, c.tte, c.hold, c.blocked, c.probe, c.probePending, c.dtasks} {
 		ch <- d
 	}
 }
@@ -89,6 +92,13 @@ func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 			if m.SecondsToEmpty != nil {
 				ch <- prometheus.MustNewConstMetric(c.tte, gauge, *m.SecondsToEmpty, name)
 			}
+		}
+		if hd := d.Hold; hd != nil {
+			v := 0.0
+			if hd.Held {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.hold, gauge, v, name)
 		}
 	}
 	if h.BlockedTasks != nil {

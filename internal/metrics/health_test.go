@@ -18,7 +18,8 @@ func TestHealthCollector(t *testing.T) {
 		Workloads: []*snapshot.Workload{{ID: "a", Name: "stalled", DTasks: 2}, {ID: "b", Name: "fine"}},
 		Health: &snapshot.Health{BlockedTasks: &blocked,
 			Devices: []snapshot.DeviceHealth{{Name: "vdb", State: "draining", IOPS: 100, Bps: 409600, Util: 0.5, QueueDepth: 1.5,
-				Model: &snapshot.BurstModel{Name: "plain", Balance: 0.25, DrainIOPS: 80, SecondsToEmpty: &tte}}},
+				Model: &snapshot.BurstModel{Name: "plain", Balance: 0.25, DrainIOPS: 80, SecondsToEmpty: &tte},
+				Hold:  &snapshot.BurstHold{Held: true, Below: 0.3, Release: 0.4, FromLevel: 2, CapIOPS: 20}}},
 			Probe: &snapshot.SyncProbe{Path: "/var/tmp/p", Count: 3, Sum: 0.012, Buckets: []float64{0.001, 0.01}, Counts: []uint64{1, 2}, Pending: 0.5}}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newHealthCollector(func() *snapshot.Snapshot { return snap }))
@@ -26,6 +27,9 @@ func TestHealthCollector(t *testing.T) {
 # HELP ddiskqos_device_burst_seconds_to_empty Seconds until the modelled burst bucket is empty at the present drain; absent while not draining.
 # TYPE ddiskqos_device_burst_seconds_to_empty gauge
 ddiskqos_device_burst_seconds_to_empty{device="vdb"} 42.5
+# HELP ddiskqos_device_burst_hold 1 while the device's worse levels are held to its baseline because its modelled burst balance ran low, else 0 (devices with a model and the hold configured).
+# TYPE ddiskqos_device_burst_hold gauge
+ddiskqos_device_burst_hold{device="vdb"} 1
 # HELP ddiskqos_host_blocked_tasks Tasks of the host in uninterruptible sleep waiting for I/O (/proc/stat procs_blocked).
 # TYPE ddiskqos_host_blocked_tasks gauge
 ddiskqos_host_blocked_tasks 3
@@ -40,7 +44,7 @@ ddiskqos_sync_write_probe_seconds_bucket{path="/var/tmp/p",le="+Inf"} 3
 ddiskqos_sync_write_probe_seconds_sum{path="/var/tmp/p"} 0.012
 ddiskqos_sync_write_probe_seconds_count{path="/var/tmp/p"} 3
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ddiskqos_device_burst_seconds_to_empty",
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ddiskqos_device_burst_seconds_to_empty", "ddiskqos_device_burst_hold",
 		"ddiskqos_host_blocked_tasks", "ddiskqos_workload_dstate_tasks", "ddiskqos_sync_write_probe_seconds"); err != nil {
 		t.Error(err)
 	}

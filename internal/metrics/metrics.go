@@ -3,8 +3,8 @@
 // that turns the newest snapshot into per-workload and per-device series at
 // scrape time.
 //
-// Nothing here is updated per workload per tick: with 10,000 containers that
-// would be 100,000 label lookups a second for series read once a minute.
+// Nothing here is updated per workload per tick: that would be a label
+// lookup per series per workload each tick, for series read once a scrape.
 // The snapshot already holds every number, so the collector reads it only
 // when Prometheus asks.
 package metrics

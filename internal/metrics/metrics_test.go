@@ -3,7 +3,6 @@ package metrics
 import (
 	"bytes"
 	"compress/gzip"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,9 +21,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // fixture is a small snapshot touching every series: a weighted workload
 // with PSI, a pinned one without, an exempt one, three on a throttled
@@ -79,7 +77,7 @@ func TestMetricsCollectorGolden(t *testing.T) {
 	t.Parallel()
 	c := NewCollector(constant(fixture()))
 	golden := filepath.Join("testdata", "snapshot.prom")
-	if *update {
+	if testkit.Updating() {
 		b, err := format(c)
 		if err != nil {
 			t.Fatal(err)

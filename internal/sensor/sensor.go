@@ -1,25 +1,27 @@
-// Package sensor is the pipeline's sensing stage: it turns one reading of a
-// workload's cumulative cgroup I/O counters into what the policy charges
-// (the bytes it moved since the last reading, I/O of stacked devices counted
-// once), its rates, the actuated devices it was active on, and when its
-// counters are next worth reading (adaptive polling: a workload whose
-// counters stand still is read less and less often, down to MaxPeriod
-// ticks apart, and every tick again once they move).
+// Package sensor is the pipeline's sensing stage: it reads a workload's
+// cumulative cgroup I/O counters (and io.pressure when due) and turns each
+// reading into what the policy charges (the bytes it moved since the last
+// reading, I/O of stacked devices counted once), its rates, the bytes moved
+// on each actuated device, and when its counters are next worth reading
+// (adaptive polling: a workload whose counters stand still is read less and
+// less often, down to MaxPeriod ticks apart, and every tick again once they
+// move).
 //
-// Reading the files is the daemon's (it owns the cgroup handles and the
-// file budget); what a reading means is this package's.
+// The cgroup handles and their descriptors are the daemon's (it keeps the
+// open-file budget); what a reading means is this package's.
 package sensor
 
 import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
 // Sensor holds what every workload's readings are judged against.
 type Sensor struct {
 	// Devices are the actuated devices, in the actuator's order:
-	// Counters.Active and the devBytes of Take are indexed like them.
+	// Counters.Active and DeviceBytes are indexed like them.
 	Devices []cgroupfs.Dev
 	// Stacked maps a stacked device (loop over a file, dm, md) to the disks
 	// under it, whose counters show its I/O again.
@@ -27,8 +29,42 @@ type Sensor struct {
 	// MaxPeriod is the longest polling period in ticks (a power of two).
 	MaxPeriod uint32
 
-	deltas []devDelta // Take's scratch
+	deltas []devDelta    // Take's scratch
+	dev    []DeviceBytes // indexed like Devices
 }
+
+// DeviceBytes is what the workloads moved on one of Sensor.Devices.
+type DeviceBytes struct {
+	// Bytes (read and written) and Read are this tick's share (see Take).
+	Bytes, Read uint64
+	// ReadTotal and WriteTotal are since the start.
+	ReadTotal, WriteTotal uint64
+}
+
+// BeginTick starts a tick: its device bytes are zero until readings are
+// taken. Call it before the tick's first Take.
+func (s *Sensor) BeginTick() {
+	if len(s.dev) != len(s.Devices) {
+		s.dev = make([]DeviceBytes, len(s.Devices))
+	}
+	for i := range s.dev {
+		s.dev[i].Bytes, s.dev[i].Read = 0, 0
+	}
+}
+
+// EndTick adds the tick's device bytes to the totals and returns every
+// device's, indexed like Devices (valid until the next BeginTick).
+func (s *Sensor) EndTick() []DeviceBytes {
+	for i := range s.dev {
+		s.dev[i].ReadTotal += s.dev[i].Read
+		s.dev[i].WriteTotal += s.dev[i].Bytes - s.dev[i].Read
+	}
+	return s.dev
+}
+
+// DeviceBytes returns every device's bytes as of the last EndTick, indexed
+// like Devices.
+func (s *Sensor) DeviceBytes() []DeviceBytes { return s.dev }
 
 // DefaultQuietTicks is the default quiet span, in intervals, that bounds
 // the polling period (see MaxPeriod).
@@ -61,6 +97,8 @@ type Counters struct {
 	RBps, WBps                 float64
 	// Active[i] is whether the last reading saw I/O on Sensor.Devices[i].
 	Active []bool
+	// Pressure is the last io.pressure reading, nil before one (v2 only).
+	Pressure *snapshot.Pressure
 
 	charge   bool // charge the first reading from zero (new since start)
 	seen     bool // the counters have a baseline
@@ -106,12 +144,29 @@ type Reading struct {
 	PressureDue bool
 }
 
+// Read reads cg's counters at now, in a tick of dt seconds, folds them into
+// c (see Take), and reads cg's io.pressure into c.Pressure when due. An
+// error is cgroupfs.Cgroup.ReadIO's: cgroupfs.ErrCgroupGone once the cgroup
+// is removed.
+func (s *Sensor) Read(c *Counters, cg *cgroupfs.Cgroup, now time.Time, dt float64) (Reading, error) {
+	st, err := cg.ReadIO()
+	if err != nil {
+		return Reading{}, err
+	}
+	rd := s.Take(c, now, dt, st)
+	if rd.PressureDue && cg.HasPressure() {
+		if p, err := cg.ReadPressure(); err == nil {
+			c.Pressure = PressureOf(p)
+		}
+	}
+	return rd, nil
+}
+
 // Take folds the reading st, taken at now in a tick of dt seconds, into c,
-// and adds this tick's share of its bytes per actuated device to devBytes
-// and devRead (a workload read less often than every tick brings several
-// ticks' bytes: a device's rate must not be made of them). havePressure
-// says whether the workload's io.pressure was ever read.
-func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat, devBytes, devRead []uint64, havePressure bool) Reading {
+// and adds this tick's share of its bytes per actuated device to the
+// tick's DeviceBytes (a workload read less often than every tick brings
+// several ticks' bytes: a device's rate must not be made of them).
+func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat) Reading {
 	span := dt
 	if !c.lastRead.IsZero() {
 		if x := now.Sub(c.lastRead).Seconds(); x > span {
@@ -138,8 +193,8 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 		for i, dv := range s.Devices {
 			if dv == cur.Dev && r+w > 0 {
 				c.Active[i] = true
-				devBytes[i] += uint64(float64(r+w) * dt / span)
-				devRead[i] += uint64(float64(r) * dt / span)
+				s.dev[i].Bytes += uint64(float64(r+w) * dt / span)
+				s.dev[i].Read += uint64(float64(r) * dt / span)
 			}
 		}
 	}
@@ -154,7 +209,7 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 	c.RBps, c.WBps = float64(dr)/span, float64(dw)/span
 	rd := Reading{Delta: dr + dw}
 	c.reads++
-	if rd.Delta > 0 || !havePressure || c.reads >= PressureEvery {
+	if rd.Delta > 0 || c.Pressure == nil || c.reads >= PressureEvery {
 		c.reads = 0
 		rd.PressureDue = true
 	}
@@ -175,4 +230,20 @@ func sub(cur, prev uint64) uint64 {
 		return cur
 	}
 	return cur - prev
+}
+
+// PressureOf is a PSI reading as the snapshot shows it.
+func PressureOf(p cgroupfs.Pressure) *snapshot.Pressure {
+	return &snapshot.Pressure{SomeAvg10: p.Some.Avg10, SomeAvg60: p.Some.Avg60, SomeTotal: p.Some.Total,
+		FullAvg10: p.Full.Avg10, FullAvg60: p.Full.Avg60, FullTotal: p.Full.Total}
+}
+
+// HostPressure reads the host's PSI file (/proc/pressure/io); nil when it
+// cannot be read (PSI off).
+func HostPressure(path string) *snapshot.Pressure {
+	p, err := cgroupfs.ReadHostPressure(path)
+	if err != nil {
+		return nil
+	}
+	return PressureOf(p)
 }

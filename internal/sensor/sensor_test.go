@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
 var devA, devB = cgroupfs.Dev{Major: 7, Minor: 1}, cgroupfs.Dev{Major: 8, Minor: 0}
@@ -21,24 +22,28 @@ func stat(a, b uint64) cgroupfs.IOStat {
 // counters stand still, up to MaxPeriod, and is 1 again when they move.
 func TestTakeBaselineChargeAndBackoff(t *testing.T) {
 	s := &Sensor{Devices: []cgroupfs.Dev{devA}, MaxPeriod: 4}
-	dev, read := make([]uint64, 1), make([]uint64, 1)
+	s.BeginTick()
 	t0 := time.Unix(100, 0)
 
 	old := s.NewCounters(0, false)
-	if rd := s.Take(old, t0, 1, stat(1<<20, 1<<20), dev, read, false); rd.Delta != 0 || !rd.Busy {
+	if rd := s.Take(old, t0, 1, stat(1<<20, 1<<20)); rd.Delta != 0 || !rd.Busy {
 		t.Fatalf("baseline of a running workload: %+v, want no charge", rd)
 	}
 	fresh := s.NewCounters(1, true)
-	if rd := s.Take(fresh, t0, 1, stat(1<<20, 1<<20), dev, read, false); rd.Delta != 2<<20 {
+	if rd := s.Take(fresh, t0, 1, stat(1<<20, 1<<20)); rd.Delta != 2<<20 {
 		t.Fatalf("first reading of a new workload charged %d, want %d", rd.Delta, 2<<20)
 	}
-	if dev[0] != 1<<20 || read[0] != 1<<20 || !fresh.Active[0] {
-		t.Fatalf("device bytes %v read %v active %v, want devA's 1 MiB", dev, read, fresh.Active)
+	if dev := s.EndTick(); dev[0].Bytes != 1<<20 || dev[0].Read != 1<<20 || dev[0].ReadTotal != 1<<20 || !fresh.Active[0] {
+		t.Fatalf("device %+v active %v, want devA's 1 MiB read", dev, fresh.Active)
+	}
+	s.BeginTick()
+	if dev := s.DeviceBytes(); dev[0].Bytes != 0 || dev[0].ReadTotal != 1<<20 {
+		t.Fatalf("device at the next tick's start %+v, want this tick's bytes 0, the total kept", dev)
 	}
 
 	// Standing still: period 2, 4, 4 (MaxPeriod); Due follows the slot.
 	for i, want := range []uint32{2, 4, 4} {
-		rd := s.Take(old, t0.Add(time.Duration(i+1)*time.Second), 1, stat(1<<20, 1<<20), dev, read, true)
+		rd := s.Take(old, t0.Add(time.Duration(i+1)*time.Second), 1, stat(1<<20, 1<<20))
 		if rd.Delta != 0 || old.period != want || rd.BackedOff != (i < 2) {
 			t.Fatalf("still reading %d: %+v period %d, want %d", i, rd, old.period, want)
 		}
@@ -54,12 +59,12 @@ func TestTakeBaselineChargeAndBackoff(t *testing.T) {
 	}
 	// Moving again: charged the difference, over the time since the last
 	// reading (4 s), and read every tick again.
-	rd := s.Take(old, t0.Add(7*time.Second), 1, stat(1<<20+4096, 1<<20), dev, read, true)
+	rd := s.Take(old, t0.Add(7*time.Second), 1, stat(1<<20+4096, 1<<20))
 	if rd.Delta != 4096 || !rd.Busy || old.period != 1 || old.RBps != 4096.0/4 {
 		t.Fatalf("after a move: %+v period %d rbps %.0f, want 4096 B charged, period 1, 1024 B/s", rd, old.period, old.RBps)
 	}
 	// A counter that went backwards (reset) counts from zero.
-	if rd := s.Take(old, t0.Add(8*time.Second), 1, stat(8192, 1<<20), dev, read, true); rd.Delta != 8192 {
+	if rd := s.Take(old, t0.Add(8*time.Second), 1, stat(8192, 1<<20)); rd.Delta != 8192 {
 		t.Fatalf("after a reset: charged %d, want 8192", rd.Delta)
 	}
 }
@@ -69,19 +74,20 @@ func TestTakeBaselineChargeAndBackoff(t *testing.T) {
 func TestTakePressureDue(t *testing.T) {
 	s := &Sensor{MaxPeriod: 1}
 	c := s.NewCounters(0, false)
-	if rd := s.Take(c, time.Unix(1, 0), 1, stat(0, 0), nil, nil, false); !rd.PressureDue {
+	if rd := s.Take(c, time.Unix(1, 0), 1, stat(0, 0)); !rd.PressureDue {
 		t.Fatal("first reading without a pressure: not due")
 	}
+	c.Pressure = &snapshot.Pressure{} // read
 	n := 0
 	for i := 0; i < 2*PressureEvery; i++ {
-		if s.Take(c, time.Unix(int64(i+2), 0), 1, stat(0, 0), nil, nil, true).PressureDue {
+		if s.Take(c, time.Unix(int64(i+2), 0), 1, stat(0, 0)).PressureDue {
 			n++
 		}
 	}
 	if n != 2 {
 		t.Fatalf("pressure due %d times in %d still readings, want 2", n, 2*PressureEvery)
 	}
-	if !s.Take(c, time.Unix(100, 0), 1, stat(4096, 0), nil, nil, true).PressureDue {
+	if !s.Take(c, time.Unix(100, 0), 1, stat(4096, 0)).PressureDue {
 		t.Fatal("counters moved: pressure not due")
 	}
 }

@@ -36,6 +36,26 @@ type DeviceHealth struct {
 	FloorBps   float64 `json:"floor_bps,omitempty"`
 	// The burst-credit model, when one is configured for the device.
 	Model *BurstModel `json:"model,omitempty"`
+	// Hold is the burst hold, when one is configured and the device has a
+	// model and a throttle.
+	Hold *BurstHold `json:"hold,omitempty"`
+}
+
+// BurstHold is a device's burst hold: while Held, the workloads at
+// FromLevel and worse share at most the model's baseline.
+type BurstHold struct {
+	Held   bool      `json:"held"`
+	Since  time.Time `json:"since"` // when Held last changed (zero: never held)
+	Reason string    `json:"reason,omitempty"`
+	// Below and Release are the balances (0..1) at which it engages and may
+	// be released.
+	Below     float64 `json:"below"`
+	Release   float64 `json:"release"`
+	FromLevel int     `json:"from_level"`
+	// CapIOPS and CapBps are the baseline held to while Held (0: that unit
+	// not held).
+	CapIOPS float64 `json:"cap_iops,omitempty"`
+	CapBps  float64 `json:"cap_bps,omitempty"`
 }
 
 // BurstModel is the modelled credit bucket of a device.

@@ -276,34 +276,43 @@ func encode(f File) ([]byte, error) {
 	}
 	buf.Write(hd[:len(hd)-1]) // without its closing brace
 	buf.WriteString(",\n\"originals\": [")
-	for i, o := range f.Originals {
-		b, err := json.Marshal(diskOriginal{Cgroup: name(o.Cgroup), Ino: f.Inodes[o.Cgroup], Knob: o.Knob,
-			DevStr: o.DevStr, Had: o.Had, Native: o.Native, Limits: o.Limits})
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString("\n  ")
-		buf.Write(b)
+	err = appendList(&buf, len(f.Originals), func(i int) any {
+		o := f.Originals[i]
+		return diskOriginal{Cgroup: name(o.Cgroup), Ino: f.Inodes[o.Cgroup], Knob: o.Knob,
+			DevStr: o.DevStr, Had: o.Had, Native: o.Native, Limits: o.Limits}
+	})
+	if err != nil {
+		return nil, err
 	}
 	buf.WriteString("],\n\"workloads\": [")
-	for i, w := range f.Workloads {
+	err = appendList(&buf, len(f.Workloads), func(i int) any {
+		w := f.Workloads[i]
 		dw := diskWorkload{Cgroup: name(w.Cgroup), Ino: f.Inodes[w.Cgroup], ID: name(w.View.ID), View: w.View}
 		dw.View.ID = "" // stored as ID, losslessly
-		b, err := json.Marshal(dw)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString("\n  ")
-		buf.Write(b)
+		return dw
+	})
+	if err != nil {
+		return nil, err
 	}
 	buf.WriteString("]\n}\n")
 	return buf.Bytes(), nil
+}
+
+// appendList writes the JSON of entries 0..n-1 (entry(i)) to buf, one per
+// line, separated by commas.
+func appendList(buf *bytes.Buffer, n int, entry func(i int) any) error {
+	for i := range n {
+		b, err := json.Marshal(entry(i))
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\n  ")
+		buf.Write(b)
+	}
+	return nil
 }
 
 // Save writes the state file atomically and durably: a temporary file in

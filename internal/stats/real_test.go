@@ -18,10 +18,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
-func TestMain(m *testing.M) {
-	workload.MaybeRunFromEnv()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 
 // startReader starts an O_DIRECT reader of n bytes from dev, waiting for go.
 func startReader(t *testing.T, dev string, n int64) *workload.Proc {

@@ -165,8 +165,14 @@ type Files struct {
 // lpj= skips the second CPU's delay-loop calibration (~0.4 s; x86 delays
 // use the TSC anyway); mitigations=off and nokaslr because this VM only
 // runs tests; the i8042/8250 options skip probing absent devices.
+// norandmaps: every process maps a binary and its libraries at the same
+// addresses, so TCG reuses the code it translated for an earlier run of
+// the same binary (its translations are keyed by address). A program that
+// re-executes itself pays its start-up once, not each time: dockerd, a
+// position-independent binary, re-executes itself for each container's
+// network namespace and each image layer it unpacks.
 const CommandLine = "console=ttyS0 quiet panic=-1 rdinit=/init pci=noacpi cryptomgr.notests " +
-	"rodata=off lpj=10000000 mitigations=off nokaslr tsc=reliable no_timer_check " +
+	"rodata=off lpj=10000000 mitigations=off nokaslr norandmaps tsc=reliable no_timer_check " +
 	"i8042.noaux i8042.nokbd i8042.nopnp 8250.nr_uarts=1"
 
 // QEMUArgs is qemu's argument list (without the binary) for one run.

@@ -145,12 +145,13 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 	o := daemon.Options{
 		Hierarchy: hst.Hierarchy, CgroupMode: string(hst.Layout.Mode), Source: src, Policy: cfg.Policy(),
 		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
-			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst}},
+			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst, Reads: cfg.ThrottleReads}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
 		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
 		Health: daemon.HealthOptions{SysRoot: hst.Roots.Sys, ProcRoot: hst.Roots.Proc, Models: cfg.HealthModels(),
 			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
-			ProbeInterval: cfg.Health.SyncProbeInterval},
+			ProbeInterval: cfg.Health.SyncProbeInterval, HoldBelow: cfg.Health.BurstHoldBelow,
+			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
 	}
 	hst.Devices.Apply(&o)
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)

@@ -97,6 +97,7 @@ Sizes: 4096, 4k, 3MiB, 1.5GiB (k m g t and KiB MiB GiB TiB are powers of
 		f.Var(sizeFlag{&s.Size, bytesize.Parse}, "size", "SIZE", "write: truncate or extend the file to SIZE first")
 		f.Uint64Var(&s.Seed, "seed", 0, "N", "seed of random offsets and data (default: random)")
 		f.BoolVar(&c.json, "json", "print the result as JSON instead of one line of text")
+		f.StringVar(&c.threadsFrom, "threads-from", "", "FILE", "cgroup v1: run one copy of the job per line of FILE, each line the path of a cgroup's tasks file, each copy on a thread of its own that joins that cgroup first (v1 lets the threads of one process be in different cgroups): many streams in many cgroups for the cost of one process; copy i takes the region --offset + i×--span (wrapping at the end; --span required, --iodepth 1); the result adds the copies up", cli.Files)
 		f.BoolVar(&c.waitStdin, "wait-stdin", "print \"ready <pid>\" and wait for a line on stdin before starting (end of stdin: exit 0, no I/O); lets a parent put this process into a cgroup first")
 	},
 }
@@ -113,9 +114,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // cmdLine is a parsed command line.
 type cmdLine struct {
-	spec      Spec
-	json      bool
-	waitStdin bool
+	spec        Spec
+	json        bool
+	waitStdin   bool
+	threadsFrom string // --threads-from: run one copy per cgroup tasks file listed
 }
 
 func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -126,6 +128,12 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	err := c.operands(rest)
 	if err == nil {
 		err = c.spec.Validate()
+	}
+	var tasks []string
+	if err == nil && c.threadsFrom != "" {
+		if tasks, err = ReadTasksList(c.threadsFrom); err != nil {
+			err = fmt.Errorf("--threads-from: %w", err)
+		}
 	}
 	if err != nil {
 		usageError(stderr, err)
@@ -139,7 +147,12 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 	}
 
-	r, err := Run(ctx, c.spec)
+	var r Result
+	if tasks != nil {
+		r, err = RunThreads(ctx, c.spec, tasks)
+	} else {
+		r, err = Run(ctx, c.spec)
+	}
 	if err != nil {
 		if _, ok := errors.AsType[*SpecError](err); ok {
 			usageError(stderr, err)

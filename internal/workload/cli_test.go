@@ -16,9 +16,8 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cli"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 func TestParseArgs(t *testing.T) {
 	t.Parallel()
@@ -309,19 +308,7 @@ func TestHelp(t *testing.T) {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (run with -update to accept):\n%s", path, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), string(got))
 }
 
 func TestValidateJoinsEverything(t *testing.T) {
@@ -352,4 +339,37 @@ func parseArgs(args []string) (cmdLine, error) {
 	}
 	err := c.operands(rest)
 	return *c, err
+}
+
+// TestMainThreadsFromErrors checks --threads-from's usage errors: each
+// names the input, and none does I/O.
+func TestMainThreadsFromErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	list := filepath.Join(dir, "tasks.list")
+	if err := os.WriteFile(list, []byte("/sys/fs/cgroup/blkio/x/tasks\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.list")
+	if err := os.WriteFile(empty, []byte("# nothing\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.list")
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--threads-from", missing, "read", "a"}, "--threads-from: open " + missing},
+		{[]string{"--threads-from", empty, "read", "a"}, empty + " lists no cgroup tasks files"},
+		{[]string{"--threads-from", list, "read", "a"}, "--span 0: must be set to run one copy per thread"},
+		{[]string{"--threads-from", list, "--span", "1M", "--iodepth", "4", "read", "a"}, "--iodepth 4: must be 1 to run one copy per thread"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := mainContext(t.Context(), tc.args, nil, &stdout, &stderr); code != ExitUsage {
+			t.Errorf("%q: exit status %d, want %d (stderr %q)", tc.args, code, ExitUsage, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), tc.msg) {
+			t.Errorf("%q: stderr %q, want %q", tc.args, stderr.String(), tc.msg)
+		}
+	}
 }

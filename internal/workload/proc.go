@@ -118,6 +118,38 @@ func hasFlag(args []string, name string) bool {
 	return false
 }
 
+// StartIn starts a workload process (see Start), lets place put it where
+// it belongs (a cgroup's AddProcess; nil: where it is) before it does any
+// I/O, and tells it to go. When place or Go fails the process is killed
+// and reaped.
+func StartIn(ctx context.Context, exe string, extraEnv, args []string, place func(pid int) error) (*Proc, error) {
+	p, err := Start(ctx, exe, extraEnv, args)
+	if err != nil {
+		return nil, err
+	}
+	if place != nil {
+		err = place(p.Pid())
+	}
+	if err == nil {
+		err = p.Go()
+	}
+	if err != nil {
+		p.Kill()
+		p.Wait()
+		return nil, err
+	}
+	return p, nil
+}
+
+// RunIn runs a workload process to its end: StartIn, then Wait.
+func RunIn(ctx context.Context, exe string, extraEnv, args []string, place func(pid int) error) (Result, error) {
+	p, err := StartIn(ctx, exe, extraEnv, args, place)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.Wait()
+}
+
 // Pid is the process id the workload reported, its id in its own pid
 // namespace; when exe is not a wrapper it is also the child's id here.
 func (p *Proc) Pid() int { return p.pid }

@@ -9,15 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
 // TestMain makes this test binary double as a workload process: re-executed
 // with DDISKQOS_WORKLOAD_MAIN=1, it runs workload.Main and exits.
-func TestMain(m *testing.M) {
-	workload.MaybeRunFromEnv()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 
 var childEnv = []string{workload.EnvMain + "=1"}
 
@@ -122,5 +120,42 @@ func TestStartErrors(t *testing.T) {
 	_, err = workload.Start(t.Context(), filepath.Join(t.TempDir(), "missing"), nil, []string{"--wait-stdin", "--json"})
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Start of a missing binary: %v; want ErrNotExist", err)
+	}
+}
+
+// TestRunIn: the process is placed (here: its pid recorded, and it is
+// alive and has not read yet) before it is told to go, and its result is
+// returned; a place that fails ends it, with place's error.
+func TestRunIn(t *testing.T) {
+	t.Parallel()
+	path := dataFile(t, 2<<20)
+	args := append([]string{"--wait-stdin", "--json"}, workload.Spec{Path: path, Op: workload.OpRead, BlockSize: 1 << 20}.Args()...)
+	placed := 0
+	r, err := workload.RunIn(t.Context(), os.Args[0], childEnv, args, func(pid int) error {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err != nil {
+			return err
+		}
+		placed = pid
+		return nil
+	})
+	if err != nil || placed <= 0 || r.Bytes != 2<<20 {
+		t.Fatalf("RunIn: placed pid %d, result %+v, %v; want a pid and 2 MiB read", placed, r, err)
+	}
+	refuse := errors.New("no cgroup for you")
+	var pid int
+	_, err = workload.RunIn(t.Context(), os.Args[0], childEnv, args, func(p int) error { pid = p; return refuse })
+	if !errors.Is(err, refuse) {
+		t.Fatalf("place failed: %v, want its error", err)
+	}
+	if _, serr := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); serr == nil {
+		t.Fatalf("process %d still exists after a failed place", pid)
+	}
+	// No place: it runs where it was started.
+	p, err := workload.StartIn(t.Context(), os.Args[0], childEnv, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := p.Wait(); err != nil || r.Bytes != 2<<20 {
+		t.Fatalf("StartIn without place: %+v, %v; want 2 MiB read", r, err)
 	}
 }

@@ -206,6 +206,13 @@ func modeName(m os.FileMode) string {
 }
 
 func (j *job) run(ctx context.Context) (Result, error) {
+	r, _, _, err := j.runRecorded(ctx)
+	return r, err
+}
+
+// runRecorded is run that also returns the latency recorders (service
+// time, response time), for RunThreads to merge.
+func (j *job) runRecorded(ctx context.Context) (Result, *latencyRecorder, *latencyRecorder, error) {
 	s := j.s
 	depth := max(1, s.IODepth)
 	ctx, stop := context.WithCancel(ctx)
@@ -235,18 +242,24 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	if s.Duration > 0 {
 		st.deadline = st.start.Add(s.Duration)
 	}
-	for w := range depth {
-		buf := bufs[w]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[w] = j.worker(ctx, st, recs[w], resps[w], buf)
-			if errs[w] != nil {
-				stop() // the first error ends the job
-			}
-		}()
+	if depth == 1 {
+		// On the caller's goroutine: a caller locked to its OS thread
+		// (RunThreads) issues every request from that thread.
+		errs[0] = j.worker(ctx, st, recs[0], resps[0], bufs[0])
+	} else {
+		for w := range depth {
+			buf := bufs[w]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[w] = j.worker(ctx, st, recs[w], resps[w], buf)
+				if errs[w] != nil {
+					stop() // the first error ends the job
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	err := errors.Join(errs...)
 	if err == nil && s.Op.writes() && s.Sync {
 		if e := fdatasync(j.fd); e != nil {
@@ -271,7 +284,7 @@ func (j *job) run(ctx context.Context) (Result, error) {
 	if r.Elapsed > 0 {
 		r.BytesPerSec = float64(st.bytes) / r.Elapsed.Seconds()
 	}
-	return r, err
+	return r, lat, resp, err
 }
 
 // runState is what the workers of one job share, under mu.

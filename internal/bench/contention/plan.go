@@ -3,8 +3,9 @@
 // alone), then measures, side by side in one run, what BFQ, hand-set BFQ
 // weights, a fixed throttle an operator would set, and ddiskqos do about it.
 //
-// The rig is a loop-device ext4 volume (internal/bench/volume) and v1 blkio
-// cgroups under a parent of the bench's own; every workload is a process
+// The rig is a loop-device ext4 volume (internal/bench/volume) and cgroups
+// under a parent of the bench's own, in v1 blkio or cgroup v2, whichever is
+// the host's I/O hierarchy (v2: see v2.go); every workload is a process
 // (`ddiskqos workload`) placed in a new child cgroup before it issues any
 // I/O. ddiskqos runs in-process with the cgroup-directory source over that
 // parent, built by wiring as `ddiskqos run` builds it. The neighbour's
@@ -94,8 +95,10 @@ const (
 // Original must come before ThrottleFixed, whose cap it measures.
 var Configs = []Config{Idle, IdleBFQ, Original, BFQ, Static, ThrottleFixed, DDiskQoS, DDiskQoSBFQ}
 
-// Describe says what the configuration is, for the report.
-func (c Config) Describe() string {
+// Describe says what the configuration is on cgroup version cg ("v1",
+// "v2"), for the report.
+func (c Config) Describe(cg string) string {
+	v2 := cg == "v2"
 	switch c {
 	case Idle:
 		return "the victims alone, default scheduler"
@@ -106,10 +109,19 @@ func (c Config) Describe() string {
 	case BFQ:
 		return "BFQ, equal weights"
 	case Static:
+		if v2 {
+			return "BFQ, io.bfq.weight 1000 (victims) / 100 (neighbour) set by hand"
+		}
 		return "BFQ, weights 1000 (victims) / 100 (neighbour) set by hand"
 	case ThrottleFixed:
+		if v2 {
+			return fmt.Sprintf("default scheduler, neighbour capped at %d %% of its no-QoS bytes/s (io.max rbps/wbps)", int(ThrottleShare*100))
+		}
 		return fmt.Sprintf("default scheduler, neighbour capped at %d %% of its no-QoS bytes/s (blkio.throttle.*_bps_device)", int(ThrottleShare*100))
 	case DDiskQoS:
+		if v2 {
+			return "ddiskqos daemon, defaults, default scheduler, iocost enabled on the device with the calibrated model and latency targets (mechanism iocost-weight); iocost is off in every other configuration"
+		}
 		return "ddiskqos daemon, defaults, default scheduler"
 	case DDiskQoSBFQ:
 		return "ddiskqos daemon, defaults, BFQ"

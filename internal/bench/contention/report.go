@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -251,11 +252,36 @@ func fmtAbs(v Spread, unit string) string {
 // WriteMarkdown writes the report; plot names the SVG beside it ("" for none).
 func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 	p := r.Plan
-	fmt.Fprintf(w, "# Contention: noisy neighbours against small readers\n\n")
+	v2 := r.Cgroup == "v2"
+	hier, counters := "cgroup v1 blkio", "blkio.throttle.io_service_bytes"
+	if v2 {
+		hier, counters = "cgroup v2 (io controller", "io.stat rbytes + wbytes"
+		if r.Memory {
+			hier += " and memory controller"
+		}
+		hier += " on for the run's cgroups)"
+		fmt.Fprintf(w, "# Contention on cgroup v2: noisy neighbours against small readers\n\n")
+	} else {
+		fmt.Fprintf(w, "# Contention: noisy neighbours against small readers\n\n")
+	}
 	fmt.Fprintf(w, "Regenerate with `%s` (needs root; see `ddiskqos bench contention --help`).\n\n", r.Command)
-	fmt.Fprintf(w, "Measured %s on Linux %s, %d CPUs, cgroup v1 blkio, a loop device (%s, direct I/O, ext4) over a file in /var/tmp; default scheduler `%s`. "+
+	fmt.Fprintf(w, "Measured %s on Linux %s, %d CPUs, %s, a loop device (%s, direct I/O, ext4) over a file in %s; default scheduler `%s`. "+
 		"%d trial(s), configurations interleaved within each trial; every cell shows the median over trials and, with more than one, the range.\n\n",
-		r.Start.UTC().Format(time.DateOnly), r.Kernel, r.CPUs, r.Device, r.DefaultScheduler, p.Trials)
+		r.Start.UTC().Format(time.DateOnly), r.Kernel, r.CPUs, hier, r.Device, backingDir(r.Backing), r.DefaultScheduler, p.Trials)
+	if r.TestVM {
+		fmt.Fprintf(w, "**Run inside the test VM (qemu, software emulation):** every latency and throughput here is the emulator's; "+
+			"absolute figures mean nothing, only ratios within this run do (each configuration against idle and no QoS of the same trial).\n\n")
+	}
+	if r.IOCost != nil {
+		fmt.Fprintf(w, "iocost (the `ddiskqos` configuration only), calibrated by `ddiskqos calibrate`'s patterns (%s each) on %s, "+
+			"a loop device over a fully written %d MiB file beside the volume's:\n\n```\nio.cost.model: %s\nio.cost.qos:   %s\n```\n\n",
+			r.IOCost.PatternTime, r.IOCost.Twin, TwinMiB, r.IOCost.Model, r.IOCost.QoS)
+		fmt.Fprintf(w, "| pattern | block | depth | MiB/s | IOPS | p50 | p99 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, m := range r.IOCost.Measurements {
+			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.0f | %.0f µs | %.0f µs |\n", m.Pattern, m.BlockSize, m.IODepth, m.BytesPerSec/(1<<20), m.IOPS, m.Latency.P50, m.Latency.P99)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "The host's load average (1 min) was %s at the start and %s at the end; the bench and its workloads ran at nice %d. "+
 		"On a busy host, CPU waits add to every latency here: compare only within one run.\n\n", r.LoadStart, r.LoadEnd, r.Nice)
 	fmt.Fprintf(w, "Each neighbour runs alone in a cgroup of its own; after %s of warm-up the victims start, each in a new cgroup: "+
@@ -263,8 +289,8 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 		"from its issue, as fio reports it; its response time counts from when the request was due, so one stall counts against every request behind it), "+
 		"then %d cold read(s) each of a 1 MiB and a 10 MiB file (page cache of the file dropped first). The neighbour keeps running %s after them. "+
 		"Victims are compared with the same victims alone on the same scheduler (idle, or idle-bfq for the BFQ configurations) in the same trial; the neighbour's throughput (its cgroup's "+
-		"blkio.throttle.io_service_bytes sampled every %s) with no QoS (original).\n\n",
-		p.Warmup, p.WebIOPS, p.Web, p.ColdReads, p.After, p.SampleEvery)
+		"%s sampled every %s) with no QoS (original).\n\n",
+		p.Warmup, p.WebIOPS, p.Web, p.ColdReads, p.After, counters, p.SampleEvery)
 	if plot != "" {
 		fmt.Fprintf(w, "![victim p99 and neighbour throughput per configuration](%s)\n\n", plot)
 	}
@@ -317,6 +343,50 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 	}
 	fmt.Fprintf(w, "\n%d of %d bars missed.\n\n", s.Missed, len(s.Bars))
 
+	if v2 {
+		writeChargedV2(w, r, s)
+	} else {
+		writeChargedV1(w, r, s)
+	}
+
+	fmt.Fprintf(w, "## Configurations\n\n")
+	for _, c := range p.Configs {
+		fmt.Fprintf(w, "- `%s`: %s\n", c, c.Describe(r.Cgroup))
+	}
+	fmt.Fprintln(w)
+}
+
+// backingDir is the directory the volume's backing file was made in (its
+// own temporary directory's parent).
+func backingDir(backing string) string {
+	if backing == "" {
+		return "/var/tmp"
+	}
+	return filepath.Dir(filepath.Dir(backing))
+}
+
+// writeChargedV2 is the share of the device's bytes charged to the
+// neighbour's cgroup on v2.
+func writeChargedV2(w io.Writer, r *Result, s Summary) {
+	fmt.Fprintf(w, "## What cgroup v2 charges to the neighbour's cgroup\n\n")
+	fmt.Fprintf(w, "The share of the device's bytes charged to the neighbour's own cgroup (io.stat) while it ran alone (second half of the warm-up, `original`):\n\n")
+	fmt.Fprintf(w, "| neighbour | charged to its cgroup |\n| --- | --- |\n")
+	for _, row := range s.Rows {
+		if row.Config == Original {
+			fmt.Fprintf(w, "| %s | %.0f %% |\n", row.Neighbour, row.Charged*100)
+		}
+	}
+	if r.Memory {
+		fmt.Fprintf(w, "\nWith the memory controller on for the run's cgroups, v2 charges writeback to the cgroup that dirtied the pages, "+
+			"also when the kernel's flusher threads issue it.\n\n")
+	} else {
+		fmt.Fprintf(w, "\nThe memory controller was not available for the run's cgroups: writeback the flusher threads issue is charged to the root cgroup, as on v1.\n\n")
+	}
+}
+
+// writeChargedV1 is the share of the device's bytes charged to the
+// neighbour's cgroup on v1, and why a buffered writer can escape it.
+func writeChargedV1(w io.Writer, r *Result, s Summary) {
 	fmt.Fprintf(w, "## What cgroup v1 lets a cgroup control\n\n")
 	fmt.Fprintf(w, "The share of the device's bytes charged to the neighbour's own cgroup while it ran alone (second half of the warm-up, `original`); "+
 		"what is not charged to it no weight or throttle on its cgroup can reach:\n\n")
@@ -338,12 +408,6 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 		"threshold before the writer syncs them) is charged to the root cgroup, not to the writer's; only what the writer's own "+
 		"fsync or fdatasync submits is charged to it. A buffered writer that syncs rarely or never is beyond any v1 cgroup "+
 		"control. The buffered writer's throughput columns use the device's bytes, so that uncharged writeback is not hidden.\n\n")
-
-	fmt.Fprintf(w, "## Configurations\n\n")
-	for _, c := range p.Configs {
-		fmt.Fprintf(w, "- `%s`: %s\n", c, c.Describe())
-	}
-	fmt.Fprintln(w)
 }
 
 // configColors are the SVG's bar colours, in Configs order.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/calibrate"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -159,6 +160,51 @@ func TestSamplerWindow(t *testing.T) {
 		w := s.window(t0.Add(tc.a), t0.Add(tc.b))
 		if math.Abs(w.Cgroup-tc.cg) > 1e-6 || math.Abs(w.Device-tc.device) > 1e-6 {
 			t.Errorf("window %v..%v = %+v; want cgroup %g device %g", tc.a, tc.b, w, tc.cg, tc.device)
+		}
+	}
+}
+
+// TestMarkdownV2: a v2 run's report names v2's files and knobs, says that
+// a run in the test VM is relative only, and shows the iocost calibration;
+// a v1 run's keeps v1's wording.
+func TestMarkdownV2(t *testing.T) {
+	t.Parallel()
+	cells := []Cell{
+		cellOf(Idle, "", 100, 200, 10, 0, 0),
+		cellOf(IdleBFQ, "", 150, 400, 20, 0, 0),
+		cellOf(Original, SeqRead, 5000, 40000, 50, 1000, 1000),
+		cellOf(DDiskQoS, SeqRead, 140, 500, 14, 600, 960),
+	}
+	plan := Plan{Trials: 1, Neighbours: []Neighbour{SeqRead}, Configs: []Config{Idle, IdleBFQ, Original, ThrottleFixed, DDiskQoS}}
+	v2 := &Result{Cgroup: "v2", Memory: true, TestVM: true, Plan: plan, Cells: cells, Backing: "/mnt/vda/ddiskqos-bench-paper-1/disk.img",
+		IOCost: &IOCost{Model: "7:64 ctrl=user model=linear rbps=1000", QoS: "7:64 enable=1 ctrl=user rpct=95.00 rlat=900", Twin: "loop65",
+			PatternTime: 3 * time.Second, Measurements: []calibrate.Measurement{{Pattern: calibrate.SeqRead, BlockSize: 4 << 20, IODepth: 8, BytesPerSec: 100 << 20, IOPS: 25}}}}
+	var md strings.Builder
+	WriteMarkdown(&md, v2, Summarize(v2), "")
+	for _, want := range []string{"# Contention on cgroup v2", "cgroup v2 (io controller and memory controller on", "over a file in /mnt/vda;",
+		"io.stat rbytes + wbytes sampled", "only ratios within this run", "io.cost.model: 7:64 ctrl=user model=linear rbps=1000",
+		"| seqread | 4194304 | 8 | 100.0 | 25 |", "## What cgroup v2 charges", "(io.max rbps/wbps)", "mechanism iocost-weight"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("v2 Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	for _, not := range []string{"blkio", "What cgroup v1"} {
+		if strings.Contains(md.String(), not) {
+			t.Errorf("v2 Markdown mentions %q:\n%s", not, md.String())
+		}
+	}
+	v1 := &Result{Cgroup: "v1", Plan: plan, Cells: cells}
+	md.Reset()
+	WriteMarkdown(&md, v1, Summarize(v1), "")
+	for _, want := range []string{"# Contention: noisy", "cgroup v1 blkio, a loop device", "over a file in /var/tmp;", "blkio.throttle.io_service_bytes sampled",
+		"## What cgroup v1 lets", "(blkio.throttle.*_bps_device)"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("v1 Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	for _, not := range []string{"iocost", "emulation", "io.stat"} {
+		if strings.Contains(md.String(), not) {
+			t.Errorf("v1 Markdown mentions %q:\n%s", not, md.String())
 		}
 	}
 }

@@ -85,13 +85,23 @@ type Cell struct {
 
 // Result is a whole run.
 type Result struct {
-	Command          string `json:"command"`
-	Plan             Plan   `json:"plan"`
-	Kernel           string `json:"kernel"`
-	CPUs             int    `json:"cpus"`
-	Device           string `json:"device"`
-	Backing          string `json:"backing_file"` // the loop device's file, removed at the end
-	DefaultScheduler string `json:"default_scheduler"`
+	Command string `json:"command"`
+	Plan    Plan   `json:"plan"`
+	Kernel  string `json:"kernel"`
+	CPUs    int    `json:"cpus"`
+	// Cgroup is the I/O hierarchy the run drove: "v1" (blkio) or "v2".
+	Cgroup string `json:"cgroup"`
+	// Memory says whether the memory controller was on for the run's
+	// cgroups (v2: buffered writes then are charged to the writer).
+	Memory bool `json:"memory_controller,omitempty"`
+	// TestVM says the run was inside the test VM (DDISKQOS_IN_VM=1, set by
+	// vmexec): software emulation, absolute figures are the emulator's.
+	TestVM bool `json:"test_vm,omitempty"`
+	// IOCost is the calibration the ddiskqos cells ran with (v2 only).
+	IOCost           *IOCost `json:"iocost,omitempty"`
+	Device           string  `json:"device"`
+	Backing          string  `json:"backing_file"` // the loop device's file, removed at the end
+	DefaultScheduler string  `json:"default_scheduler"`
 	// LoadStart and LoadEnd are the host's 1-minute load average when the
 	// run started and ended: other work on the host adds CPU waits.
 	LoadStart string `json:"load_start"`
@@ -115,6 +125,11 @@ type bench struct {
 	procs  []*workload.Proc // live ones, for teardown
 	seq    int
 	log    func(format string, a ...any)
+	// v2, ddiskqos: the calibrated iocost and where the values it
+	// replaces are kept while it is on.
+	costModel   cgroupfs.CostModel
+	costQoS     cgroupfs.CostQoS
+	iocostState string
 }
 
 // Run runs the plan. The result so far is returned with any error.
@@ -131,7 +146,8 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			fmt.Fprintf(o.Progress, "bench contention: "+format+"\n", a...)
 		}
 	}
-	res = &Result{Command: o.Command, Plan: o.Plan, CPUs: runtime.NumCPU(), Start: time.Now(), LoadStart: loadAvg(o.Roots.Proc)}
+	res = &Result{Command: o.Command, Plan: o.Plan, CPUs: runtime.NumCPU(), Start: time.Now(), LoadStart: loadAvg(o.Roots.Proc),
+		TestVM: os.Getenv("DDISKQOS_IN_VM") == "1"}
 	var uts syscall.Utsname
 	if syscall.Uname(&uts) == nil {
 		res.Kernel = utsString(uts.Release[:])
@@ -143,8 +159,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if b.h, err = layout.IOHierarchy(); err != nil {
 		return res, err
 	}
-	if b.h.Version != 1 {
-		return res, fmt.Errorf("cgroup v%d: this bench drives v1 blkio (the neighbour's writeback finding is v1's)", b.h.Version)
+	res.Cgroup = fmt.Sprintf("v%d", b.h.Version)
+	if b.h.Version != 1 && b.h.Version != 2 {
+		return res, fmt.Errorf("cgroup v%d at %s: want v1 blkio or v2", b.h.Version, b.h.Mount)
 	}
 	res.Nice = raisePriority(Nice)
 	removeStale(b.h.Mount)
@@ -158,6 +175,11 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if _, err := b.h.Create(b.parent); err != nil {
 		return res, err
 	}
+	if b.h.Version == 2 {
+		if res.Memory, err = enableV2Controllers(b.h, b.parent); err != nil {
+			return res, err
+		}
+	}
 	b.log("creating a %d MiB volume", b.p.VolumeSize()>>20)
 	if b.vol, err = volume.Create(ctx, volume.Options{Dir: o.Dir, Size: b.p.VolumeSize(), Sys: o.Roots.Sys}); err != nil {
 		return res, err
@@ -168,6 +190,14 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	if err := b.writeFiles(ctx); err != nil {
 		return res, err
+	}
+	if b.h.Version == 2 && slices.Contains(b.p.Configs, DDiskQoS) {
+		if b.iocostState, err = os.MkdirTemp("", "ddiskqos-bench-iocost-"); err != nil {
+			return res, err
+		}
+		if res.IOCost, b.costModel, b.costQoS, err = calibrateTwin(ctx, b.h, o.Roots.Sys, cmpOr(o.Dir, "/var/tmp"), b.vol.Dev, b.log); err != nil {
+			return res, fmt.Errorf("calibrate iocost: %w", err)
+		}
 	}
 	// Let the host finish writing what setting up wrote before the first
 	// cell measures anything.
@@ -359,7 +389,7 @@ func (b *bench) setBFQWeight(rel string, w int) error {
 	if err != nil {
 		return err
 	}
-	f := filepath.Join(dir, "blkio.bfq.weight")
+	f := filepath.Join(dir, weightFile(b.h))
 	if err := os.WriteFile(f, []byte(strconv.Itoa(w)), 0); err != nil {
 		return fmt.Errorf("write %d to %s: %w", w, f, err)
 	}
@@ -391,6 +421,13 @@ func (b *bench) cell(ctx context.Context, res *Result, trial int, c Config, nb N
 		}
 		cell.Wall = time.Since(t0).Seconds()
 	}()
+	if c == DDiskQoS && b.h.Version == 2 {
+		restore, ierr := b.iocostOn()
+		if ierr != nil {
+			return cell, ierr
+		}
+		defer func() { err = errors.Join(err, restore()) }()
+	}
 	var d *runningDaemon
 	if c.daemon() {
 		if d, err = startDaemon(ctx, b.o.Roots, b.h, b.vol.Name, b.parent); err != nil {
@@ -542,6 +579,11 @@ func (b *bench) teardown() error {
 	}
 	if b.vol != nil {
 		if err := b.vol.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.iocostState != "" {
+		if err := os.RemoveAll(b.iocostState); err != nil {
 			errs = append(errs, err)
 		}
 	}

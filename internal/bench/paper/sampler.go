@@ -18,7 +18,7 @@ type point struct {
 
 // sampler reads one cgroup's read bytes on one device every period, so
 // the bulk container's throughput can be cut into any window afterwards.
-// One v1 read is a pread of a kept file (~5 µs), so 2 ms costs little.
+// One v1 read is a pread of a kept file, so a 2 ms period costs little.
 type sampler struct {
 	mu   sync.Mutex
 	pts  []point

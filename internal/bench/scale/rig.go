@@ -134,32 +134,61 @@ func (r *rig) attachLoop(dir string, sizeMiB int) error {
 
 // startLoads starts one reader per named cgroup: O_DIRECT reads of the
 // loop device, 64 KiB at a time, capped at rate bytes/s, looping, until
-// teardown. They are child processes, so getrusage(RUSAGE_SELF) of the
-// bench (the daemon) does not count them.
+// teardown, each in a region of its own. The readers run outside this
+// process, so getrusage(RUSAGE_SELF) of the bench (the daemon) does not
+// count them. On cgroup v1 they are the threads of one workload process
+// (--threads-from: each thread joins its own cgroup), so that a thousand
+// readers cost a thousand sleeping threads, not a thousand Go runtimes
+// that two cores cannot even start in minutes; on v2, whose cgroups hold
+// whole processes, one process per reader.
 func (r *rig) startLoads(ctx context.Context, exe string, prefix, env []string, names []string, rate int64, sizeMiB int) error {
 	ctx, r.cancel = context.WithCancel(ctx)
 	span := int64(sizeMiB) << 20 / int64(max(1, len(names)))
 	span = max(1<<20, span&^(1<<20-1))
+	args := func(extra ...string) []string {
+		a := append(append([]string(nil), prefix...), "--wait-stdin", "--json", "--direct", "--loop",
+			"--bs", "64k", "--rate", strconv.FormatInt(rate, 10), "--span", strconv.FormatInt(span, 10))
+		return append(append(a, extra...), "read", r.loop)
+	}
+	if r.h.Version == 1 {
+		var list strings.Builder
+		for _, n := range names {
+			tasks, err := r.h.Path(r.child(n) + "/tasks")
+			if err != nil {
+				return err
+			}
+			list.WriteString(tasks + "\n")
+		}
+		file := filepath.Join(r.scratch, "readers.tasks")
+		if err := os.WriteFile(file, []byte(list.String()), 0o644); err != nil {
+			return fmt.Errorf("list of the readers' cgroups: %w", err)
+		}
+		return r.startLoad(ctx, exe, env, args("--threads-from", file), "")
+	}
 	for i, n := range names {
 		off := (int64(i) * span) % (int64(sizeMiB) << 20)
 		if off+span > int64(sizeMiB)<<20 {
 			off = 0
 		}
-		args := append(append([]string(nil), prefix...), "--wait-stdin", "--json", "--direct", "--loop",
-			"--bs", "64k", "--rate", strconv.FormatInt(rate, 10),
-			"--offset", strconv.FormatInt(off, 10), "--span", strconv.FormatInt(span, 10), "read", r.loop)
-		p, err := workload.Start(ctx, exe, env, args)
-		if err != nil {
-			return err
-		}
-		r.loads = append(r.loads, p)
-		if err := r.h.AddProcess(r.child(n), p.Pid()); err != nil {
-			return err
-		}
-		if err := p.Go(); err != nil {
+		if err := r.startLoad(ctx, exe, env, args("--offset", strconv.FormatInt(off, 10)), r.child(n)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// startLoad starts one workload process, puts it into cgroup (unless ""),
+// and lets it go.
+func (r *rig) startLoad(ctx context.Context, exe string, env, args []string, cgroup string) error {
+	var place func(int) error
+	if cgroup != "" {
+		place = func(pid int) error { return r.h.AddProcess(cgroup, pid) }
+	}
+	p, err := workload.StartIn(ctx, exe, env, args, place)
+	if err != nil {
+		return err
+	}
+	r.loads = append(r.loads, p)
 	return nil
 }
 

@@ -284,12 +284,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	}
 	reg := prometheus.NewRegistry()
 	var d *daemon.Daemon
-	m, err := metrics.New(reg, func() *snapshot.Snapshot {
-		if d == nil {
-			return nil
-		}
-		return d.Snapshot()
-	})
+	m, err := metrics.New(reg, func() *snapshot.Snapshot { return d.Snapshot() })
 	if err != nil {
 		return res, err
 	}

@@ -51,8 +51,9 @@ const DefaultRescan = 10 * time.Second
 // parent is in place (the last arm succeeded): then every failure inotify
 // has announces itself as an event (IN_Q_OVERFLOW, IN_DELETE_SELF,
 // IN_MOVE_SELF), which rescans at once, so the safety net is for what no
-// event covers. With 10,000 children one rescan costs ~10 ms of CPU and
-// 10,000 allocations (ReadDir and the diff): every 60 s instead of 10 s.
+// event covers. A rescan reads the whole parent directory and diffs it
+// against the children known, a cost that grows with their number: every
+// 60 s instead of 10 s.
 // Without a watch (none, or the parent gone) the period is Rescan.
 const watchedFactor = 6
 

@@ -18,21 +18,8 @@ import (
 // must return nil) when the test ends.
 func run(t *testing.T, s *Source) <-chan source.Event {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan source.Event)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, out) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v after cancellation, want nil", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("Run did not return within 5s of cancellation")
-		}
-	})
+	testkit.Background(t, 5*time.Second, func(ctx context.Context) error { return s.Run(ctx, out) })
 	return out
 }
 

@@ -204,21 +204,8 @@ func TestRealDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan source.Event, 64)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, out) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run = %v after cancellation, want nil", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Run did not return within 10s of cancellation")
-		}
-	})
+	testkit.Background(t, 10*time.Second, func(ctx context.Context) error { return s.Run(ctx, out) })
 
 	o := &ours{t: t, ch: out, ids: map[string]bool{idA: true}}
 	check := func(wl source.Workload, name, wantCgroup string) {

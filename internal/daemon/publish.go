@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/sensor"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
+
+// publish builds and stores the snapshot of this tick.
+//
+// A workload whose record did not change since the last tick (most of
+// them: idle, or read only every few ticks) is published as the same
+// *snapshot.Workload again: readers may hold the previous snapshot, so a
+// published record is never modified; a changed workload gets a new one.
+// A tick thus allocates the slice of pointers and the records that moved,
+// not a record per workload.
+func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
+	s := &snapshot.Snapshot{At: at, Tick: d.tick, Interval: d.opts.Interval, TickDuration: took,
+		Source: d.opts.Source.Name(), Actuator: d.opts.ActuatorName, DryRun: d.opts.Actuator.DryRun,
+		CgroupMode: d.opts.CgroupMode, Workloads: make([]*snapshot.Workload, 0, len(d.work))}
+	devs := d.act.Devices()
+	if len(d.devStrs) != len(devs) {
+		d.devStrs = make([]string, len(devs))
+		for i, dv := range devs {
+			d.devStrs[i] = dv.Dev.String()
+		}
+	}
+	for _, t := range d.order {
+		if w := d.record(t, devs); w != nil {
+			s.Levels[w.Level]++
+			s.Workloads = append(s.Workloads, w)
+		}
+	}
+	// d.order is sorted by name, then id: so are the workloads.
+	dio := d.sen.DeviceBytes()
+	for i, dv := range devs {
+		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: dv.Mechanisms(),
+			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
+			ReadBps: float64(dio[i].Read) / dt, WriteBps: float64(dio[i].Bytes-dio[i].Read) / dt,
+			ReadBytes: dio[i].ReadTotal, WriteBytes: dio[i].WriteTotal})
+	}
+	// The throttle's capacity estimate, where the actuator has one.
+	if c, ok := d.act.(interface{ Capacity(int) (float64, float64) }); ok {
+		for i := range s.Devices {
+			s.Devices[i].CapacityBps, s.Devices[i].CapacityIOPS = c.Capacity(i)
+		}
+	}
+	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
+	for cause, n := range d.errCounts {
+		if n > 0 {
+			s.Errors = append(s.Errors, snapshot.ErrorCount{Cause: snapshot.ErrorCause(cause).String(), Count: n})
+		}
+	}
+	slices.SortFunc(s.Errors, func(a, b snapshot.ErrorCount) int { return cmp.Compare(a.Cause, b.Cause) })
+	if err := d.store.Err(); err != nil {
+		s.StateError = err.Error()
+	}
+	// A source that can lose its backend (the Docker engine) says so.
+	if h, ok := d.opts.Source.(interface{ Health() string }); ok {
+		s.SourceError = h.Health()
+	}
+	if d.opts.HostPressure != "" {
+		s.HostPressure = sensor.HostPressure(d.opts.HostPressure)
+	}
+	s.Health = d.healthSnapshot()
+	d.snap.Store(s)
+}
+
+// record is t's record for this tick's snapshot: the one published before
+// while nothing in it changed, else a new one; nil when the policy does not
+// know t.
+func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
+	id := t.w.ID
+	v, ok := d.pol.ViewHandle(t.ph)
+	if !ok {
+		if v, ok = d.pol.Get(id); !ok {
+			return nil
+		}
+	}
+	sw := snapshot.Workload{ID: id, Name: t.w.Name, Cgroup: t.w.Cgroup, Labels: t.w.Labels,
+		Level: int(v.Level), Pinned: v.Pinned, Exempt: v.Exempt, BytesInLevel: v.BytesInLevel,
+		Allowance: v.Allowance, LevelSince: v.EnteredAt, Weight: int(v.Weight),
+		ReadBytes: t.c.RBytes, WriteBytes: t.c.WBytes, ReadIOs: t.c.RIOs, WriteIOs: t.c.WIOs,
+		ReadBps: t.c.RBps, WriteBps: t.c.WBps, Pressure: t.c.Pressure, DTasks: int(t.dstate)}
+	if t.dec.labelErr != nil {
+		sw.LabelError = t.dec.labelErr.Error()
+	}
+	apps := d.appScratch[:0]
+	applied, ok := t.ah.Applied()
+	if !ok {
+		applied = d.act.Applied(id)
+	}
+	for _, ap := range applied {
+		a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: ap.Device.Mechanisms(),
+			ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero()}
+		if isWeightMech(string(ap.Device.Mech)) {
+			a.Weight = int(ap.Weight)
+		}
+		if ap.Err != nil {
+			a.Error = ap.Err.Error()
+		}
+		apps = append(apps, a)
+	}
+	d.appScratch = apps
+	sw.Applied = apps // the scratch: a published record gets its own copy
+	if t.pub != nil && !t.labelsNew && t.pub.Same(&sw) {
+		return t.pub
+	}
+	sw.Applied = nil
+	if len(apps) > 0 {
+		sw.Applied = slices.Clone(apps)
+	}
+	pub := new(snapshot.Workload)
+	*pub = sw
+	t.pub, t.labelsNew = pub, false
+	return pub
+}
+
+// devString is dev as MAJ:MIN, without formatting it again when it is one
+// of the actuated devices.
+func (d *Daemon) devString(devs []actuate.Device, dev cgroupfs.Dev) string {
+	for i := range devs {
+		if devs[i].Dev == dev {
+			return d.devStrs[i]
+		}
+	}
+	return dev.String()
+}
+
+func isWeightMech(m string) bool {
+	switch m {
+	case "bfq-weight", "iocost-weight", "cfq-weight", "docker-blkio-weight":
+		return true
+	}
+	return false
+}
