@@ -167,7 +167,10 @@ func TestRealV2BurstHold(t *testing.T) {
 		"--span", "128MiB", "randwrite", "/dev/" + name})
 	dh := wait(d, 3*time.Minute, "hold engaged", func(dh snapshot.DeviceHealth) bool { return dh.Hold != nil && dh.Hold.Held })
 	engagedAfter := time.Since(t0)
-	if dh.Model == nil || dh.Model.Balance >= below || dh.Model.Balance < below-0.15 {
+	// Just below: on the first tick under the threshold. The writer drains
+	// ~3 % of the bucket a second, so 25 points allow a tick ~8 s late
+	// (emulation on a loaded host), not a hold that waited for exhaustion.
+	if dh.Model == nil || dh.Model.Balance >= below || dh.Model.Balance < below-0.25 {
 		t.Fatalf("hold engaged at a modelled balance of %+v, want just below %.2f", dh.Model, below)
 	}
 	if dh.Hold.CapIOPS != float64(b.IOPS) || dh.Hold.FromLevel != 2 {

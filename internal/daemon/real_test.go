@@ -123,15 +123,30 @@ func (r rig) read(t *testing.T, cg string, n int64, offset int64) {
 // waitFor polls the daemon's snapshot until cond holds.
 func waitFor(t *testing.T, d *Daemon, what string, cond func(*snapshot.Snapshot) bool) *snapshot.Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// Generous: under emulation on a loaded host a tick can take seconds;
+	// the tests' claims are about levels and values, not about speed.
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if s := d.Snapshot(); s != nil && cond(s) {
 			return s
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("timed out waiting for %s; last snapshot: %+v", what, d.Snapshot())
+	t.Fatalf("timed out waiting for %s; last snapshot: %s", what, describe(d.Snapshot()))
 	return nil
+}
+
+// describe is a snapshot's workloads as a failure message wants them.
+func describe(s *snapshot.Snapshot) string {
+	if s == nil {
+		return "none"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "tick %s, %d workloads", s.At.Format("15:04:05.000"), len(s.Workloads))
+	for _, w := range s.Workloads {
+		fmt.Fprintf(&b, "; %s level %d read %d written %d", w.Name, w.Level, w.ReadBytes, w.WriteBytes)
+	}
+	return b.String()
 }
 
 func workloadNamed(s *snapshot.Snapshot, name string) (snapshot.Workload, bool) {
