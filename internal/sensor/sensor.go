@@ -156,7 +156,7 @@ func (s *Sensor) Read(c *Counters, cg *cgroupfs.Cgroup, now time.Time, dt float6
 	rd := s.Take(c, now, dt, st)
 	if rd.PressureDue && cg.HasPressure() {
 		if p, err := cg.ReadPressure(); err == nil {
-			c.Pressure = PressureOf(p)
+			c.Pressure = pressureOf(c.Pressure, p)
 		}
 	}
 	return rd, nil
@@ -232,10 +232,26 @@ func sub(cur, prev uint64) uint64 {
 	return cur - prev
 }
 
+// pressureOf is p as the snapshot shows it: prev itself when p reads the
+// same (an idle workload's pressure does not move, and the snapshot keeps
+// its record while the pointer is the same: no allocation), else a new
+// value (published records share prev: it is never written).
+func pressureOf(prev *snapshot.Pressure, p cgroupfs.Pressure) *snapshot.Pressure {
+	if prev != nil && *prev == pressureValue(p) {
+		return prev
+	}
+	return PressureOf(p)
+}
+
+func pressureValue(p cgroupfs.Pressure) snapshot.Pressure {
+	return snapshot.Pressure{SomeAvg10: p.Some.Avg10, SomeAvg60: p.Some.Avg60, SomeTotal: p.Some.Total,
+		FullAvg10: p.Full.Avg10, FullAvg60: p.Full.Avg60, FullTotal: p.Full.Total}
+}
+
 // PressureOf is a PSI reading as the snapshot shows it.
 func PressureOf(p cgroupfs.Pressure) *snapshot.Pressure {
-	return &snapshot.Pressure{SomeAvg10: p.Some.Avg10, SomeAvg60: p.Some.Avg60, SomeTotal: p.Some.Total,
-		FullAvg10: p.Full.Avg10, FullAvg60: p.Full.Avg60, FullTotal: p.Full.Total}
+	v := pressureValue(p)
+	return &v
 }
 
 // HostPressure reads the host's PSI file (/proc/pressure/io); nil when it
