@@ -159,6 +159,9 @@ const (
 // order, so both see the same host; the medians are compared. Then
 // --restore puts the kernel's model back.
 func TestRealV2CalibrateSplit(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
 	// null_blk's speed. Its throttle refills a budget of mbps/1000 MiB
 	// every millisecond; requests are cut to 12 KiB (max_sectors) to fit
 	// it. On a loaded host the emulated CPU may keep it slower, so the
