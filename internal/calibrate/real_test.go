@@ -137,9 +137,9 @@ func stream(t *testing.T, h cgroupfs.Hierarchy, d Device, cgs []string, dur time
 const splitTrials = 5
 
 // The bars TestRealV2CalibrateSplit holds the medians to, with their
-// margins. Weights 1000 vs 100 ask for 10x. In six runs at host load
-// average 10-36 (other VMs, busy loops, two of these VMs at once) the
-// medians were 0.96-1.11x with the kernel's model and 5.5-8.3x calibrated,
+// margins. Weights 1000 vs 100 ask for 10x. In seven runs at host load
+// average 6-52 (other VMs, busy loops, two of these VMs at once) the
+// medians were 0.96-1.14x with the kernel's model and 5.5-8.3x calibrated,
 // single calibrated trials 3.2-10.2x: a trial in which the starved CPU,
 // not the device, holds both readers back splits less. So the calibrated
 // median must be a clear weighted split (minAfter, 2.2x under the lowest
