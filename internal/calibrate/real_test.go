@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 func vmHierarchy(t *testing.T) (cgroupfs.Hierarchy, string) {
 	t.Helper()
 	if !testkit.InVM() {
-		t.Skip("calibration of a real disk runs inside the test VM (cgroup v2, a throwaway disk): make test-v2-calibrate")
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
 	}
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
@@ -44,7 +45,11 @@ func vmHierarchy(t *testing.T) (cgroupfs.Hierarchy, string) {
 
 // nullBlk loads null_blk (shipped, not loaded, in the VM's initramfs by
 // test/vm/assets.sh) with one device of known speed: mbps MiB/s and
-// completion after completionNsec by timer (irqmode=2), queue depth 8;
+// completion after completionNsec by timer (irqmode=2), queue depth 256
+// (two readers' 1 MiB requests, cut to 86 of 12 KiB each, all get a tag:
+// at depth 8 they waited for tags, which iocost's kernel parameters take
+// for saturation, and 2 of 5 uncalibrated trials under host load split
+// 6.3-6.7x by weight: not the uncalibrated case this test shows);
 // not memory backed, so reads and writes move no data and cost no memory.
 // It unloads the module when the test ends.
 func nullBlk(t *testing.T, mbps, completionNsec int) Device {
@@ -58,7 +63,7 @@ func nullBlk(t *testing.T, mbps, completionNsec int) Device {
 			// max_sectors=24: 12 KiB requests, under the throttle's
 			// per-millisecond budget (mbps MiB / 1000), which a larger
 			// request never fits: it would wait for ever.
-			args = append(args, "nr_devices=1", "gb=4", "irqmode=2", "hw_queue_depth=8", "submit_queues=1", "max_sectors=24",
+			args = append(args, "nr_devices=1", "gb=4", "irqmode=2", "hw_queue_depth=256", "submit_queues=1", "max_sectors=24",
 				fmt.Sprintf("completion_nsec=%d", completionNsec), fmt.Sprintf("mbps=%d", mbps))
 		}
 		out, err := exec.Command("insmod", args...).CombinedOutput()
@@ -126,38 +131,60 @@ func stream(t *testing.T, h cgroupfs.Hierarchy, d Device, cgs []string, dur time
 	return out
 }
 
-// TestVMCalibrateSplit shows what calibration is for, on the VM's disk
+// splitTrials is how many before/after pairs TestRealV2CalibrateSplit
+// streams per device; their medians are judged, so a minority of trials
+// starved by the shared host (either kind) cannot decide the verdict.
+const splitTrials = 5
+
+// The bars TestRealV2CalibrateSplit holds the medians to, with their
+// margins. Weights 1000 vs 100 ask for 10x. In seven runs at host load
+// average 6-52 (other VMs, busy loops, two of these VMs at once) the
+// medians were 0.96-1.14x with the kernel's model and 5.5-8.3x calibrated,
+// single calibrated trials 3.2-10.2x: a trial in which the starved CPU,
+// not the device, holds both readers back splits less. So the calibrated
+// median must be a clear weighted split (minAfter, 2.2x under the lowest
+// median seen) and at least double the uncalibrated one (minGain; the
+// lowest gain seen was 5.4x).
+const (
+	minGain  = 2.0
+	minAfter = 2.5
+)
+
+// TestRealV2CalibrateSplit shows what calibration is for, on the VM's disk
 // (qemu caps it at 100 MiB/s) and on a null_blk device of known speed:
 // with iocost on and the kernel's own model, two streaming readers at
-// io.weight 1000 and 100 split the disk poorly; after `calibrate` (short
-// patterns) they split it as their weights say. Then --restore puts the
-// kernel's model back.
-func TestVMCalibrateSplit(t *testing.T) {
+// io.weight 1000 and 100 split the device poorly; with the model and QoS
+// `calibrate` derives (short patterns) they split it by their weights.
+// Before and after are interleaved, splitTrials pairs in alternating
+// order, so both see the same host; the medians are compared. Then
+// --restore puts the kernel's model back.
+func TestRealV2CalibrateSplit(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
 	// null_blk's speed. Its throttle refills a budget of mbps/1000 MiB
 	// every millisecond; requests are cut to 12 KiB (max_sectors) to fit
 	// it. On a loaded host the emulated CPU may keep it slower, so the
 	// model may come out lower, never higher.
 	const nullMbps = 12
 	for _, tc := range []struct {
-		name     string
-		dev      func(t *testing.T) Device
-		minRatio float64
+		name string
+		dev  func(t *testing.T) Device
 	}{
-		{"vda", vmDisk, 4},
-		{"null_blk", func(t *testing.T) Device { return nullBlk(t, nullMbps, 500_000) }, 4},
+		{"vda", vmDisk},
+		{"null_blk", func(t *testing.T) Device { return nullBlk(t, nullMbps, 500_000) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, base := vmHierarchy(t)
 			d := tc.dev(t)
 			hi, lo := base+"/hi", base+"/lo"
-			for cg, w := range map[string]string{hi: "default 1000", lo: "default 100"} {
-				p, _ := h.Path(cg)
+			for _, c := range []struct{ cg, w string }{{hi, "default 1000"}, {lo, "default 100"}} {
+				p, _ := h.Path(c.cg)
 				testkit.Cgroup(t, p)
-				if err := os.WriteFile(filepath.Join(p, "io.weight"), []byte(w), 0); err != nil {
+				if err := os.WriteFile(filepath.Join(p, "io.weight"), []byte(c.w), 0); err != nil {
 					t.Fatal(err)
 				}
 			}
-			// Before: iocost on with the kernel's model for the device class.
 			prevModel, prevQoS, err := Current(h, d)
 			if err != nil {
 				t.Fatal(err)
@@ -166,18 +193,20 @@ func TestVMCalibrateSplit(t *testing.T) {
 				h.WriteCostQoS(prevQoS.Line())
 				h.WriteCostModel(prevModel.Line())
 			})
-			if err := h.WriteCostModel(d.Dev.String() + " ctrl=auto"); err != nil {
-				t.Fatal(err)
+			// Before: iocost on with the kernel's model for the device class.
+			autoModelLine, autoQoSLine := d.Dev.String()+" ctrl=auto", d.Dev.String()+" enable=1 ctrl=auto"
+			set := func(model, qos string) {
+				t.Helper()
+				if err := h.WriteCostModel(model); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.WriteCostQoS(qos); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if err := h.WriteCostQoS(d.Dev.String() + " enable=1 ctrl=auto"); err != nil {
-				t.Fatal(err)
-			}
+			set(autoModelLine, autoQoSLine)
 			autoModel, autoQoS, _ := Current(h, d)
-			t.Logf("%s before: io.cost.model %q, io.cost.qos %q", d.Name, autoModel.Line(), autoQoS.Line())
-			dur := 4 * time.Second
-			before := stream(t, h, d, []string{hi, lo}, dur)
-			rb := before[0] / max(before[1], 1)
-			t.Logf("%s uncalibrated: weight 1000 %.1f MiB/s, weight 100 %.1f MiB/s: %.2fx", d.Name, before[0]/(1<<20), before[1]/(1<<20), rb)
+			t.Logf("%s uncalibrated: io.cost.model %q, io.cost.qos %q", d.Name, autoModel.Line(), autoQoS.Line())
 
 			why, err := InUse(DefaultRoots(), d)
 			if err != nil || len(why) > 0 {
@@ -201,7 +230,7 @@ func TestVMCalibrateSplit(t *testing.T) {
 			if err := Apply(h, state, d, model, qos); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s calibrated: %q, %q", d.Name, model.Line(), qos.Line())
+			t.Logf("%s calibrated: io.cost.model %q, io.cost.qos %q", d.Name, model.Line(), qos.Line())
 			if d.Name == "nullb0" {
 				// null_blk's mbps caps what it moves: the model must find it.
 				// Less when the emulated CPU cannot keep up (a loaded host),
@@ -212,25 +241,46 @@ func TestVMCalibrateSplit(t *testing.T) {
 					t.Errorf("null_blk at mbps=%d: rbps %d is %.2fx the device's speed, want at most 1.15x", nullMbps, model.RBps, got)
 				}
 			}
-			// The machine is shared and the VM emulated: a run in which
-			// the starved CPU, not the disk, held both readers back shows
-			// no split whatever the model. Up to three runs; one clear
-			// split passes. Uncalibrated, no run seen came above 1.5x
-			// (0.77-1.49x in six), calibrated 2.8-8.5x.
-			var ra float64
-			for try := 1; try <= 3; try++ {
-				after := stream(t, h, d, []string{hi, lo}, dur)
-				ra = after[0] / max(after[1], 1)
-				t.Logf("%s calibrated, run %d: weight 1000 %.1f MiB/s, weight 100 %.1f MiB/s: %.2fx (uncalibrated %.2fx; totals %.1f vs %.1f MiB/s)",
-					d.Name, try, after[0]/(1<<20), after[1]/(1<<20), ra, rb, (after[0]+after[1])/(1<<20), (before[0]+before[1])/(1<<20))
-				if ra >= tc.minRatio && ra >= 2*rb {
-					break
+
+			// Trials: before (kernel's model) and after (calibrated), the
+			// order alternating, so a drift of the host's load weighs on
+			// both alike.
+			dur := 4 * time.Second
+			run := func(trial int, calibrated bool) float64 {
+				what := "uncalibrated"
+				if calibrated {
+					what = "calibrated"
+					set(model.Line(), qos.Line())
+				} else {
+					set(autoModelLine, autoQoSLine)
+				}
+				r := stream(t, h, d, []string{hi, lo}, dur)
+				split := r[0] / max(r[1], 1)
+				t.Logf("%s trial %d %-12s: weight 1000 %6.1f MiB/s, weight 100 %6.1f MiB/s, total %6.1f MiB/s: split %.2fx",
+					d.Name, trial, what, r[0]/(1<<20), r[1]/(1<<20), (r[0]+r[1])/(1<<20), split)
+				return split
+			}
+			var before, after []float64
+			for trial := 1; trial <= splitTrials; trial++ {
+				if trial%2 == 1 {
+					before = append(before, run(trial, false))
+					after = append(after, run(trial, true))
+				} else {
+					after = append(after, run(trial, true))
+					before = append(before, run(trial, false))
 				}
 			}
-			if ra < tc.minRatio || ra < 2*rb {
-				t.Errorf("%s: after calibration weights 1000 vs 100 split %.2fx in the last of 3 runs, want >= %.0fx and twice the uncalibrated %.2fx", d.Name, ra, tc.minRatio, rb)
+			mb, ma := median(before), median(after)
+			t.Logf("%s split of weights 1000 vs 100 over %d trials: uncalibrated median %.2fx %s, calibrated median %.2fx %s: %.2fx the uncalibrated",
+				d.Name, splitTrials, mb, fmtSplits(before), ma, fmtSplits(after), ma/mb)
+			if ma < minAfter || ma < minGain*mb {
+				t.Errorf("%s: calibrated, weights 1000 vs 100 split %.2fx (median of %s), want at least %.1fx and %.0fx the uncalibrated median %.2fx (%s)",
+					d.Name, ma, fmtSplits(after), minAfter, minGain, mb, fmtSplits(before))
 			}
 
+			// The calibrated values are in place again: Restore must put
+			// back what Apply saved (the kernel's model, iocost on).
+			set(model.Line(), qos.Line())
 			if _, err := Restore(h, state, d); err != nil {
 				t.Fatal(err)
 			}
@@ -246,4 +296,22 @@ func TestVMCalibrateSplit(t *testing.T) {
 			}
 		})
 	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func fmtSplits(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
