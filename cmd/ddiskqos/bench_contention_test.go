@@ -113,12 +113,18 @@ const contentionV2DiskMiB = 2048
 // as docs/bench/contention-v2-vm.sh runs it, on ext4 on the VM's test
 // disk: one trial, the sequential reader as the neighbour, no QoS and
 // ddiskqos with iocost calibrated side by side. It checks that every cell
-// was measured and the calibration is in the report, and logs the
-// victim's p99 ÷ idle with no QoS and with ddiskqos. It asserts no bar:
-// the VM's disk is emulated and shares two host cores with other VMs; one
-// trial's no-QoS p99 ÷ idle has been 4.6× and 73–150× in quiet runs, and
-// ddiskqos's has been above no QoS's (10.7× against 4.6×), so even
-// "ddiskqos below no QoS" is not a bar this run can hold without flaking.
+// was measured and the calibration is in the report, that no QoS shows
+// contention (the victim's p50 at least 3× idle's), and logs the victim's
+// p99 ÷ idle with no QoS and with ddiskqos.
+//
+// The only bar is that p50 one, with a wide margin: with no QoS the victim
+// queues behind the neighbour's 32 requests of 1 MiB on a disk qemu caps
+// at 100 MiB/s; its p50 ÷ idle has been 21× to 398× in the VM (five runs,
+// host load up to 17). The report's own bar (p99 ÷ idle ≥ 10×) and any bar
+// on ddiskqos are logged, not asserted: the emulator's stalls set idle's
+// p99 (40–80 ms), one trial's no-QoS p99 ÷ idle has been 4.6× to 150×,
+// and ddiskqos's p99 has been both below no QoS's (3.1× against 4.8×,
+// 6.8× against 8.1×) and above it (10.7× against 4.6×).
 func TestRealV2BenchContention(t *testing.T) {
 	if !testkit.InVM() {
 		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
@@ -210,6 +216,9 @@ func TestRealV2BenchContention(t *testing.T) {
 		rep.Summary.IdleWebP99us.Median, noQoS.WebP99.Median, noQoS.WebP50.Median, noQoS.DuringMiBs)
 	t.Logf("ddiskqos (iocost calibrated): web p99 ÷ idle %.2f×, p50 ÷ idle %.2f×, neighbour during ÷ no QoS %.0f %%, 1–2 s after %.0f %%",
 		dq.WebP99.Median, dq.WebP50.Median, dq.NBDuring.Median*100, dq.NBAfter2.Median*100)
+	if noQoS.WebP50.Median < 3 {
+		t.Errorf("no QoS shows no contention: the victim's p50 ÷ idle is %.2f× beside the sequential reader, want at least 3×", noQoS.WebP50.Median)
+	}
 	if noQoS.WebP99.Median < 10 {
 		t.Logf("no QoS shows no contention by the report's bar (web p99 ÷ idle %.2f×, want ≥ 10×): one trial of 2 s on an emulated "+
 			"disk capped by qemu, with idle's own p99 %.0f µs (CPU waits of the emulator on a shared host) as the reference",
