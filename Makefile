@@ -47,13 +47,14 @@ hoststate-check:
 test-host:
 	DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 -timeout 30m ./...
 
-# The VM: 2 GiB (cmd/ddiskqos's runs the Docker engine, vfs on tmpfs), and
-# vmexec's timeout past go test's so that the test binary's panic wins. One
+# The VM: 2 GiB (cmd/ddiskqos's runs the Docker engine, vfs on tmpfs), a 3 GiB
+# sparse test disk (TestRealV2BenchContention's volume and iocost calibration
+# twin, ~1.6 GiB), and vmexec's timeout past go test's so that the test binary's panic wins. One
 # package's VM at a time (-p 1): each VM has two emulated CPUs, and two VMs
 # on a two-core host slowed each other's emulated I/O and timers.
 test-v2: $(BIN)/vmexec
 	DDISKQOS_REQUIRE_REAL=1 CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m -v \
-		-p 1 -exec "$(BIN)/vmexec -mem 2G -timeout 31m" -run 'TestRealV2' $(V2_PKGS) 2>&1 | tee $(BIN)/test-v2.log
+		-p 1 -exec "$(BIN)/vmexec -mem 2G -disk-size 3G -timeout 31m" -run 'TestRealV2' $(V2_PKGS) 2>&1 | tee $(BIN)/test-v2.log
 	@! grep -E -- '--- SKIP' $(BIN)/test-v2.log || { echo 'test-v2: a v2 test skipped'; exit 1; }
 
 # Docker on v2 with the daemon's default thresholds and tick; make test

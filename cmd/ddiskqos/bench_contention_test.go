@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/contention"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
+	"golang.org/x/sys/unix"
 )
 
 // TestRealBenchContentionQuick runs `ddiskqos bench contention --quick` for
@@ -54,6 +58,181 @@ func TestRealBenchContentionQuick(t *testing.T) {
 	if p.Mode != contention.ModeQuick || p.Trials != 1 || len(p.Neighbours) != 2 || len(p.Configs) != len(contention.Configs) {
 		t.Fatalf("quick plan %+v", p)
 	}
+	checkContentionCells(t, &rep.Result)
+	// Every ratio of the report has a value, and every bar a verdict in
+	// the Markdown.
+	if len(rep.Summary.Rows) != len(p.Neighbours)*(len(p.Configs)-2) {
+		t.Errorf("%d rows", len(rep.Summary.Rows))
+	}
+	for _, r := range rep.Summary.Rows {
+		for name, v := range map[string]contention.Spread{"web p50": r.WebP50, "web p99": r.WebP99, "web p99.9": r.WebP999, "web response p99": r.WebRespP99,
+			"cold 1 MiB": r.Cold[0], "cold 10 MiB": r.Cold[1], "during": r.NBDuring, "after 0-1 s": r.NBAfter1, "after 1-2 s": r.NBAfter2} {
+			if v.N != 1 || v.Median <= 0 {
+				t.Errorf("%s/%s: %s %+v", r.Neighbour, r.Config, name, v)
+			}
+		}
+	}
+	// Per neighbour: original's "contention exists", and for each of the
+	// two ddiskqos configurations web p99, p50, each cold size, the
+	// neighbour during and after.
+	perDaemon := 2 + len(contention.ColdSizes) + 2
+	if n := len(rep.Summary.Bars); n != len(p.Neighbours)*(1+2*perDaemon) ||
+		strings.Count(string(md), "| met |")+strings.Count(string(md), "| **missed** |") != n {
+		t.Errorf("%d bars, Markdown:\n%s", n, md)
+	}
+
+	// Nothing is left: cgroups, loop device, processes. Only this run's
+	// parent is checked: another bench may run at the same time.
+	parent := "/sys/fs/cgroup/blkio/" + contention.ParentPrefix + strconv.Itoa(os.Getpid())
+	if _, err := os.Stat(parent); err == nil {
+		t.Errorf("left behind: cgroup %s", parent)
+	}
+	if b, err := os.ReadFile("/sys/block/" + rep.Device + "/loop/backing_file"); err == nil && strings.Contains(string(b), rep.Backing) {
+		t.Errorf("loop device %s still attached to %s", rep.Device, b)
+	}
+	if _, err := os.Stat(rep.Backing); err == nil {
+		t.Errorf("backing file %s left behind", rep.Backing)
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
+	}
+	if b, _ := os.ReadFile("/sys/block/" + rep.Device + "/queue/scheduler"); len(b) > 0 && !strings.Contains(string(b), "["+rep.DefaultScheduler+"]") {
+		t.Errorf("scheduler of %s not restored: %s", rep.Device, b)
+	}
+	t.Logf("%d cells; %d of %d bars missed (on this host, now)", len(rep.Cells), rep.Summary.Missed, len(rep.Summary.Bars))
+}
+
+// contentionV2DiskMiB is what TestRealV2BenchContention needs of the VM's
+// test disk: the quick plan's volume (sparse, about 1.1 GiB, of which the
+// readers' files, ~350 MiB, are written) and the 512 MiB calibration twin
+// beside it, with room to spare. make test-v2 gives the VM a 3 GiB disk.
+const contentionV2DiskMiB = 2048
+
+// TestRealV2BenchContention is `ddiskqos bench contention --quick
+// --neighbours seqread --configs ddiskqos` inside the cgroup-v2 test VM,
+// as docs/bench/contention-v2-vm.sh runs it, on ext4 on the VM's test
+// disk: one trial, the sequential reader as the neighbour, no QoS and
+// ddiskqos with iocost calibrated side by side. It checks that every cell
+// was measured and the calibration is in the report, that no QoS shows
+// contention (the victim's p50 at least 3× idle's), and logs the victim's
+// p99 ÷ idle with no QoS and with ddiskqos.
+//
+// The only bar is that p50 one, with a wide margin: with no QoS the victim
+// queues behind the neighbour's 32 requests of 1 MiB on a disk qemu caps
+// at 100 MiB/s; its p50 ÷ idle has been 21× to 415× in the VM (seven
+// trials in five runs, host load up to 17). The report's own bar (p99 ÷
+// idle ≥ 10×) and any bar on ddiskqos are logged, not asserted: the
+// emulator's stalls set idle's p99 (40–140 ms), one trial's no-QoS p99 ÷
+// idle has been 3.3× to 150×, and ddiskqos's p99 has been both below no
+// QoS's (0.39× against 3.3×, 3.1× against 4.8×, 6.8× against 8.1×) and
+// above it (10.7× against 4.6×).
+func TestRealV2BenchContention(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	testkit.NeedRoot(t)
+	disk := os.Getenv("DDISKQOS_VM_DISK")
+	testkit.Need(t, disk != "", "DDISKQOS_VM_DISK not set")
+	sectors, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(disk), "size"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(sectors)), 10, 64)
+	testkit.Need(t, err == nil && n*512>>20 >= contentionV2DiskMiB,
+		"the VM's test disk %s has %d MiB, want at least %d (vmexec -disk-size 3G) (%v)", disk, n*512>>20, contentionV2DiskMiB, err)
+	dir := t.TempDir()
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", disk).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4 %s: %v: %s", disk, err, out)
+	}
+	if err := unix.Mount(disk, dir, "ext4", 0, ""); err != nil {
+		t.Fatalf("mount %s at %s: %v", disk, dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	t.Setenv(workload.EnvMain, "1") // the workloads are this test binary
+	out := t.TempDir()
+	args := []string{"--quick", "--neighbours", "seqread", "--configs", "ddiskqos", "--dir", dir, "--json", "--out", out}
+	start := time.Now()
+	var stdout, stderr bytes.Buffer
+	code := runBenchContention(args, &stdout, &stderr)
+	t.Logf("bench contention %s: exit %d in %s", strings.Join(args, " "), code, time.Since(start).Round(time.Second))
+	if code != 0 {
+		t.Fatalf("bench contention: exit %d: %s", code, stderr.String())
+	}
+	var rep struct {
+		contention.Result
+		Summary contention.Summary `json:"summary"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("JSON report: %v: %s", err, stdout.String())
+	}
+	for _, f := range []string{"contention-v2.json", "contention-v2.md", "contention-v2.svg"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v, %d bytes", f, err, len(b))
+		}
+	}
+	p := rep.Plan
+	if rep.Cgroup != "v2" || !rep.TestVM || p.Trials != 1 || !slices.Equal(p.Neighbours, []contention.Neighbour{contention.SeqRead}) ||
+		!slices.Equal(p.Configs, []contention.Config{contention.Idle, contention.IdleBFQ, contention.Original, contention.DDiskQoS}) {
+		t.Fatalf("cgroup %s, in the VM %v, plan %+v", rep.Cgroup, rep.TestVM, p)
+	}
+	if ic := rep.IOCost; ic == nil || ic.Model == "" || ic.QoS == "" || len(ic.Measurements) != 8 {
+		t.Fatalf("no iocost calibration in the report: %+v", ic)
+	}
+	t.Logf("iocost: io.cost.model %q, io.cost.qos %q", rep.IOCost.Model, rep.IOCost.QoS)
+	checkContentionCells(t, &rep.Result)
+	for _, c := range rep.Cells {
+		if c.Config == contention.DDiskQoS && (c.Daemon == nil || c.Daemon.Mechanism != "iocost-weight") {
+			t.Errorf("ddiskqos cell: daemon %+v, want mechanism iocost-weight", c.Daemon)
+		}
+	}
+	rows := map[contention.Config]contention.Row{}
+	for _, r := range rep.Summary.Rows {
+		rows[r.Config] = r
+	}
+	noQoS, dq := rows[contention.Original], rows[contention.DDiskQoS]
+	if len(rep.Summary.Rows) != 2 || noQoS.WebP99.N != 1 || dq.WebP99.N != 1 || dq.NBDuring.N != 1 {
+		t.Fatalf("summary rows %+v", rep.Summary.Rows)
+	}
+	// Nothing is left: this run's parent cgroup, loop device, file,
+	// processes.
+	if _, err := os.Stat("/sys/fs/cgroup/" + contention.ParentPrefix + strconv.Itoa(os.Getpid())); err == nil {
+		t.Errorf("left behind: cgroup %s%d", contention.ParentPrefix, os.Getpid())
+	}
+	if b, err := os.ReadFile("/sys/block/" + rep.Device + "/loop/backing_file"); err == nil && strings.Contains(string(b), rep.Backing) {
+		t.Errorf("loop device %s still attached to %s", rep.Device, b)
+	}
+	if _, err := os.Stat(rep.Backing); err == nil {
+		t.Errorf("backing file %s left behind", rep.Backing)
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
+	}
+
+	t.Logf("idle: web p99 %.0f µs; seqread neighbour, no QoS: web p99 ÷ idle %.2f×, p50 ÷ idle %.2f×, neighbour %.0f MiB/s",
+		rep.Summary.IdleWebP99us.Median, noQoS.WebP99.Median, noQoS.WebP50.Median, noQoS.DuringMiBs)
+	t.Logf("ddiskqos (iocost calibrated): web p99 ÷ idle %.2f×, p50 ÷ idle %.2f×, neighbour during ÷ no QoS %.0f %%, 1–2 s after %.0f %%",
+		dq.WebP99.Median, dq.WebP50.Median, dq.NBDuring.Median*100, dq.NBAfter2.Median*100)
+	if noQoS.WebP50.Median < 3 {
+		t.Errorf("no QoS shows no contention: the victim's p50 ÷ idle is %.2f× beside the sequential reader, want at least 3×", noQoS.WebP50.Median)
+	}
+	if noQoS.WebP99.Median < 10 {
+		t.Logf("no QoS shows no contention by the report's bar (web p99 ÷ idle %.2f×, want ≥ 10×): one trial of 2 s on an emulated "+
+			"disk capped by qemu, with idle's own p99 %.0f µs (CPU waits of the emulator on a shared host) as the reference",
+			noQoS.WebP99.Median, rep.Summary.IdleWebP99us.Median)
+	}
+}
+
+// checkContentionCells checks that a run measured every cell of its plan:
+// the victims in all, the neighbour in all but idle, the daemon in the
+// ddiskqos configurations, each on its scheduler.
+func checkContentionCells(t *testing.T, rep *contention.Result) {
+	t.Helper()
+	p := rep.Plan
 	want := p.Trials * (2 + len(p.Neighbours)*(len(p.Configs)-2))
 	if len(rep.Cells) != want {
 		t.Errorf("%d cells, want %d", len(rep.Cells), want)
@@ -104,47 +283,6 @@ func TestRealBenchContentionQuick(t *testing.T) {
 			}
 		}
 	}
-	// Every ratio of the report has a value, and every bar a verdict in
-	// the Markdown.
-	if len(rep.Summary.Rows) != len(p.Neighbours)*(len(p.Configs)-2) {
-		t.Errorf("%d rows", len(rep.Summary.Rows))
-	}
-	for _, r := range rep.Summary.Rows {
-		for name, v := range map[string]contention.Spread{"web p50": r.WebP50, "web p99": r.WebP99, "web p99.9": r.WebP999, "web response p99": r.WebRespP99,
-			"cold 1 MiB": r.Cold[0], "cold 10 MiB": r.Cold[1], "during": r.NBDuring, "after 0-1 s": r.NBAfter1, "after 1-2 s": r.NBAfter2} {
-			if v.N != 1 || v.Median <= 0 {
-				t.Errorf("%s/%s: %s %+v", r.Neighbour, r.Config, name, v)
-			}
-		}
-	}
-	// Per neighbour: original's "contention exists", and for each of the
-	// two ddiskqos configurations web p99, p50, each cold size, the
-	// neighbour during and after.
-	perDaemon := 2 + len(contention.ColdSizes) + 2
-	if n := len(rep.Summary.Bars); n != len(p.Neighbours)*(1+2*perDaemon) ||
-		strings.Count(string(md), "| met |")+strings.Count(string(md), "| **missed** |") != n {
-		t.Errorf("%d bars, Markdown:\n%s", n, md)
-	}
-
-	// Nothing is left: cgroups, loop device, processes. Only this run's
-	// parent is checked: another bench may run at the same time.
-	parent := "/sys/fs/cgroup/blkio/" + contention.ParentPrefix + strconv.Itoa(os.Getpid())
-	if _, err := os.Stat(parent); err == nil {
-		t.Errorf("left behind: cgroup %s", parent)
-	}
-	if b, err := os.ReadFile("/sys/block/" + rep.Device + "/loop/backing_file"); err == nil && strings.Contains(string(b), rep.Backing) {
-		t.Errorf("loop device %s still attached to %s", rep.Device, b)
-	}
-	if _, err := os.Stat(rep.Backing); err == nil {
-		t.Errorf("backing file %s left behind", rep.Backing)
-	}
-	if kids := children(); len(kids) > 0 {
-		t.Errorf("processes left behind: %v", kids)
-	}
-	if b, _ := os.ReadFile("/sys/block/" + rep.Device + "/queue/scheduler"); len(b) > 0 && !strings.Contains(string(b), "["+rep.DefaultScheduler+"]") {
-		t.Errorf("scheduler of %s not restored: %s", rep.Device, b)
-	}
-	t.Logf("%d cells; %d of %d bars missed (on this host, now)", len(rep.Cells), rep.Summary.Missed, len(rep.Summary.Bars))
 }
 
 // children lists the processes whose parent is this one.
