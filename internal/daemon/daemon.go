@@ -144,6 +144,14 @@ type tracked struct {
 	dstate int32 // its tasks in D state when last looked at (health.go)
 }
 
+// refusal is a workload not tracked for want of descriptors (fds.go) and
+// whether its I/O history is to be charged once it is (it was new, not
+// found running, when first seen).
+type refusal struct {
+	w      source.Workload
+	charge bool
+}
+
 // decision is what the loop keeps of a policy.Decision between ticks: not
 // its transitions (~300 bytes per workload, logged when they happen).
 type decision struct {
@@ -167,13 +175,14 @@ type Daemon struct {
 	order     []*tracked // d.work sorted by name, then id (the snapshot's order)
 	orderOK   bool       // order matches work
 	nextSlot  uint32
-	sen       sensor.Sensor              // the sensing stage
-	noFile    uint64                     // the open-file budget (soft RLIMIT_NOFILE)
-	actFDs    int                        // descriptors the actuator keeps (the throttle's), at the last tick
-	fds       int                        // descriptors the tracked cgroups keep
-	details   int                        // of which detail files (see cgroupfs.Cgroup.CloseDetail)
-	refused   map[string]source.Workload // not tracked for want of descriptors
+	sen       sensor.Sensor      // the sensing stage
+	noFile    uint64             // the open-file budget (soft RLIMIT_NOFILE)
+	actFDs    int                // descriptors the actuator keeps (the throttle's), at the last tick
+	fds       int                // descriptors the tracked cgroups keep
+	details   int                // of which detail files (see cgroupfs.Cgroup.CloseDetail)
+	refused   map[string]refusal // not tracked for want of descriptors
 	started   time.Time
+	synced    bool // the source's initial listing is complete (source.Synced): workloads added now are new
 	orphansOK bool // orphan restore done
 	tick      uint64
 	lastTick  time.Time
@@ -205,7 +214,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
 		events: make(chan source.Event, 4096), work: map[string]*tracked{},
-		refused: map[string]source.Workload{}}
+		refused: map[string]refusal{}}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
