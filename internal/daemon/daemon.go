@@ -100,7 +100,9 @@ type Options struct {
 	// HostPressure is the host's PSI file (/proc/pressure/io), "" for none.
 	HostPressure string
 	// OrphanGrace is how long after start a cgroup adopted from the state
-	// file may stay unclaimed before its original values are restored.
+	// file may stay unclaimed before its original values are restored; and
+	// not before the source's initial listing is complete (source.Synced):
+	// until then every adopted cgroup looks unclaimed.
 	OrphanGrace time.Duration
 	Logger      *slog.Logger
 	Observer    Observer
@@ -454,11 +456,14 @@ func (d *Daemon) step() {
 		d.log.Warn("apply levels", "err", err)
 	}
 	d.actFDs = d.act.OpenFiles()
-	if !d.orphansOK && start.Sub(d.started) >= d.opts.OrphanGrace {
+	if !d.orphansOK && d.synced && start.Sub(d.started) >= d.opts.OrphanGrace {
 		d.orphansOK = true
-		live := make(map[string]bool, len(d.work))
+		live := make(map[string]bool, len(d.work)+len(d.refused))
 		for _, t := range d.work {
 			live[t.w.Cgroup] = true
+		}
+		for _, r := range d.refused { // claimed, waiting for descriptors
+			live[r.w.Cgroup] = true
 		}
 		if err := d.act.RestoreOrphans(live); err != nil {
 			d.countErr(snapshot.CauseActuate)

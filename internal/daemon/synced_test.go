@@ -162,3 +162,62 @@ func TestSyncedDecidesWhatIsCharged(t *testing.T) {
 	deliver(source.Event{Kind: source.Synced}, added("late"))
 	check(step(), "late", 4, history)
 }
+
+// orphanActuator records the live sets RestoreOrphans is called with.
+type orphanActuator struct {
+	nullActuator
+	calls *[]map[string]bool
+}
+
+func (a orphanActuator) RestoreOrphans(live map[string]bool) error {
+	*a.calls = append(*a.calls, live)
+	return nil
+}
+
+// TestOrphansWaitForSynced: the cgroups adopted from the state file are
+// restored as unclaimed only once the source's initial listing is
+// complete, however long after the orphan grace it comes: before it,
+// every adopted cgroup would look unclaimed. The workloads of the listing
+// are claimed, also one refused for want of descriptors.
+func TestOrphansWaitForSynced(t *testing.T) {
+	t.Parallel()
+	mount := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.MkdirAll(filepath.Join(mount, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mount, n, "io.stat"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls []map[string]bool
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d, err := New(Options{
+		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
+		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return orphanActuator{calls: &calls}, nil },
+		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20, OrphanGrace: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.started, d.noFile = now, 1<<20
+	step := func() {
+		d.step()
+		now = now.Add(time.Second)
+	}
+	for range 10 { // five times the grace
+		step()
+	}
+	if len(calls) != 0 {
+		t.Fatalf("orphans restored before the source's listing: live sets %v", calls)
+	}
+	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "a", Name: "a", Cgroup: "/a"}})
+	d.noFile = FDReserve // no room: b is refused
+	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "b", Name: "b", Cgroup: "/b"}})
+	d.handle(source.Event{Kind: source.Synced})
+	step()
+	step()
+	if len(calls) != 1 || len(calls[0]) != 2 || !calls[0]["/a"] || !calls[0]["/b"] {
+		t.Fatalf("orphan restores after the listing: live sets %v, want one with /a and /b", calls)
+	}
+}
