@@ -385,6 +385,11 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 		return level(s, "streamer") != 0 && level(s, "idle") != 0
 	})
 	ph.mark("daemon answers and tracks both containers")
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(line, "initial listing of the workload source complete") {
+			t.Logf("daemon: %s", line) // how long after its start the engine's first listing came
+		}
+	}
 	var seen []int // the streamer's levels, in the order the API showed them
 	s := wait("streamer demoted to level 4", 5*time.Minute, func(s *snapshot.Snapshot) bool {
 		if lv := level(s, "streamer"); len(seen) == 0 || seen[len(seen)-1] != lv {
