@@ -262,11 +262,11 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 	ph.mark(fmt.Sprintf("image imported (%d MiB)", len(bin)>>20))
 
 	// The daemon, this test binary as ddiskqos, starts before the
-	// containers, as on a host where containers come and go: they are
-	// new to it, and their I/O counts from their first byte (workloads
-	// it finds running at its start count only from its first look,
-	// within a grace of 2 s that an emulated VM's first listing of the
-	// engine may outlast). Its start overlaps theirs.
+	// containers, as on a host where containers come and go. Its start
+	// overlaps theirs: a container its first listing of the engine
+	// finds is found running (its I/O counts from that first look), one
+	// started after that listing is new (from its first byte). Either
+	// way the streamer reads on and goes down the levels.
 	addr := testkit.FreeAddr(t)
 	args := []string{"run", "--source", "docker", "--docker-host", e.Host(), "--interval", run.interval, "--boost-after", "1h",
 		"--listen", addr, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--devices", devName, "--log-level", "debug"}
@@ -385,6 +385,11 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 		return level(s, "streamer") != 0 && level(s, "idle") != 0
 	})
 	ph.mark("daemon answers and tracks both containers")
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(line, "initial listing of the workload source complete") {
+			t.Logf("daemon: %s", line) // how long after its start the engine's first listing came
+		}
+	}
 	var seen []int // the streamer's levels, in the order the API showed them
 	s := wait("streamer demoted to level 4", 5*time.Minute, func(s *snapshot.Snapshot) bool {
 		if lv := level(s, "streamer"); len(seen) == 0 || seen[len(seen)-1] != lv {

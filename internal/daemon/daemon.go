@@ -100,7 +100,9 @@ type Options struct {
 	// HostPressure is the host's PSI file (/proc/pressure/io), "" for none.
 	HostPressure string
 	// OrphanGrace is how long after start a cgroup adopted from the state
-	// file may stay unclaimed before its original values are restored.
+	// file may stay unclaimed before its original values are restored; and
+	// not before the source's initial listing is complete (source.Synced):
+	// until then every adopted cgroup looks unclaimed.
 	OrphanGrace time.Duration
 	Logger      *slog.Logger
 	Observer    Observer
@@ -144,6 +146,14 @@ type tracked struct {
 	dstate int32 // its tasks in D state when last looked at (health.go)
 }
 
+// refusal is a workload not tracked for want of descriptors (fds.go) and
+// whether its I/O history is to be charged once it is (it was new, not
+// found running, when first seen).
+type refusal struct {
+	w      source.Workload
+	charge bool
+}
+
 // decision is what the loop keeps of a policy.Decision between ticks: not
 // its transitions (~300 bytes per workload, logged when they happen).
 type decision struct {
@@ -167,13 +177,14 @@ type Daemon struct {
 	order     []*tracked // d.work sorted by name, then id (the snapshot's order)
 	orderOK   bool       // order matches work
 	nextSlot  uint32
-	sen       sensor.Sensor              // the sensing stage
-	noFile    uint64                     // the open-file budget (soft RLIMIT_NOFILE)
-	actFDs    int                        // descriptors the actuator keeps (the throttle's), at the last tick
-	fds       int                        // descriptors the tracked cgroups keep
-	details   int                        // of which detail files (see cgroupfs.Cgroup.CloseDetail)
-	refused   map[string]source.Workload // not tracked for want of descriptors
+	sen       sensor.Sensor      // the sensing stage
+	noFile    uint64             // the open-file budget (soft RLIMIT_NOFILE)
+	actFDs    int                // descriptors the actuator keeps (the throttle's), at the last tick
+	fds       int                // descriptors the tracked cgroups keep
+	details   int                // of which detail files (see cgroupfs.Cgroup.CloseDetail)
+	refused   map[string]refusal // not tracked for want of descriptors
 	started   time.Time
+	synced    bool // the source's initial listing is complete (source.Synced): workloads added now are new
 	orphansOK bool // orphan restore done
 	tick      uint64
 	lastTick  time.Time
@@ -205,7 +216,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
 		events: make(chan source.Event, 4096), work: map[string]*tracked{},
-		refused: map[string]source.Workload{}}
+		refused: map[string]refusal{}}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -445,11 +456,14 @@ func (d *Daemon) step() {
 		d.log.Warn("apply levels", "err", err)
 	}
 	d.actFDs = d.act.OpenFiles()
-	if !d.orphansOK && start.Sub(d.started) >= d.opts.OrphanGrace {
+	if !d.orphansOK && d.synced && start.Sub(d.started) >= d.opts.OrphanGrace {
 		d.orphansOK = true
-		live := make(map[string]bool, len(d.work))
+		live := make(map[string]bool, len(d.work)+len(d.refused))
 		for _, t := range d.work {
 			live[t.w.Cgroup] = true
+		}
+		for _, r := range d.refused { // claimed, waiting for descriptors
+			live[r.w.Cgroup] = true
 		}
 		if err := d.act.RestoreOrphans(live); err != nil {
 			d.countErr(snapshot.CauseActuate)

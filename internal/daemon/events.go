@@ -23,10 +23,18 @@ func (d *Daemon) drainEvents() {
 
 // handle applies one source event: an added workload is tracked (when the
 // open-file budget has room), an updated one takes its new labels (or is
-// tracked again when its cgroup changed), a removed one is released.
+// tracked again when its cgroup changed), a removed one is released, and
+// Synced ends the source's initial listing.
 func (d *Daemon) handle(ev source.Event) {
 	w := ev.Workload
 	switch ev.Kind {
+	case source.Synced:
+		// Only the first counts: see source.Synced.
+		if !d.synced {
+			d.synced = true
+			d.log.Info("initial listing of the workload source complete", "source", d.opts.Source.Name(),
+				"workloads", len(d.work)+len(d.refused), "after", d.now().Sub(d.started).Round(time.Millisecond))
+		}
 	case source.Added, source.Updated:
 		ino, _ := d.opts.Hierarchy.DirIno(w.Cgroup) // 0 when gone: Open below says so
 		if t, ok := d.work[w.ID]; ok {
@@ -43,8 +51,19 @@ func (d *Daemon) handle(ev source.Event) {
 			}
 			d.release(w.ID, why)
 		}
+		// A workload that appears once the source's initial listing is
+		// complete (it sent Synced) is new: all its I/O counts. One of that
+		// listing was found running; what it did before we looked says
+		// nothing about what it does now. How long the listing took does
+		// not matter (a slow engine or VM delays it by seconds). One
+		// refused for want of descriptors keeps what it was when first
+		// seen.
+		charge := d.synced
+		if r, ok := d.refused[w.ID]; ok {
+			charge = r.charge
+		}
 		delete(d.refused, w.ID)
-		if !d.admit(w) {
+		if !d.admit(w, charge) {
 			return
 		}
 		h := d.opts.Hierarchy
@@ -58,10 +77,6 @@ func (d *Daemon) handle(ev source.Event) {
 			d.log.Warn("cannot track workload", "workload", w.Name, "cgroup", w.Cgroup, "err", err)
 			return
 		}
-		// A workload that appears once the start-up listing is over is new:
-		// all its I/O counts. One found at start was already running; what
-		// it did before we looked says nothing about what it does now.
-		charge := d.now().Sub(d.started) > startupGrace(d.opts.Interval)
 		if ino != 0 {
 			d.store.SetIno(w.Cgroup, ino)
 		}
@@ -125,10 +140,4 @@ type forgetter interface{ Forget(id string) }
 func (d *Daemon) recreated(id string, t *tracked) {
 	d.release(id, "cgroup gone")
 	d.handle(source.Event{Kind: source.Added, Workload: t.w})
-}
-
-// startupGrace is how long after start discovered workloads count as
-// already running: the source's first listing may take a few ticks.
-func startupGrace(interval time.Duration) time.Duration {
-	return max(2*time.Second, 3*interval)
 }

@@ -115,9 +115,9 @@ func (d *Daemon) maxDetails() int {
 
 // admit reports whether one more workload fits the budget, shedding kept
 // detail descriptors if that makes room. When it does not fit, the
-// workload is remembered (retried when workloads go) and the error names
-// the numbers.
-func (d *Daemon) admit(w source.Workload) bool {
+// workload is remembered with charge (retried when workloads go) and the
+// error names the numbers.
+func (d *Daemon) admit(w source.Workload, charge bool) bool {
 	if d.noFile == 0 {
 		return true
 	}
@@ -134,7 +134,7 @@ func (d *Daemon) admit(w source.Workload) bool {
 		return true
 	}
 	first := len(d.refused) == 0
-	d.refused[w.ID] = w
+	d.refused[w.ID] = refusal{w: w, charge: charge}
 	d.countErr(snapshot.CauseFDLimit)
 	n := len(d.work) + len(d.refused)
 	err := &FDLimitError{Workloads: n, Need: FDBudget(n), Soft: d.noFile, Hard: d.noFile}
@@ -160,8 +160,7 @@ func (d *Daemon) retryRefused() {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		w := d.refused[id]
-		d.handle(source.Event{Kind: source.Added, Workload: w})
+		d.handle(source.Event{Kind: source.Added, Workload: d.refused[id].w})
 		if _, still := d.refused[id]; still {
 			return
 		}

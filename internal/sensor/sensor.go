@@ -111,9 +111,9 @@ type Counters struct {
 
 // NewCounters starts a workload's sensing state. slot spreads the readings
 // of quiet workloads over the ticks; charge says whether its first reading
-// counts from zero (a workload that appeared after start) or is only a
-// baseline (one that was already running: what it did before says nothing
-// about what it does now).
+// counts from zero (a workload that appeared after the source's initial
+// listing) or is only a baseline (one of that listing, already running:
+// what it did before says nothing about what it does now).
 func (s *Sensor) NewCounters(slot uint32, charge bool) *Counters {
 	return &Counters{charge: charge, period: 1, slot: slot, Active: make([]bool, len(s.Devices))}
 }

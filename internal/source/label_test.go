@@ -27,6 +27,7 @@ func TestWithLabel(t *testing.T) {
 		{Added, Workload{ID: "1", Labels: mine}},
 		{Added, Workload{ID: "2", Labels: map[string]string{"run": "b"}}},
 		{Added, Workload{ID: "3"}},
+		{Synced, Workload{}}, // names no workload: passes
 		{Removed, Workload{ID: "2"}},
 		{Removed, Workload{ID: "1"}}, // no labels on removal: still ours
 		{Removed, Workload{ID: "1"}}, // forgotten after its removal
@@ -39,7 +40,7 @@ func TestWithLabel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- src.Run(ctx, out) }()
 	var got []Event
-	for len(got) < 2 {
+	for len(got) < 3 {
 		select {
 		case ev := <-out:
 			got = append(got, ev)
@@ -51,7 +52,8 @@ func TestWithLabel(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got[0].Kind != Added || got[0].Workload.ID != "1" || got[1].Kind != Removed || got[1].Workload.ID != "1" {
+	if got[0].Kind != Added || got[0].Workload.ID != "1" || got[1].Kind != Synced ||
+		got[2].Kind != Removed || got[2].Workload.ID != "1" {
 		t.Fatalf("events %+v", got)
 	}
 	select {

@@ -48,6 +48,14 @@ const (
 	Updated
 	// Removed: the workload is gone; its cgroup may already be gone too.
 	Removed
+	// Synced: the source's first complete listing is done: every workload
+	// that existed when it first looked has been sent as Added before it.
+	// A workload Added after Synced appeared later; one Added before it was
+	// found running. It carries no workload and comes once per Run: a
+	// re-listing later (the docker source's, after the engine was out of
+	// reach) finds what started meanwhile — after the consumer began — and
+	// sends no second Synced.
+	Synced
 )
 
 func (k EventKind) String() string {
@@ -58,6 +66,8 @@ func (k EventKind) String() string {
 		return "updated"
 	case Removed:
 		return "removed"
+	case Synced:
+		return "synced"
 	}
 	return "unknown"
 }
@@ -70,9 +80,11 @@ type Event struct {
 
 // Source discovers workloads.
 type Source interface {
-	// Run sends the current workloads as Added, then changes as they happen,
-	// until ctx ends. It returns nil on ctx cancellation and an error only
-	// when it cannot go on.
+	// Run sends the current workloads as Added, then Synced once (its first
+	// listing is complete), then changes as they happen, until ctx ends. A
+	// source that lists nothing until its backend answers (docker at boot)
+	// sends Synced after the first listing that succeeds. Run returns nil on
+	// ctx cancellation and an error only when it cannot go on.
 	Run(ctx context.Context, out chan<- Event) error
 	// Name names the source in logs and status, e.g. "docker" or "cgroup:/lxc".
 	Name() string

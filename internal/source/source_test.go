@@ -39,7 +39,7 @@ func TestWorkloadEqual(t *testing.T) {
 
 func TestEventKindString(t *testing.T) {
 	t.Parallel()
-	for k, want := range map[EventKind]string{Added: "added", Updated: "updated", Removed: "removed", 0: "unknown"} {
+	for k, want := range map[EventKind]string{Added: "added", Updated: "updated", Removed: "removed", Synced: "synced", 0: "unknown"} {
 		if got := k.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
 		}

@@ -251,10 +251,10 @@ func (s *Source) Name() string {
 // Layout is the layout in use (LayoutAuto resolved).
 func (s *Source) Layout() Layout { return s.layout }
 
-// Run reports the current workloads as Added, then each one that appears
-// or disappears, until ctx ends. It fails only when the parent cannot be
-// listed at the start. If the parent disappears later, its workloads are
-// reported Removed and it is watched for again.
+// Run reports the current workloads as Added, then Synced, then each one
+// that appears or disappears, until ctx ends. It fails only when the
+// parent cannot be listed at the start. If the parent disappears later,
+// its workloads are reported Removed and it is watched for again.
 func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	var w *watcher
 	if s.notify {
@@ -276,6 +276,9 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	}
 	if err := s.report(ctx, out, known, rels); err != nil {
 		return nil // ctx ended
+	}
+	if err := source.Send(ctx, out, source.Event{Kind: source.Synced}); err != nil {
+		return nil
 	}
 	period := func() time.Duration {
 		if watched {

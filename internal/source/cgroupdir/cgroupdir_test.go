@@ -37,6 +37,20 @@ func expect(t *testing.T, ch <-chan source.Event, within time.Duration, kind sou
 	}
 }
 
+// expectSynced waits up to within for the next event and checks that it is
+// Synced: the first listing is complete.
+func expectSynced(t *testing.T, ch <-chan source.Event, within time.Duration) {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		if ev.Kind != source.Synced || !ev.Workload.Equal(source.Workload{}) {
+			t.Fatalf("event = %v %+v, want synced (the end of the first listing)", ev.Kind, ev.Workload)
+		}
+	case <-time.After(within):
+		t.Fatalf("no synced event within %s", within)
+	}
+}
+
 func expectNone(t *testing.T, ch <-chan source.Event, wait time.Duration) {
 	t.Helper()
 	select {
@@ -140,6 +154,7 @@ func TestTree(t *testing.T) {
 			// Initial children, in name order; the grandchild is not one.
 			expect(t, ch, tc.within, source.Added, "a", "/lxc/a")
 			expect(t, ch, tc.within, source.Added, "b", "/lxc/b")
+			expectSynced(t, ch, tc.within) // once: not after later scans
 
 			if err := os.Mkdir(filepath.Join(parent, "c"), 0o755); err != nil {
 				t.Fatal(err)
@@ -196,6 +211,7 @@ func TestReArmAfterParentRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := run(t, s)
+	expectSynced(t, ch, 2*time.Second) // an empty parent lists nothing, then is synced
 	expectNone(t, ch, 20*time.Millisecond)
 	if err := os.Remove(parent); err != nil {
 		t.Fatal(err)
@@ -271,6 +287,7 @@ func TestRealCgroupfs(t *testing.T) {
 			ch := run(t, s)
 			const within = 2 * time.Second
 			expect(t, ch, within, source.Added, "first", parent+"/first")
+			expectSynced(t, ch, within)
 			if _, err := os.Stat(filepath.Join(first, "cgroup.procs")); err != nil {
 				t.Fatalf("%s is not a cgroup: %v", first, err)
 			}

@@ -167,6 +167,7 @@ func driveNode(t *testing.T, h cgroupfs.Hierarchy, root string, tr nodeTree, exe
 	for _, w := range tr.want {
 		expectWL(t, ch, within, source.Added, w)
 	}
+	expectSynced(t, ch, within)
 	expectNone(t, ch, 50*time.Millisecond)
 	start := time.Now()
 	mkdir(tr.parent + "/" + tr.later[0])

@@ -118,6 +118,7 @@ func pinTree(t *testing.T, h cgroupfs.Hierarchy, parent string, parentArg string
 	// Exempt wins over a level glob: no ddiskqos.level, so no conflict.
 	expectWL(t, ch, within, source.Added, wl("system-journal", labels(policy.LabelExempt, "true")))
 	expectWL(t, ch, within, source.Added, wl("web", labels(policy.LabelLevel, "4")))
+	expectSynced(t, ch, within)
 	mkdir("db-2")
 	expectWL(t, ch, within, source.Added, wl("db-2", labels(policy.LabelLevel, "1")))
 }

@@ -4,7 +4,8 @@
 //
 // The stream is subscribed to before the containers are listed, so nothing
 // that happens in between is missed; the events that overlap the listing are
-// deduplicated against it. When the stream breaks (the engine restarted), the
+// deduplicated against it. The first complete listing is followed by
+// source.Synced. When the stream breaks (the engine restarted), the
 // source reconnects with jittered exponential backoff and lists again,
 // reporting the containers that vanished meanwhile as Removed, new ones as
 // Added, and ones that restarted (new main pid) as Updated.
@@ -177,10 +178,10 @@ func (s *Source) setUp() {
 	s.downSince, s.downErr, s.downTries = time.Time{}, nil, 0
 }
 
-// Run reports the running containers as Added, then follows the engine's
-// events until ctx ends. When the engine cannot be reached — at start or
-// later — it retries with backoff for as long as ctx lives, degraded
-// meanwhile (see Health). It fails only when no client can be made.
+// Run reports the running containers as Added, then Synced, then follows
+// the engine's events until ctx ends. When the engine cannot be reached —
+// at start or later — it retries with backoff for as long as ctx lives,
+// degraded meanwhile (see Health). It fails only when no client can be made.
 func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	eng := s.engine
 	if eng == nil {
@@ -194,13 +195,15 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	}
 	known := map[string]source.Workload{}
 	delay := s.min
+	first := true // no listing has completed yet: the next one ends with Synced
 	for {
 		began := time.Now()
-		synced, err := s.session(ctx, eng, known, out)
+		synced, err := s.session(ctx, eng, known, first, out)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if synced {
+			first = false
 			// A stream that stayed up for a while was a success: start the
 			// backoff again from the bottom. One that broke at once (an
 			// engine that lists but cannot stream) keeps backing off.
@@ -237,8 +240,15 @@ var errStreamClosed = errors.New("event stream closed by the engine")
 
 // session subscribes to events, resynchronises known with the running
 // containers, then follows the events until the stream or an API call fails
-// or ctx ends. synced reports whether the resync completed.
-func (s *Source) session(ctx context.Context, eng Engine, known map[string]source.Workload, out chan<- source.Event) (synced bool, err error) {
+// or ctx ends. synced reports whether the resync completed. With first (no
+// listing completed before), the resync is followed by Synced: the
+// containers it sent were found running. A later resync (after the engine
+// was out of reach) sends none: a container it adds started while the
+// engine was unreachable, after the consumer began, and is new to it. (One
+// that a restart of the engine without live-restore restarted comes as
+// Updated, with a new pid, and lives in a cgroup made again: the daemon
+// tracks that afresh too.)
+func (s *Source) session(ctx context.Context, eng Engine, known map[string]source.Workload, first bool, out chan<- source.Event) (synced bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the SDK's stream goroutine
 	ev := eng.Events(sctx, client.EventsListOptions{Filters: make(client.Filters).
@@ -253,6 +263,11 @@ func (s *Source) session(ctx context.Context, eng Engine, known map[string]sourc
 	driver := info.Info.CgroupDriver
 	if err := s.resync(sctx, eng, driver, known, out); err != nil {
 		return false, err
+	}
+	if first {
+		if err := source.Send(sctx, out, source.Event{Kind: source.Synced}); err != nil {
+			return false, err
+		}
 	}
 	if !s.lostAt.IsZero() {
 		s.log.Warn("docker engine reachable again, resynced", "down", time.Since(s.lostAt).Round(time.Millisecond),

@@ -294,6 +294,7 @@ func TestFakeEngineEvents(t *testing.T) {
 	// Listed in id order.
 	h.expect(source.Added, w2)
 	h.expect(source.Added, w1)
+	h.expect(source.Synced, source.Workload{}) // the listing is complete
 
 	// A start for an already listed container (it overlapped the listing)
 	// is deduplicated.
@@ -356,6 +357,7 @@ func TestFakeEngineRestart(t *testing.T) {
 	h.expect(source.Added, w2)
 	h.expect(source.Added, w3)
 	h.expect(source.Added, w1)
+	h.expect(source.Synced, source.Workload{})
 	f.waitSubscribed()
 	before := f.count("info")
 
@@ -376,7 +378,9 @@ func TestFakeEngineRestart(t *testing.T) {
 	h.expect(source.Added, source.Workload{ID: id4, Name: "d", Labels: c4.labels, Cgroup: scope(id4), Pid: 14})
 	w1.Pid = 21
 	h.expect(source.Updated, w1)
-	h.expectNone(50 * time.Millisecond) // c3 unchanged: nothing
+	// c3 unchanged: nothing; and no second Synced: c4, listed by the
+	// resync, started after the source began and is new.
+	h.expectNone(50 * time.Millisecond)
 
 	if n := strings.Count(h.logs.String(), "reconnecting"); n < 3 {
 		t.Errorf("%d reconnection attempts logged in 300ms with 10-40ms backoff, want >= 3", n)
@@ -453,6 +457,15 @@ func TestFakeEngineUnreachableAtStart(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no container reported within 5s of the engine coming up")
 	}
+	// The first listing that succeeded is the one that ends with Synced.
+	select {
+	case ev := <-out:
+		if ev.Kind != source.Synced {
+			t.Errorf("event after the first listing %v %+v, want synced", ev.Kind, ev.Workload)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no synced event within 5s of the first listing")
+	}
 	if h := s.Health(); h != "" {
 		t.Errorf("Health after the engine came up = %q, want healthy", h)
 	}
@@ -469,6 +482,7 @@ func TestCancelWhileReconnecting(t *testing.T) {
 	f.put(fakeContainer{id: id1, name: "a", pid: 1})
 	h := startHarness(t, f, time.Hour, time.Hour)
 	h.expect(source.Added, source.Workload{ID: id1, Name: "a", Cgroup: "/docker/" + id1, Pid: 1})
+	h.expect(source.Synced, source.Workload{})
 	f.stop()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(h.logs.String(), "reconnecting") {

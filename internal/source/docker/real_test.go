@@ -134,8 +134,9 @@ func startContainer(t *testing.T, c *client.Client, id string) {
 	}
 }
 
-// ours filters the source's events down to the containers of this test:
-// other tests may run containers on the same engine at the same time.
+// ours filters the source's events down to the containers of this test
+// and Synced: other tests may run containers on the same engine at the
+// same time.
 type ours struct {
 	t   *testing.T
 	ch  <-chan source.Event
@@ -148,7 +149,7 @@ func (o *ours) next(within time.Duration) (source.Event, bool) {
 	for {
 		select {
 		case ev := <-o.ch:
-			if o.ids[ev.Workload.ID] {
+			if o.ids[ev.Workload.ID] || ev.Kind == source.Synced {
 				return ev, true
 			}
 		case <-deadline:
@@ -245,6 +246,9 @@ func TestRealDocker(t *testing.T) {
 	// Listed at start.
 	wlA := o.expect(source.Added, idA)
 	check(wlA, "ddiskqos-test-src-a-"+uniq, want(idA, ""))
+	// Other tests' containers may be listed after A; Synced comes after
+	// all of them.
+	o.expect(source.Synced, "")
 
 	// Started afterwards, with its own cgroup parent: arrives by event, and
 	// /proc and the configuration agree on where it lives.
