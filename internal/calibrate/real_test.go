@@ -136,19 +136,23 @@ func stream(t *testing.T, h cgroupfs.Hierarchy, d Device, cgs []string, dur time
 // starved by the shared host (either kind) cannot decide the verdict.
 const splitTrials = 5
 
-// The bars TestRealV2CalibrateSplit holds the medians to, with their
-// margins. Weights 1000 vs 100 ask for 10x. In seven runs at host load
-// average 6-52 (other VMs, busy loops, two of these VMs at once) the
-// medians were 0.96-1.14x with the kernel's model and 5.5-8.3x calibrated,
-// single calibrated trials 3.2-10.2x: a trial in which the starved CPU,
-// not the device, holds both readers back splits less. So the calibrated
-// median must be a clear weighted split (minAfter, 2.2x under the lowest
-// median seen) and at least double the uncalibrated one (minGain; the
-// lowest gain seen was 5.4x).
-const (
-	minGain  = 2.0
-	minAfter = 2.5
-)
+// The bars TestRealV2CalibrateSplit holds the medians to, per device, with
+// their margins. Weights 1000 vs 100 ask for 10x; iocost shares by weight
+// only while it is the bottleneck, and calibrate's model is the device's
+// real speed, so how far the weights show depends on how often the latency
+// targets are missed. Uncalibrated medians: 0.96-1.14x in every run (null_blk
+// at queue depth 256). Calibrated medians at host load 6-52 (other VMs, busy
+// loops, two of these VMs at once): vda 6.5-8.1x, null_blk 5.5-8.3x; on a
+// quiet host (load < 1, as CI runs): vda 2.8-3.3x, null_blk 1.48-2.02x
+// (single trials 1.38-3.02x) - the targets are met most of the time and
+// vrate stays near 100 %. So the bars are what a quiet host gives, with a
+// margin: vda's calibrated median at least 2x and 1.8x the uncalibrated
+// one; null_blk's at least 1.25x and 1.25x the uncalibrated one (a median
+// of 5 uncalibrated trials never exceeded 1.14x).
+var splitBars = map[string]struct{ after, gain float64 }{
+	"vda":    {after: 2.0, gain: 1.8},
+	"nullb0": {after: 1.25, gain: 1.25},
+}
 
 // TestRealV2CalibrateSplit shows what calibration is for, on the VM's disk
 // (qemu caps it at 100 MiB/s) and on a null_blk device of known speed:
@@ -273,9 +277,13 @@ func TestRealV2CalibrateSplit(t *testing.T) {
 			mb, ma := median(before), median(after)
 			t.Logf("%s split of weights 1000 vs 100 over %d trials: uncalibrated median %.2fx %s, calibrated median %.2fx %s: %.2fx the uncalibrated",
 				d.Name, splitTrials, mb, fmtSplits(before), ma, fmtSplits(after), ma/mb)
-			if ma < minAfter || ma < minGain*mb {
-				t.Errorf("%s: calibrated, weights 1000 vs 100 split %.2fx (median of %s), want at least %.1fx and %.0fx the uncalibrated median %.2fx (%s)",
-					d.Name, ma, fmtSplits(after), minAfter, minGain, mb, fmtSplits(before))
+			bar, ok := splitBars[d.Name]
+			if !ok {
+				t.Fatalf("no split bar for device %s", d.Name)
+			}
+			if ma < bar.after || ma < bar.gain*mb {
+				t.Errorf("%s: calibrated, weights 1000 vs 100 split %.2fx (median of %s), want at least %.2fx and %.2fx the uncalibrated median %.2fx (%s)",
+					d.Name, ma, fmtSplits(after), bar.after, bar.gain, mb, fmtSplits(before))
 			}
 
 			// The calibrated values are in place again: Restore must put
