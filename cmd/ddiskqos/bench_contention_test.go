@@ -83,19 +83,7 @@ func TestRealBenchContentionQuick(t *testing.T) {
 
 	// Nothing is left: cgroups, loop device, processes. Only this run's
 	// parent is checked: another bench may run at the same time.
-	parent := "/sys/fs/cgroup/blkio/" + contention.ParentPrefix + strconv.Itoa(os.Getpid())
-	if _, err := os.Stat(parent); err == nil {
-		t.Errorf("left behind: cgroup %s", parent)
-	}
-	if b, err := os.ReadFile("/sys/block/" + rep.Device + "/loop/backing_file"); err == nil && strings.Contains(string(b), rep.Backing) {
-		t.Errorf("loop device %s still attached to %s", rep.Device, b)
-	}
-	if _, err := os.Stat(rep.Backing); err == nil {
-		t.Errorf("backing file %s left behind", rep.Backing)
-	}
-	if kids := children(); len(kids) > 0 {
-		t.Errorf("processes left behind: %v", kids)
-	}
+	checkNothingLeft(t, "/sys/fs/cgroup/blkio/"+contention.ParentPrefix+strconv.Itoa(os.Getpid()), rep.Device, rep.Backing)
 	if b, _ := os.ReadFile("/sys/block/" + rep.Device + "/queue/scheduler"); len(b) > 0 && !strings.Contains(string(b), "["+rep.DefaultScheduler+"]") {
 		t.Errorf("scheduler of %s not restored: %s", rep.Device, b)
 	}
@@ -200,18 +188,7 @@ func TestRealV2BenchContention(t *testing.T) {
 	}
 	// Nothing is left: this run's parent cgroup, loop device, file,
 	// processes.
-	if _, err := os.Stat("/sys/fs/cgroup/" + contention.ParentPrefix + strconv.Itoa(os.Getpid())); err == nil {
-		t.Errorf("left behind: cgroup %s%d", contention.ParentPrefix, os.Getpid())
-	}
-	if b, err := os.ReadFile("/sys/block/" + rep.Device + "/loop/backing_file"); err == nil && strings.Contains(string(b), rep.Backing) {
-		t.Errorf("loop device %s still attached to %s", rep.Device, b)
-	}
-	if _, err := os.Stat(rep.Backing); err == nil {
-		t.Errorf("backing file %s left behind", rep.Backing)
-	}
-	if kids := children(); len(kids) > 0 {
-		t.Errorf("processes left behind: %v", kids)
-	}
+	checkNothingLeft(t, "/sys/fs/cgroup/"+contention.ParentPrefix+strconv.Itoa(os.Getpid()), rep.Device, rep.Backing)
 
 	t.Logf("idle: web p99 %.0f µs; seqread neighbour, no QoS: web p99 ÷ idle %.2f×, p50 ÷ idle %.2f×, neighbour %.0f MiB/s",
 		rep.Summary.IdleWebP99us.Median, noQoS.WebP99.Median, noQoS.WebP50.Median, noQoS.DuringMiBs)
@@ -286,6 +263,24 @@ func checkContentionCells(t *testing.T, rep *contention.Result) {
 }
 
 // children lists the processes whose parent is this one.
+// checkNothingLeft: a bench run left no parent cgroup, no loop device on
+// its backing file, no backing file, no child process.
+func checkNothingLeft(t *testing.T, parent, device, backing string) {
+	t.Helper()
+	if _, err := os.Stat(parent); err == nil {
+		t.Errorf("left behind: cgroup %s", parent)
+	}
+	if b, err := os.ReadFile("/sys/block/" + device + "/loop/backing_file"); err == nil && strings.Contains(string(b), backing) {
+		t.Errorf("loop device %s still attached to %s", device, b)
+	}
+	if _, err := os.Stat(backing); err == nil {
+		t.Errorf("backing file %s left behind", backing)
+	}
+	if kids := children(); len(kids) > 0 {
+		t.Errorf("processes left behind: %v", kids)
+	}
+}
+
 func children() []string {
 	self := strconv.Itoa(os.Getpid())
 	var out []string
