@@ -2,7 +2,7 @@
 // the device again. It is the one loop-device maker of the tests and the
 // benchmarks.
 //
-// A new device (LOOP_CTL_ADD at a free index from 64 up) has a new request
+// A new device (LOOP_CTL_ADD at a free index from 64 to 1023) has a new request
 // queue, so every user meets the kernel as a fresh machine would: loop0..7,
 // which `losetup --find` hands out, keep per-queue state — the scheduler,
 // blk-throttle's set-up — from whatever used them before, and an earlier
@@ -96,7 +96,17 @@ func add() (int, error) {
 		return 0, fmt.Errorf("open /dev/loop-control: %w", err)
 	}
 	defer ctl.Close()
-	for idx := FirstIndex; idx < 1024; idx++ {
+	// The search starts at a place of this process's own (its pid) and
+	// goes round: two test binaries running at once (go test runs
+	// packages in parallel) then rarely take an index the other has just
+	// freed. In one CI run here two packages' tests met on loop65 in turn
+	// and the second found its "fresh" disk's blk-throttle already set up
+	// (most likely a rule the first wrote for 7:65 late in its clean-up;
+	// not traced).
+	const n = 1024 - FirstIndex
+	start := os.Getpid() % n
+	for i := range n {
+		idx := FirstIndex + (start+i)%n
 		if _, err := os.Stat(fmt.Sprintf("/sys/block/loop%d", idx)); err == nil {
 			continue
 		}
