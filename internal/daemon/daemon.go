@@ -422,7 +422,11 @@ func (d *Daemon) step() {
 	d.targets = d.targets[:0]
 	d.retryRefused()
 	d.sortOrder()
-	read := 0
+	// read and skipped are counted here, not derived from len(d.work):
+	// a workload that goes while this tick senses it leaves d.work
+	// (sense removes it), and a count derived from what is left went
+	// negative (a prometheus counter panics on that).
+	read, skipped := 0, 0
 	d.healthTickStart()
 	for _, t := range d.order {
 		if t.gone {
@@ -438,6 +442,7 @@ func (d *Daemon) step() {
 			// Not read this tick: its bytes wait in the kernel's counters
 			// for the next read. The policy still sees the time pass
 			// (boost, labels), and the actuator still gets its target.
+			skipped++
 			t.c.Idle()
 			d.decide(start, id, t, 0)
 		}
@@ -447,7 +452,7 @@ func (d *Daemon) step() {
 	}
 	d.sortOrder()
 	d.healthTick(start)
-	d.obs.ObserveSense(read, len(d.work)-read)
+	d.obs.ObserveSense(read, skipped)
 	for i, dv := range d.sen.EndTick() {
 		d.act.ObservePeak(i, float64(dv.Bytes)/dt)
 	}

@@ -117,8 +117,14 @@ func (m *Metrics) ObserveSense(read, skipped int) {
 	if m == nil {
 		return
 	}
-	m.sensed[0].Add(float64(read))
-	m.sensed[1].Add(float64(skipped))
+	// A counter's Add panics on a negative value: a caller's bad count
+	// must cost a sample, never the daemon.
+	if read > 0 {
+		m.sensed[0].Add(float64(read))
+	}
+	if skipped > 0 {
+		m.sensed[1].Add(float64(skipped))
+	}
 }
 
 // Error counts one error of the daemon loop. A cause outside

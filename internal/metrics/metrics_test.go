@@ -159,6 +159,7 @@ func TestMetricsLoopMetrics(t *testing.T) {
 	m.Error(snapshot.NumErrorCauses) // not a cause: dropped, not a new series
 	m.ObserveSense(10, 0)
 	m.ObserveSense(2, 8)
+	m.ObserveSense(0, -1) // a bad count (the churn crash of issue 18) is dropped, not a panic
 	m.LevelChange(1, 2, "demote")
 	m.LevelChange(2, 1, "promote")
 	m.LevelChange(2, 1, "promote")
