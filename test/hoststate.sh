@@ -9,7 +9,12 @@
 # attached loop devices, every block device's I/O scheduler, the cgroup
 # directories of every hierarchy, and the mount points. The cgroups of the
 # workplace's own process supervisor (process_api) come and go with its jobs
-# and are left out.
+# and are left out, and so is the one cgroup the Docker engine makes for
+# itself: the `docker` directory right under each hierarchy's root
+# (/sys/fs/cgroup/<controller>/docker, /sys/fs/cgroup/unified/docker, or
+# /sys/fs/cgroup/docker on a pure v2 host), which the engine creates when a
+# machine's first container starts and keeps for its life. What is below
+# it (a container's cgroup a test left behind) is still checked.
 set -euo pipefail
 
 snapshot() {
@@ -28,7 +33,8 @@ snapshot() {
 		echo "${d%%/*} $(cat "$f")"
 	done | sort
 	echo "## cgroups"
-	find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | grep -v '/process_api' | sort
+	find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | grep -v '/process_api' |
+		grep -Ev '^/sys/fs/cgroup/([^/]+/)?docker$' | sort
 	echo "## mounts"
 	awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/' | sort
 }
