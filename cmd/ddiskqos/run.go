@@ -98,6 +98,11 @@ Each flag sets the config-file key in brackets.`,
 
   A config file, with one key overridden for this run:
     ddiskqos run --config /etc/ddiskqos/config.yaml --interval 500ms`,
+		Exit: `  0  stopped by SIGTERM or SIGINT, every value ddiskqos changed restored
+  1  a runtime failure (the start refused, or a restore that failed: logged)
+  2  a usage error (bad flag, config key or value): nothing touched
+  3  an internal error (a panic of the daemon loop, logged with its stack):
+     every value it changed restored before the exit`,
 	},
 	Flags: func(o *runOptions, f *cli.FlagSet) {
 		o.fs = f.Std()
@@ -112,9 +117,19 @@ Each flag sets the config-file key in brackets.`,
 	},
 }
 
+// exitPanic is run's exit status after a panic of the daemon loop (Go's
+// own exit status for a panic is 2, the usage error's).
+const exitPanic = 3
+
 // runDaemon is `ddiskqos run`: the daemon. Exit 0 after a clean shutdown
-// (originals restored), 1 on a runtime failure, 2 on a usage error.
+// (originals restored), 1 on a runtime failure, 2 on a usage error, 3
+// after a panic of the loop (originals restored).
 func runDaemon(args []string, stdout, stderr io.Writer) int {
+	// A log write to a closed pipe (run under "| tee", the tee gone with
+	// the Ctrl-C) must fail that write, not kill the daemon with SIGPIPE
+	// before it restores: ignored, a write to stdout or stderr returns
+	// EPIPE, which the log handler drops.
+	signal.Ignore(syscall.SIGPIPE)
 	o, _, code, ok := runCmd.Parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -131,6 +146,9 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := serveDaemon(ctx, cfg, fs, log, level); err != nil {
 		log.Error("ddiskqos stopped", "err", err)
+		if pe := (*daemon.PanicError)(nil); errors.As(err, &pe) {
+			return exitPanic
+		}
 		return 1
 	}
 	return 0

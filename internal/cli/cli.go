@@ -346,7 +346,12 @@ func (f *FlagSet) Var(v flag.Value, name, arg, usage string, c ...Complete) {
 	}
 	def := showDefault(v.String())
 	if b, ok := v.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		// A switch takes no value; one that is on by default says so, and
+		// how to turn it off.
 		arg, def = "", ""
+		if v.String() == "true" {
+			def = "true; --" + name + "=false turns it off"
+		}
 	}
 	f.add(v, name, arg, def, usage, c)
 	if k, ok := v.(interface{ ConfigKey() string }); ok {

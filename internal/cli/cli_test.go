@@ -183,3 +183,26 @@ func TestRoff(t *testing.T) {
 		t.Errorf("roffBlock = %q, want %q", got, want)
 	}
 }
+
+// onSwitch is a boolean flag.Value that is on by default.
+type onSwitch struct{ on bool }
+
+func (s *onSwitch) Set(v string) error { s.on = v == "true"; return nil }
+func (s *onSwitch) String() string     { return map[bool]string{true: "true", false: "false"}[s.on] }
+func (s *onSwitch) IsBoolFlag() bool   { return true }
+
+// TestSwitchOnByDefaultSaysSo: a switch that defaults to true says so in
+// its help, and how to turn it off (issue 18: --throttle-with-weights);
+// one that defaults to false shows no default.
+func TestSwitchOnByDefaultSaysSo(t *testing.T) {
+	t.Parallel()
+	f := newFlagSet("probe")
+	f.Var(&onSwitch{on: true}, "with-x", "", "also x")
+	f.Var(&onSwitch{}, "with-y", "", "also y")
+	if got, want := f.lookup("with-x").Default, "true; --with-x=false turns it off"; got != want {
+		t.Errorf("default shown for an on switch: %q, want %q", got, want)
+	}
+	if got := f.lookup("with-y").Default; got != "" {
+		t.Errorf("default shown for an off switch: %q, want none", got)
+	}
+}

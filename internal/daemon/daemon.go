@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -233,7 +234,14 @@ func New(opts Options) (*Daemon, error) {
 	if d.pol, err = policy.New(opts.Policy); err != nil {
 		return nil, err
 	}
-	d.store = state.Store{Path: opts.StateFile, Hierarchy: opts.Hierarchy, Log: d.log, Now: d.now,
+	statePath := opts.StateFile
+	if opts.Actuator.DryRun {
+		// A dry run writes nothing, the state file included: saved, its
+		// levels and (unwritten) originals would be adopted by the next
+		// real run.
+		statePath = ""
+	}
+	d.store = state.Store{Path: statePath, Hierarchy: opts.Hierarchy, Log: d.log, Now: d.now,
 		Originals: func() ([]actuate.Original, bool) { return d.act.Originals() }, Workloads: d.stateWorkloads}
 	st, err := d.store.Load()
 	if err != nil {
@@ -329,7 +337,21 @@ func (d *Daemon) takeInterval() bool {
 
 // Run runs the loop until ctx ends, then restores every original value and
 // returns. An error is returned only when the loop cannot go on.
-func (d *Daemon) Run(ctx context.Context) error {
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	// A panic of the loop is a bug, and it is not hidden: it is logged with
+	// its stack and Run returns a *PanicError after restoring every
+	// original, so the process exits non-zero (and is restarted by its
+	// supervisor) without leaving its caps and weights in the cgroups
+	// until the next start. A panic of the restore itself still crashes;
+	// the state file keeps the originals for the next start.
+	defer func() {
+		if p := recover(); p != nil {
+			stack := debug.Stack()
+			d.log.Error("daemon loop panicked: restoring every original, then exiting; this is a bug, please report it with the stack",
+				"panic", fmt.Sprint(p), "stack", string(stack))
+			err = errors.Join(&PanicError{Value: p, Stack: stack}, d.shutdown())
+		}
+	}()
 	d.started = d.now()
 	d.noFile = d.opts.NoFile
 	if d.noFile == 0 {
@@ -367,6 +389,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// PanicError is Run's error after its loop panicked (and restored every
+// original it could).
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("daemon loop panicked: %v", e.Value) }
 
 // shutdown restores every original and records that in the state file.
 // An original that cannot be restored is reported (the error, and its
