@@ -643,11 +643,16 @@ func (t *throttle) applyCaps(now time.Time) {
 			err = verify(t.limitsKnob, m.cgroup, Setting{Limits: want})
 		}
 		if err != nil {
-			if (m.err == nil) != (err == nil) || (m.err != nil && m.err.Error() != err.Error()) {
+			gone := errors.Is(err, cgroupfs.ErrCgroupGone)
+			if gone {
+				// A workload that exited is no warning (issue 18: 1,331
+				// WARN lines in 5 minutes of container churn).
+				t.log.Debug("throttle: cap not applied, the cgroup is gone", "device", t.name, "cgroup", m.cgroup)
+			} else if (m.err == nil) != (err == nil) || (m.err != nil && m.err.Error() != err.Error()) {
 				t.log.Warn("throttle: cap not applied", "device", t.name, "cgroup", m.cgroup, "err", err)
 			}
 			m.err = err
-			if errors.Is(err, cgroupfs.ErrCgroupGone) {
+			if gone {
 				t.dropLocked(m)
 			}
 			continue

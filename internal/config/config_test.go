@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -321,6 +322,24 @@ func TestLoadFileErrors(t *testing.T) {
 	big := writeFile(t, "# "+strings.Repeat("x", maxFileSize)+"\n")
 	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("huge file: err = %v", err)
+	}
+	// A FIFO with no writer blocked the start for ever (issue 18); a
+	// directory is no config either. Each is refused at once, by name.
+	fifo := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]string{fifo: "named pipe (FIFO)", t.TempDir(): "directory"} {
+		done := make(chan error, 1)
+		go func() { _, err := Load(path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "is a "+kind+", not a regular file") {
+				t.Errorf("config file that is a %s: err = %v", kind, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Load of a %s did not return in 10 s", kind)
+		}
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Load returns Default(), with docker_host from $DOCKER_HOST when set, then
@@ -103,12 +105,23 @@ func load(path string, fs *flag.FlagSet, getenv func(string) string) (Config, er
 	return c, nil
 }
 
+// readFile reads a config file, which must be a regular file. It is
+// opened without blocking and checked before it is read: a FIFO (or a
+// device) would block the start, or a SIGHUP's reload and with it every
+// later one, for ever.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("config file %s: is a %s, not a regular file", path, fileKind(st.Mode()))
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
@@ -117,4 +130,22 @@ func readFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("config file %s: larger than %d bytes; not a ddiskqos config", path, maxFileSize)
 	}
 	return b, nil
+}
+
+// fileKind names a file's type for an error.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	default:
+		return "special file (" + m.Type().String() + ")"
+	}
 }

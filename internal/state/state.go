@@ -315,6 +315,31 @@ func appendList(buf *bytes.Buffer, n int, entry func(i int) any) error {
 	return nil
 }
 
+// tempPattern is the name pattern of Save's temporary files for path:
+// ".state.json.*.tmp" beside state.json.
+func tempPattern(path string) string { return "." + filepath.Base(path) + ".*.tmp" }
+
+// RemoveTemps removes the temporary files that a Save of path cut short
+// (a kill -9, a power loss) left beside it, and those of the versions
+// before the pattern named the file (".state-*.tmp"). Only the daemon
+// holding the host lock writes path, so none of them is being written.
+func RemoveTemps(path string) error {
+	dir := filepath.Dir(path)
+	var errs []error
+	for _, pat := range []string{tempPattern(path), ".state-*.tmp"} {
+		left, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return fmt.Errorf("state file %s: %w", path, err)
+		}
+		for _, f := range left {
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove a state file's leftover temporary %s: %w", f, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Save writes the state file atomically and durably: a temporary file in
 // the same directory, synced, renamed over the old one, and the directory
 // synced so the rename itself survives a power loss.
@@ -330,7 +355,7 @@ func Save(path string, f File) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state dir %s: %w", dir, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".state-*.tmp")
+	tmp, err := os.CreateTemp(dir, tempPattern(path))
 	if err != nil {
 		return fmt.Errorf("write state file %s: %w", path, err)
 	}

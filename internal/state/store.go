@@ -49,6 +49,9 @@ func (s *Store) Load() (File, error) {
 	s.inos = map[string]uint64{}
 	var f File
 	if s.Path != "" {
+		if err := RemoveTemps(s.Path); err != nil {
+			s.Log.Warn("leftover temporary state files", "err", err)
+		}
 		var err error
 		if f, err = Load(s.Path); err != nil {
 			return File{}, err

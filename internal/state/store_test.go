@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,42 @@ func TestStoreRefusesAnotherHierarchy(t *testing.T) {
 	s := &Store{Path: path, Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Log: slog.New(slog.DiscardHandler)}
 	if f, err := s.Load(); err == nil || !strings.Contains(err.Error(), path) || len(f.Originals) != 0 {
 		t.Fatalf("another hierarchy: %+v %v", f, err)
+	}
+}
+
+// TestStoreLoadRemovesLeftoverTemps: a Save cut short by a kill leaves its
+// temporary file; the next Load removes it (and the older ".state-*.tmp"
+// pattern's), and nothing else in the directory.
+func TestStoreLoadRemovesLeftoverTemps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := Save(path, File{HierarchyVersion: 1, HierarchyMount: "/sys/fs/cgroup/blkio"}); err != nil {
+		t.Fatal(err)
+	}
+	gone := []string{".state.json.123.tmp", ".state-456.tmp"}
+	kept := []string{"state.json", ".other.json.1.tmp", "notes.tmp"}
+	for _, n := range append(slices.Clone(gone), kept[1:]...) {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := Store{Path: path, Hierarchy: cgroupfs.Hierarchy{Version: 1, Mount: "/sys/fs/cgroup/blkio"},
+		Log: slog.New(slog.DiscardHandler), Now: time.Now}
+	if _, err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	want := slices.Sorted(slices.Values(kept))
+	if !slices.Equal(names, want) {
+		t.Fatalf("after Load the state dir holds %q, want %q", names, want)
 	}
 }
