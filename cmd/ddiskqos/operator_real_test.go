@@ -25,7 +25,8 @@ import (
 // replace the rig's defaults.
 func (r *runRig) startLogged(t *testing.T, args ...string) (*exec.Cmd, *testkit.SyncBuffer) {
 	t.Helper()
-	return r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
+	// --policy paper: see runRig.start.
+	return r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent, "--policy", "paper",
 		"--state-file", r.state, "--devices", r.loop.Name}, args...)...)
 }
 

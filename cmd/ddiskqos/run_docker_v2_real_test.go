@@ -268,7 +268,7 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 	// started after that listing is new (from its first byte). Either
 	// way the streamer reads on and goes down the levels.
 	addr := testkit.FreeAddr(t)
-	args := []string{"run", "--source", "docker", "--docker-host", e.Host(), "--interval", run.interval, "--boost-after", "1h",
+	args := []string{"run", "--source", "docker", "--docker-host", e.Host(), "--interval", run.interval, "--policy", "paper", "--boost-after", "1h",
 		"--listen", addr, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--devices", devName, "--log-level", "debug"}
 	if run.thresholds != "" {
 		args = append(args, "--thresholds", run.thresholds)

@@ -290,7 +290,8 @@ func TestRealFaultPortTaken(t *testing.T) {
 // returned for reading.
 func (r *runRig) startLog(t *testing.T) (*exec.Cmd, *testkit.SyncBuffer) {
 	t.Helper()
-	return r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent,
+	// --policy paper: see runRig.start.
+	return r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent, "--policy", "paper",
 		"--interval", "100ms", "--boost-after", "30s", "--listen", r.addr, "--state-file", r.state,
 		"--devices", r.loop.Name, "--log-level", "debug")
 }

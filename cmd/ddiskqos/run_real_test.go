@@ -126,7 +126,11 @@ func (r *runRig) launch(t *testing.T, args ...string) (*exec.Cmd, *testkit.SyncB
 // background; logs go to the test log.
 func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd, _ := r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent,
+	// --policy paper: these tests are about the mechanics of levels
+	// (bytes → level, boost, weights, restore), which the paper's rule
+	// makes a function of bytes alone; the default recent rule has its own
+	// test (TestRealRunRecentPolicy).
+	cmd, _ := r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent, "--policy", "paper",
 		"--interval", "100ms", "--boost-after", "3s", "--listen", r.addr, "--state-file", r.state,
 		"--devices", r.loop.Name, "--log-level", "debug"}, extra...)...)
 	return cmd

@@ -86,10 +86,15 @@ type Config struct {
 	// FromArgs fill it from $DOCKER_HOST, else DefaultDockerHost.
 	DockerHost string `yaml:"docker_host"`
 
-	Interval   time.Duration `yaml:"interval"`    // how often I/O counters are sampled
-	Thresholds []Size        `yaml:"thresholds"`  // per-level allowances (policy.Config.Allowances)
-	Weights    []uint16      `yaml:"weights"`     // per-level blkio weights, 10..1000
-	BoostAfter time.Duration `yaml:"boost_after"` // time at level 4 before going back to level 1
+	// PolicyMode is the policy's rule: "recent" (usage decays with
+	// UsageWindow, the default) or "paper" (dDiskQoS's cumulative
+	// allowances and the boost).
+	PolicyMode  string        `yaml:"policy"`
+	UsageWindow time.Duration `yaml:"usage_window"` // the recent rule's time constant
+	Interval    time.Duration `yaml:"interval"`     // how often I/O counters are sampled
+	Thresholds  []Size        `yaml:"thresholds"`   // per-level allowances (policy.Config.Allowances)
+	Weights     []uint16      `yaml:"weights"`      // per-level blkio weights, 10..1000
+	BoostAfter  time.Duration `yaml:"boost_after"`  // time at level 4 before going back to level 1
 
 	Actuator Actuator `yaml:"actuator"`
 	DryRun   bool     `yaml:"dry_run"` // decide and log, write nothing
@@ -216,6 +221,8 @@ func Default() Config {
 		Source:              SourceAuto,
 		CgroupLayout:        "auto",
 		Interval:            time.Second,
+		PolicyMode:          policy.ModeRecent.String(),
+		UsageWindow:         pc.Window,
 		BoostAfter:          pc.BoostAfter,
 		Actuator:            ActuatorCgroup,
 		ThrottleShares:      shares[:],
@@ -249,6 +256,8 @@ func (c Config) Policy() policy.Config {
 		pc.Weights[i] = c.Weights[i]
 	}
 	pc.BoostAfter = c.BoostAfter
+	pc.Mode, _ = policy.ParseMode(c.PolicyMode) // Validate refused any other
+	pc.Window = c.UsageWindow
 	return pc
 }
 

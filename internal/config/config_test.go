@@ -50,7 +50,9 @@ func TestDefaultValid(t *testing.T) {
 	if err := Default().Validate(); err != nil {
 		t.Fatalf("Default().Validate() = %v", err)
 	}
-	if got, want := Default().Policy(), policy.DefaultConfig(); got != want {
+	want := policy.DefaultConfig()
+	want.Mode = policy.ModeRecent // the daemon's default; bench paper keeps the paper's
+	if got := Default().Policy(); got != want {
 		t.Errorf("Default().Policy() = %+v, want policy.DefaultConfig() %+v", got, want)
 	}
 	// Default() hands out fresh slices.
@@ -173,6 +175,8 @@ weights:
   - 400
   - 200
   - 50
+policy: paper
+usage_window: 20s
 boost_after: 1m
 actuator: cgroup
 dry_run: true
@@ -201,7 +205,8 @@ anchored: &a 1s
 		Source: SourceCgroup, CgroupParent: "/lxc.payload", DockerHost: DefaultDockerHost,
 		CgroupLayout: "children", CgroupExempt: []string{"system-*", "pod*/*"},
 		CgroupLevels: []string{"db-*=1", "a=b=4"}, CgroupExemptGuaranteed: true,
-		Interval:       500 * time.Millisecond,
+		Interval:   500 * time.Millisecond,
+		PolicyMode: "paper", UsageWindow: 20 * time.Second,
 		Thresholds:     []Size{4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB},
 		Weights:        []uint16{900, 400, 200, 50},
 		BoostAfter:     time.Minute,
@@ -406,6 +411,7 @@ func TestPolicy(t *testing.T) {
 	c.Weights = []uint16{800, 400, 200, 10}
 	c.BoostAfter = time.Minute
 	want := policy.Config{
+		Mode: policy.ModeRecent, Window: policy.DefaultWindow,
 		Allowances: [4]uint64{1, 2, 3, 4},
 		Weights:    [4]uint16{800, 400, 200, 10},
 		BoostAfter: time.Minute,

@@ -13,11 +13,13 @@ import (
 // written (actuator, dry_run, throttle_shares, throttle_min,
 // throttle_burst, throttle_reads, throttle_with_weights, reassert, devices) and the log handler (log.format).
 var liveKeys = map[string]bool{
-	"interval":    true,
-	"thresholds":  true,
-	"weights":     true,
-	"boost_after": true,
-	"log.level":   true,
+	"interval":     true,
+	"thresholds":   true,
+	"weights":      true,
+	"boost_after":  true,
+	"policy":       true,
+	"usage_window": true,
+	"log.level":    true,
 }
 
 // Diff lists the keys whose values differ between old and new, in the
@@ -67,6 +69,7 @@ func ApplyLive(running, next Config) Config {
 	out.Thresholds = append([]Size(nil), next.Thresholds...)
 	out.Weights = append([]uint16(nil), next.Weights...)
 	out.BoostAfter = next.BoostAfter
+	out.PolicyMode, out.UsageWindow = next.PolicyMode, next.UsageWindow
 	out.Log.Level = next.Log.Level
 	return out
 }

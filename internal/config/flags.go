@@ -85,8 +85,16 @@ var flagDefs = []flagDef{
 			}
 			return err
 		}},
+	{name: "policy", key: "policy", arg: "recent|paper",
+		help: "the levels' rule: recent (a workload's usage decays with --usage-window, so its level follows what it does now and a long-lived light service stays above a streamer) or paper (dDiskQoS as published: bytes count against each level's allowance until it drops; level 4 is left by the boost)",
+		get:  func(c *Config) string { return c.PolicyMode },
+		set:  func(c *Config, s string) error { c.PolicyMode = s; return nil }},
+	{name: "usage-window", key: "usage_window", arg: "DUR",
+		help: "the recent policy's time constant: a steady rate r counts as r × this, against the thresholds summed (with the defaults: level 1 below ~210 KB/s, 2 below ~1 MB/s, 3 below ~4.4 MB/s)",
+		get:  func(c *Config) string { return fmtDuration(c.UsageWindow) },
+		set:  durationSetter(func(c *Config) *time.Duration { return &c.UsageWindow })},
 	{name: "boost-after", key: "boost_after", arg: "DUR",
-		help: "time a workload spends at level 4 before it is boosted back to level 1 (longer than --interval)",
+		help: "with --policy paper: time a workload spends at level 4 before it is boosted back to level 1 (longer than --interval); the recent policy has no boost",
 		get:  func(c *Config) string { return fmtDuration(c.BoostAfter) },
 		set:  durationSetter(func(c *Config) *time.Duration { return &c.BoostAfter })},
 	{name: "actuator", key: "actuator", arg: "cgroup|docker",

@@ -35,7 +35,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--cgroup-exempt", "system-*, pod*/*", "--cgroup-levels", "db-*=1,batch-*=4", "--cgroup-exempt-guaranteed",
 		"--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
-		"--boost-after", "1m", "--actuator", "cgroup", "--dry-run",
+		"--boost-after", "1m", "--policy", "paper", "--usage-window", "5s", "--actuator", "cgroup", "--dry-run",
 		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-reads", "500", "--throttle-with-weights=false", "--reassert", "0s",
 		"--devices", "loop*,vd*", "--listen", "", "--state-file", "/tmp/s.json",
 		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
@@ -53,6 +53,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		CgroupExemptGuaranteed: true, DockerHost: "tcp://h:2375",
 		Interval: 2 * time.Second, Thresholds: []Size{MiB, 2 * MiB, 3 * MiB, 4 * MiB},
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
+		PolicyMode: "paper", UsageWindow: 5 * time.Second,
 		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond, ThrottleReads: 500,
 		Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
 		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: "debug", Format: "json"},
@@ -284,6 +285,7 @@ func TestApplyLive(t *testing.T) {
 	next.Thresholds[1] = 3 * MiB
 	next.Weights[0] = 900
 	next.BoostAfter = time.Hour
+	next.PolicyMode, next.UsageWindow = "paper", time.Minute
 	next.Log.Level = "debug"
 	next.DryRun = true
 	next.Listen = ":1"

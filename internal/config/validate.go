@@ -218,11 +218,17 @@ func (c Config) policyErrors() []error {
 		copy(pc.Weights[:], c.Weights)
 	}
 	pc.BoostAfter = c.BoostAfter
+	pc.Window = c.UsageWindow
+	var errs []error
+	if m, err := policy.ParseMode(c.PolicyMode); err != nil {
+		errs = append(errs, &KeyError{Key: "policy", Value: c.PolicyMode, Msg: "want recent (usage decays: the level follows what a workload does now) or paper (dDiskQoS's cumulative allowances and boost)"})
+	} else {
+		pc.Mode = m
+	}
 	err := pc.Validate()
 	if err == nil {
-		return nil
+		return errs
 	}
-	var errs []error
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var fe *policy.FieldError
 		if !errors.As(e, &fe) {
@@ -240,6 +246,8 @@ func (c Config) policyErrors() []error {
 			ke.Key = "weights[" + idx
 		case "BoostAfter":
 			ke.Key = "boost_after"
+		case "Window":
+			ke.Key = "usage_window"
 		default:
 			ke.Key = fe.Field
 		}

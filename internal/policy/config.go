@@ -36,8 +36,52 @@ const (
 //     log gets at most four lines per workload per 30 s.
 const DefaultBoostAfter = 30 * time.Second
 
+// Mode is how a workload's usage is counted against the allowances.
+type Mode uint8
+
+const (
+	// ModePaper is the paper's rule: the bytes done at a level count
+	// against its allowance until the workload drops; level 4 is left by
+	// the boost alone. The zero Mode.
+	ModePaper Mode = iota
+	// ModeRecent counts recent usage: bytes decay with the time constant
+	// Window, so a workload's level follows its rate of I/O now, not all
+	// its history (see the package doc).
+	ModeRecent
+)
+
+// DefaultWindow is ModeRecent's time constant: a workload doing r bytes/s
+// steadily counts r × 10 s, so with the default allowances a reader below
+// ~210 KB/s stays at level 1, one below ~1 MB/s at level 2 or better, one
+// below ~4.4 MB/s at level 3 or better, and anything faster is level 4.
+const DefaultWindow = 10 * time.Second
+
+var modeNames = [...]string{ModePaper: "paper", ModeRecent: "recent"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("invalid(%d)", uint8(m))
+}
+
+// ParseMode parses "paper" or "recent".
+func ParseMode(s string) (Mode, error) {
+	for m, n := range modeNames {
+		if s == n {
+			return Mode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("policy %q: want recent or paper", s)
+}
+
 // Config is the policy's tuning. Index i of the arrays is level i+1.
 type Config struct {
+	// Mode is the rule: ModePaper (the zero value) or ModeRecent.
+	Mode Mode
+	// Window is ModeRecent's time constant (> 0 there; unused by
+	// ModePaper).
+	Window time.Duration
 	// Allowances are the bytes (read+written, all devices) a workload may
 	// do at each level before it drops to the next; the level-4 allowance
 	// never drops it (level 4 is the floor) and is the scale against which
@@ -47,17 +91,21 @@ type Config struct {
 	// must not weigh more than a higher one.
 	Weights [NumLevels]uint16
 	// BoostAfter is how long a workload sits at level 4 before it goes back
-	// to level 1. Must be > 0; see DefaultBoostAfter.
+	// to level 1 (ModePaper; ModeRecent has no boost). Must be > 0; see
+	// DefaultBoostAfter.
 	BoostAfter time.Duration
 }
 
-// DefaultConfig returns the paper's Table 1 allowances (in MiB), the weights
-// 1000, 500, 250, 100 and DefaultBoostAfter.
+// DefaultConfig returns the paper's rule (ModePaper) with its Table 1
+// allowances (in MiB), the weights 1000, 500, 250, 100, DefaultBoostAfter
+// and DefaultWindow (used once the Mode is set to ModeRecent, the daemon's
+// default).
 func DefaultConfig() Config {
 	return Config{
 		Allowances: [NumLevels]uint64{2 * MiB, 8 * MiB, 32 * MiB, 128 * MiB},
 		Weights:    [NumLevels]uint16{1000, 500, 250, 100},
 		BoostAfter: DefaultBoostAfter,
+		Window:     DefaultWindow,
 	}
 }
 
@@ -107,6 +155,15 @@ func (c Config) Validate() error {
 			})
 		}
 	}
+	switch c.Mode {
+	case ModePaper:
+	case ModeRecent:
+		if c.Window <= 0 {
+			errs = append(errs, &FieldError{Field: "Window", Value: c.Window, Msg: "must be > 0 with the recent policy"})
+		}
+	default:
+		errs = append(errs, &FieldError{Field: "Mode", Value: c.Mode, Msg: "want recent or paper"})
+	}
 	if c.BoostAfter <= 0 {
 		errs = append(errs, &FieldError{
 			Field: "BoostAfter", Value: c.BoostAfter,
@@ -132,4 +189,14 @@ func (c Config) Weight(l Level) uint16 {
 		return 0
 	}
 	return c.Weights[l-1]
+}
+
+// threshold returns the usage at which a ModeRecent workload leaves level
+// l for l+1: the allowances of levels 1..l summed (0 for l = 0).
+func (c Config) threshold(l Level) float64 {
+	var t float64
+	for i := Level1; i <= l && i <= Level4; i++ {
+		t += float64(c.Allowances[i-1])
+	}
+	return t
 }

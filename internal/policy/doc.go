@@ -6,7 +6,46 @@
 // the previous observation, and its labels. Table tests drive it with a fake
 // time; the daemon drives it with time.Now() once per tick.
 //
-// # The rules
+// # Two rules: recent (the daemon's default) and paper
+//
+// Config.Mode chooses how usage is counted. ModePaper is dDiskQoS as
+// published, described in the next sections; bench paper uses it. ModeRecent
+// (config "policy: recent", the daemon's default) keeps the four levels,
+// their allowances and weights, and counts recent usage instead of all
+// time, because on a real host the paper's cumulative count demotes every
+// long-lived service: at 400 KB/s a web service reaches level 4 in about
+// 7 minutes and is from then on treated like a streamer (issue 20). The
+// paper itself asks for thresholds that move with the load.
+//
+// The recent rule, per workload:
+//
+//   - usage u is bytes decayed exponentially with the time constant Window
+//     (default 10 s): at each observation u ← u·exp(−Δt/Window) + delta.
+//     A steady rate r settles at u = r·Window.
+//   - the thresholds are the allowances summed: T1 = 2 MiB, T2 = 10 MiB,
+//     T3 = 42 MiB by default. The workload drops a level each time u
+//     reaches the threshold of its level (reason allowance-used) and rises
+//     one level each time u falls below half of the threshold of the
+//     level above (reason usage-decayed). The half is hysteresis: a rate
+//     near a threshold does not flap.
+//   - u is capped at all four allowances summed (170 MiB), so a workload
+//     that stops is back at level 1 within about 5 Windows.
+//   - there is no boost. A stream held at level 4 stays there while it does
+//     more than T3/2 per Window (2.1 MiB/s by default) — it never sits at
+//     level 1 uncapped for a tick — and a workload really starved there (its
+//     rate pressed below that) rises on its own, one level at a time.
+//
+// With the defaults a steady reader below ~210 KB/s stays at level 1, below
+// ~1 MB/s at level 2 or better, below ~4.4 MB/s at level 3 or better, and
+// anything faster is level 4; a new workload's first burst goes down through
+// the same bytes as under the paper's rule (no time passes to decay it).
+// Labels, exemptions, pins and the Transition rules below hold for both;
+// under ModeRecent a workload's BytesInLevel is u minus the threshold below
+// its level, and View.Usage is u. Reconfigure from paper to recent turns
+// each workload's count into its usage (its level is kept until it decays);
+// a state file written by a paper run is read the same way.
+//
+// # The paper's rule
 //
 // From the paper (Proposed Approach, Implementation, Table 1):
 //

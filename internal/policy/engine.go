@@ -36,6 +36,10 @@ type state struct {
 	bytesInLevel uint64
 	totalBytes   uint64
 	enteredAt    time.Time // zero: not known yet (restored without it)
+	// usage is ModeRecent's count: bytes decayed with the time constant
+	// Window, as of seenAt (zero: no observation yet, nothing to decay).
+	usage  float64
+	seenAt time.Time
 	labels       labelCache
 	forgotten    bool // dropped by Forget: Handles to it are stale
 }
@@ -182,6 +186,10 @@ func (st *state) moveTo(l Level, now time.Time) {
 // the delta uses up, the excess of each level spilling into the next.
 func (e *Engine) charge(now time.Time, st *state, delta uint64, d *Decision) {
 	st.totalBytes = satAdd(st.totalBytes, delta)
+	if e.cfg.Mode == ModeRecent {
+		e.chargeRecent(now, st, delta, d)
+		return
+	}
 	if st.exempt {
 		return
 	}
@@ -199,6 +207,38 @@ func (e *Engine) charge(now time.Time, st *state, delta uint64, d *Decision) {
 		d.add(st.transition(st.level+1, ReasonAllowanceUsed, now))
 		st.moveTo(st.level+1, now)
 	}
+}
+
+// chargeRecent is charge under ModeRecent: st's usage decays for the time
+// since its last observation, delta is added, and its level follows: down
+// one level for each threshold the usage has reached (the allowances of the
+// levels above summed), up one level for each threshold it has fallen
+// below half of. The usage is capped at all four allowances summed, so a
+// workload that stops is back at level 1 within about 5 Windows.
+func (e *Engine) chargeRecent(now time.Time, st *state, delta uint64, d *Decision) {
+	if !st.seenAt.IsZero() && now.After(st.seenAt) {
+		st.usage *= math.Exp(-float64(now.Sub(st.seenAt)) / float64(e.cfg.Window))
+	}
+	st.seenAt = now // also when the clock stepped back: decay resumes from now
+	st.usage = min(st.usage+float64(delta), e.cfg.threshold(Level4))
+	switch {
+	case st.exempt:
+		return
+	case st.pinned:
+		st.bytesInLevel = satAdd(st.bytesInLevel, delta)
+		return
+	}
+	for st.level < Level4 && st.usage >= e.cfg.threshold(st.level) {
+		st.bytesInLevel = e.cfg.Allowances[st.level-1]
+		d.add(st.transition(st.level+1, ReasonAllowanceUsed, now))
+		st.moveTo(st.level+1, now)
+	}
+	for st.level > Level1 && st.usage < e.cfg.threshold(st.level-1)/2 {
+		st.bytesInLevel = uint64(max(0, st.usage-e.cfg.threshold(st.level-2)))
+		d.add(st.transition(st.level-1, ReasonUsageDecayed, now))
+		st.moveTo(st.level-1, now)
+	}
+	st.bytesInLevel = uint64(max(0, st.usage-e.cfg.threshold(st.level-1)))
 }
 
 // applyLabels moves st to the standing its labels ask for.
@@ -239,7 +279,7 @@ func applyLabels(now time.Time, st *state, w want, d *Decision) {
 
 // boost returns st to level 1 when it has sat at level 4 for BoostAfter.
 func (e *Engine) boost(now time.Time, st *state, d *Decision) {
-	if st.exempt || st.pinned || st.level != Level4 || now.Sub(st.enteredAt) < e.cfg.BoostAfter {
+	if e.cfg.Mode != ModePaper || st.exempt || st.pinned || st.level != Level4 || now.Sub(st.enteredAt) < e.cfg.BoostAfter {
 		return
 	}
 	d.add(st.transition(Level1, ReasonBoost, now))
@@ -274,13 +314,21 @@ type View struct {
 	EnteredAt time.Time `json:"entered_at"`
 	// TotalBytes is everything observed since the workload was first seen.
 	TotalBytes uint64 `json:"total_bytes"`
+	// Usage is ModeRecent's decayed count of bytes, which sets the level;
+	// 0 under ModePaper.
+	Usage uint64 `json:"usage,omitempty"`
 }
 
 func (e *Engine) view(st *state) View {
+	var usage uint64
+	if e.cfg.Mode == ModeRecent {
+		usage = uint64(st.usage)
+	}
 	return View{
 		ID: st.id, Level: st.level, Pinned: st.pinned, Exempt: st.exempt,
 		BytesInLevel: st.bytesInLevel, Allowance: e.cfg.Allowance(st.level),
 		Weight: e.cfg.Weight(st.level), EnteredAt: st.enteredAt, TotalBytes: st.totalBytes,
+		Usage: usage,
 	}
 }
 
@@ -359,6 +407,10 @@ func (e *Engine) Restore(v View) error {
 	if v.Exempt {
 		st.bytesInLevel = 0
 	}
+	st.usage = float64(v.Usage)
+	if v.Usage == 0 && !v.Exempt {
+		st.usage = e.cfg.threshold(v.Level-1) + float64(v.BytesInLevel) // a paper run's file
+	}
 	e.clamp(st)
 	e.states[v.ID] = st
 	return nil
@@ -374,8 +426,14 @@ func (e *Engine) Reconfigure(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	toRecent := cfg.Mode == ModeRecent && e.cfg.Mode != ModeRecent
 	e.cfg = cfg
 	for _, st := range e.states {
+		if toRecent && !st.exempt {
+			// The paper's count of the level becomes the usage, as if
+			// done now: the level is kept until it decays.
+			st.usage, st.seenAt = cfg.threshold(st.level-1)+float64(st.bytesInLevel), time.Time{}
+		}
 		e.clamp(st)
 	}
 	return nil

@@ -58,6 +58,9 @@ const (
 	// ReasonUnexempt: the exemption went away; the workload starts at
 	// level 1 (or at its pinned level, with reason ReasonPinned).
 	ReasonUnexempt
+	// ReasonUsageDecayed: under ModeRecent, the workload's recent usage
+	// fell below half of the threshold it had crossed; it rises one level.
+	ReasonUsageDecayed
 )
 
 var reasonNames = [...]string{
@@ -68,6 +71,7 @@ var reasonNames = [...]string{
 	ReasonUnpinned:      "unpinned",
 	ReasonExempt:        "exempt",
 	ReasonUnexempt:      "unexempt",
+	ReasonUsageDecayed:  "usage-decayed",
 }
 
 func (r Reason) String() string {
