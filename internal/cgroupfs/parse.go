@@ -192,6 +192,13 @@ func nextKV(b []byte) (key, val, rest []byte, hasEq, more bool) {
 	return kv[:eq], kv[eq+1:], rest, true, true
 }
 
+// goneDevice is what the kernel prints for a device in a cgroup's
+// counters once the device is removed (a loop device detached, a disk
+// unplugged) and before the cgroup's per-device state goes with it
+// (bdi_dev_name): its counters belong to no device and are skipped, not a
+// parse error that would cost the workload's other devices' counters.
+const goneDevice = "(unknown)"
+
 // ParseIOStat parses cgroup v2 io.stat, appending to dst[:0]:
 //
 //	8:16 rbytes=1459200 wbytes=314773504 rios=192 wios=353 dbytes=0 dios=0
@@ -203,6 +210,9 @@ func ParseIOStat(data []byte, dst []DeviceIO) ([]DeviceIO, error) {
 	dst = dst[:0]
 	for lineNo, line := range lines(data) {
 		devField, kvs := nextField(line)
+		if string(devField) == goneDevice {
+			continue
+		}
 		dev, ok := parseDevBytes(devField)
 		if !ok {
 			return dst, &ParseError{File: "io.stat", Line: lineNo, Text: string(line), Msg: "first field is not MAJ:MIN"}
@@ -277,12 +287,15 @@ func ParseBlkioRWStat(data []byte, file string, ios bool, dst []DeviceIO) ([]Dev
 			return dst, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "want 'MAJ:MIN Op N'"}
 		}
 		dev, ok := parseDevBytes(f1)
-		if !ok {
+		if !ok && string(f1) != goneDevice {
 			return dst, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "first field is not MAJ:MIN"}
 		}
 		n, ok := parseUint(f3)
 		if !ok {
 			return dst, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "value is not a number"}
+		}
+		if string(f1) == goneDevice {
+			continue
 		}
 		var i int
 		switch string(f2) {
@@ -457,6 +470,9 @@ func ParseWeights(data []byte, file string) (Weights, error) {
 			w.Default, w.HasDefault = n, true
 			continue
 		}
+		if string(f1) == goneDevice {
+			continue
+		}
 		dev, ok := parseDevBytes(f1)
 		if !ok {
 			return w, &ParseError{File: file, Line: lineNo, Text: string(line), Msg: "want 'default N' or 'MAJ:MIN N'"}
@@ -484,7 +500,7 @@ func ParseIOMax(data []byte) (map[Dev]Limits, error) {
 	for lineNo, line := range lines(data) {
 		devField, kvs := nextField(line)
 		dev, ok := parseDevBytes(devField)
-		if !ok {
+		if !ok && string(devField) != goneDevice {
 			return nil, &ParseError{File: "io.max", Line: lineNo, Text: string(line), Msg: "first field is not MAJ:MIN"}
 		}
 		var l Limits
@@ -520,7 +536,9 @@ func ParseIOMax(data []byte) (map[Dev]Limits, error) {
 			}
 			*p = n
 		}
-		out[dev] = l
+		if ok { // not a removed device's line (goneDevice)
+			out[dev] = l
+		}
 	}
 	return out, nil
 }

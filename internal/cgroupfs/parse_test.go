@@ -31,6 +31,13 @@ func TestParseIOStat(t *testing.T) {
 			want: []DeviceIO{{Dev: Dev{254, 0}, RBytes: 4096, RIOs: 1}},
 		},
 		{name: "no trailing newline", in: "7:0 rbytes=1 wbytes=2", want: []DeviceIO{{Dev: Dev{7, 0}, RBytes: 1, WBytes: 2}}},
+		{
+			// A device removed a moment ago (a loop device detached), its
+			// blkg not yet gone: the kernel names it "(unknown)".
+			name: "device gone",
+			in:   "(unknown) rbytes=3145728 wbytes=0 rios=12 wios=0 dbytes=0 dios=0\n8:0 rbytes=1 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n",
+			want: []DeviceIO{{Dev: Dev{8, 0}, RBytes: 1, RIOs: 1}},
+		},
 		{name: "bad device", in: "sda rbytes=1\n", wantErr: true},
 		{name: "bad number", in: "8:0 rbytes=12x\n", wantErr: true},
 		{name: "negative", in: "8:0 rbytes=-1\n", wantErr: true},
@@ -123,7 +130,16 @@ func TestParseBlkioRWStat(t *testing.T) {
 	if err != nil || len(got) != 0 {
 		t.Fatalf("Total-only file: %+v, %v", got, err)
 	}
-	for _, bad := range []string{"7:0 Read\n", "7:0 Read x\n", "x:0 Read 1\n", "7:0 Read 1 2\n", "Total x\n"} {
+	// A device removed a moment ago (a loop device detached), its blkg not
+	// yet gone: the kernel names it "(unknown)" (seen in a real run of
+	// TestRealRunDeviceRemoved). Its counters belong to no device; the
+	// others' still count.
+	got, err = ParseBlkioRWStat([]byte("(unknown) Read 3145728\n(unknown) Write 0\n(unknown) Total 3145728\n"+blkioIOs),
+		"blkio.throttle.io_serviced_recursive", true, nil)
+	if want := []DeviceIO{{Dev: Dev{7, 0}, RIOs: 1, WIOs: 2, DIOs: 1}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("file with a gone device: %+v, %v; want %+v", got, err, want)
+	}
+	for _, bad := range []string{"7:0 Read\n", "7:0 Read x\n", "x:0 Read 1\n", "7:0 Read 1 2\n", "Total x\n", "(unknown) Read x\n"} {
 		if _, err := ParseBlkioRWStat([]byte(bad), "f", false, nil); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -178,6 +194,8 @@ func TestParseWeights(t *testing.T) {
 		{"default 100\n", Weights{Default: 100, HasDefault: true}},
 		{"default 100\n7:0 300\n8:16 10\n", Weights{Default: 100, HasDefault: true, Devices: []DeviceValue{{Dev{7, 0}, 300}, {Dev{8, 16}, 10}}}},
 		{"", Weights{}},
+		// A removed device's line (see ParseIOStat's test) is no device's.
+		{"default 100\n(unknown) 300\n7:0 500\n", Weights{Default: 100, HasDefault: true, Devices: []DeviceValue{{Dev{7, 0}, 500}}}},
 	}
 	for _, tt := range tests {
 		got, err := ParseWeights([]byte(tt.in), "w")
@@ -211,7 +229,11 @@ func TestParseIOMax(t *testing.T) {
 	if got := m[Dev{7, 0}]; !got.IsZero() {
 		t.Fatalf("7:0 = %+v", got)
 	}
-	for _, bad := range []string{"8:16 rbps=x\n", "x rbps=1\n", "8:0 rbps\n"} {
+	m, err = ParseIOMax([]byte("(unknown) rbps=1 wbps=max riops=max wiops=max\n8:0 rbps=5 wbps=max riops=max wiops=max\n"))
+	if err != nil || len(m) != 1 || m[Dev{8, 0}] != (Limits{RBps: 5}) {
+		t.Fatalf("io.max with a removed device's line: %+v, %v", m, err)
+	}
+	for _, bad := range []string{"8:16 rbps=x\n", "x rbps=1\n", "8:0 rbps\n", "(unknown) rbps=x\n"} {
 		if _, err := ParseIOMax([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -223,6 +245,10 @@ func TestParseDeviceValues(t *testing.T) {
 	v, err := ParseDeviceValues([]byte("7:0 1048576\n"), "blkio.throttle.read_bps_device")
 	if err != nil || len(v) != 1 || v[0] != (DeviceValue{Dev{7, 0}, 1048576}) {
 		t.Fatalf("%+v %v", v, err)
+	}
+	v, err = ParseDeviceValues([]byte("(unknown) 5\n7:0 1048576\n"), "blkio.throttle.read_bps_device")
+	if err != nil || len(v) != 1 || v[0] != (DeviceValue{Dev{7, 0}, 1048576}) {
+		t.Fatalf("with a removed device's line: %+v %v", v, err)
 	}
 	if _, err := ParseDeviceValues([]byte("default 5\n"), "f"); err == nil {
 		t.Fatal("default line accepted in a per-device file")
