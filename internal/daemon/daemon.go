@@ -365,7 +365,19 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	srcCtx, stopSrc := context.WithCancel(ctx)
 	srcDone := make(chan error, 1)
-	go func() { srcDone <- d.opts.Source.Run(srcCtx, d.events) }()
+	// A panic of the source's goroutine would end the process with the
+	// originals left in the cgroups (the recover above sees only this
+	// goroutine's): it is handed to the loop, which restores and returns
+	// it as a panic of its own.
+	srcPanic := make(chan *PanicError, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				srcPanic <- &PanicError{Value: p, Stack: debug.Stack()}
+			}
+		}()
+		srcDone <- d.opts.Source.Run(srcCtx, d.events)
+	}()
 	defer stopSrc()
 
 	ticker := time.NewTicker(d.opts.Interval)
@@ -375,6 +387,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		select {
 		case <-ctx.Done():
 			return d.shutdown()
+		case pe := <-srcPanic:
+			d.log.Error("workload source panicked: restoring every original, then exiting; this is a bug, please report it with the stack",
+				"source", d.opts.Source.Name(), "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+			return errors.Join(pe, d.shutdown())
 		case err := <-srcDone:
 			if ctx.Err() != nil {
 				return d.shutdown()
