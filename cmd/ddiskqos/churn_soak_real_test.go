@@ -208,8 +208,8 @@ func (s *supervised) sample() usage {
 
 // warns counts the WARN and ERROR lines of every life, those saying a cap
 // was not applied because the cgroup was gone, and each message.
-func (s *supervised) warns() (all, gone int, msgs map[string]int) {
-	msgs = map[string]int{}
+func (s *supervised) warns() (all, gone int, msgs map[string]int, example map[string]string) {
+	msgs, example = map[string]int{}, map[string]string{}
 	for _, l := range s.allLogs {
 		for line := range strings.SplitSeq(l.String(), "\n") {
 			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
@@ -221,14 +221,16 @@ func (s *supervised) warns() (all, gone int, msgs map[string]int) {
 						msg = msg[:j+1]
 					}
 				}
-				msgs[msg]++
+				if msgs[msg]++; msgs[msg] == 1 {
+					example[msg] = line
+				}
 				if strings.Contains(line, "not applied") && strings.Contains(line, "gone") {
 					gone++
 				}
 			}
 		}
 	}
-	return all, gone, msgs
+	return all, gone, msgs, example
 }
 
 // logWarns logs the WARN and ERROR lines of every life: their number per
@@ -237,10 +239,10 @@ func (s *supervised) warns() (all, gone int, msgs map[string]int) {
 // level in the lead's change; until then it is counted here, not asserted.
 func logWarns(t *testing.T, s *supervised, took time.Duration) {
 	t.Helper()
-	all, gone, msgs := s.warns()
+	all, gone, msgs, example := s.warns()
 	t.Logf("WARN/ERROR lines: %d in all lives (%.1f/min), of which %d 'not applied ... gone'", all, float64(all)/took.Minutes(), gone)
 	for m, n := range msgs {
-		t.Logf("  %4d × %s", n, m)
+		t.Logf("  %4d × %s, e.g.\n        %s", n, m, example[m])
 	}
 }
 
@@ -436,12 +438,13 @@ func (c *churnCounter) report(t *testing.T, what string, took time.Duration, min
 	}
 }
 
-// TestRealV1ChurnSoak: ~2.5 minutes of v1 blkio cgroups appearing and
+// TestRealV1ChurnSoak: ~2 minutes of v1 blkio cgroups appearing and
 // vanishing at ~30/s under the daemon's parent (each with a dd that reads
-// 256 KiB of the loop device, direct, then exits; a quarter of them under
-// names used before, so a path comes back with a new inode), beside a
+// 256 KiB of the loop device, direct, then exits; one in eight reads 4 MiB,
+// is demoted and capped, and goes soon after; a quarter of them under names
+// used before, so a path comes back with a new inode), beside a
 // streamer at queue depth 8 that is demoted and capped, with a kill -9 of
-// the daemon at random every 10-20 s for 75 s and a last life of 75 s.
+// the daemon at random every 10-20 s for 60 s and a last life of 60 s.
 // Before the fix of issue 18 the daemon panicked within seconds of churn.
 func TestRealV1ChurnSoak(t *testing.T) {
 	r := newRunRig(t)
@@ -521,8 +524,8 @@ func TestRealV1ChurnSoak(t *testing.T) {
 	s := newSupervised(t, r.bin, r.addr, r.env(), "run", "--source", "cgroup", "--cgroup-parent", r.parent,
 		"--interval", "100ms", "--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name)
 	churnStart := time.Now()
-	res := soak(t, s, soakPlan{killPhase: 75 * time.Second, killEvery: [2]time.Duration{10 * time.Second, 20 * time.Second},
-		lastLife: 75 * time.Second, warm: 15 * time.Second, sampleEach: 500 * time.Millisecond})
+	res := soak(t, s, soakPlan{killPhase: 60 * time.Second, killEvery: [2]time.Duration{10 * time.Second, 20 * time.Second},
+		lastLife: 60 * time.Second, warm: 15 * time.Second, sampleEach: 500 * time.Millisecond})
 	stop()
 	wg.Wait()
 	churnTook := time.Since(churnStart)
@@ -568,7 +571,7 @@ func churnCgroup(r *runRig, name string, count, skip int) error {
 // engine: containers that read 256 KiB of the loop device and exit,
 // started and removed by 6 workers (several per second), beside a
 // streaming container and a quiet one with a weight and a cap of its own; a
-// kill -9 at random every 10-20 s for 40 s, then a last life of 50 s.
+// kill -9 at random every 10-20 s for 30 s, then a last life of 45 s.
 func TestRealDockerChurnSoak(t *testing.T) {
 	r := newRunRig(t)
 	startAll := time.Now()
@@ -619,8 +622,8 @@ func TestRealDockerChurnSoak(t *testing.T) {
 	s := newSupervised(t, r.bin, r.addr, r.env(), "run", "--source", "docker", "--docker-host", e.Host(),
 		"--interval", "100ms", "--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name)
 	churnStart := time.Now()
-	res := soak(t, s, soakPlan{killPhase: 40 * time.Second, killEvery: [2]time.Duration{10 * time.Second, 20 * time.Second},
-		lastLife: 50 * time.Second, warm: 10 * time.Second, sampleEach: 500 * time.Millisecond})
+	res := soak(t, s, soakPlan{killPhase: 30 * time.Second, killEvery: [2]time.Duration{10 * time.Second, 20 * time.Second},
+		lastLife: 45 * time.Second, warm: 10 * time.Second, sampleEach: 500 * time.Millisecond})
 	stop()
 	wg.Wait()
 	churnTook := time.Since(churnStart)
