@@ -3,6 +3,7 @@ package cgroupfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -106,13 +107,29 @@ func readParsed[T any](path string, parse func([]byte) (T, error)) (T, error) {
 }
 
 func readKnob(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(filepath.Dir(path)); serr != nil {
 				return nil, fmt.Errorf("read %s: %w", path, ErrCgroupGone)
 			}
 			return nil, fmt.Errorf("read %s: %w", path, ErrNotAvailable)
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	return readOpenKnob(f, path)
+}
+
+// readOpenKnob reads the whole of a knob file opened at path. A cgroup
+// removed between the open and the read answers ENODEV (kernfs): that is
+// ErrCgroupGone, as a removal before the open is (it was an actuator
+// error, one "apply levels" WARN each, under churn: issue 18).
+func readOpenKnob(f *os.File, path string) ([]byte, error) {
+	data, err := io.ReadAll(f)
+	if err != nil {
+		if isGone(err) {
+			return nil, fmt.Errorf("read %s: %w", path, ErrCgroupGone)
 		}
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
