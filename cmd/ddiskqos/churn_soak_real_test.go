@@ -421,7 +421,11 @@ func (c *churnCounter) fail(err error) {
 	c.firstErr.CompareAndSwap(nil, &s)
 }
 
-func (c *churnCounter) report(t *testing.T, what string, took time.Duration, minRate float64) {
+// report logs the churn and fails when fewer than least were made: the
+// churn is the test's load, and too little of it proves nothing. The
+// floor is far below what a quiet machine makes, so that the soak holds
+// beside other packages' tests.
+func (c *churnCounter) report(t *testing.T, what string, took time.Duration, least int64) {
 	t.Helper()
 	made, failed := c.made.Load(), c.failed.Load()
 	rate := float64(made) / took.Seconds()
@@ -429,9 +433,8 @@ func (c *churnCounter) report(t *testing.T, what string, took time.Duration, min
 	if e := c.firstErr.Load(); e != nil {
 		t.Logf("churn: first failure: %s", *e)
 	}
-	// The churn is the test's load: too little of it proves nothing.
-	if rate < minRate {
-		t.Errorf("churn of %.1f %s/s, want at least %.0f/s for the soak to mean anything", rate, what, minRate)
+	if made < least {
+		t.Errorf("churn of %d %s, want at least %d for the soak to mean anything", made, what, least)
 	}
 	if failed > made/10 {
 		t.Errorf("%d of %d churned %s failed", failed, made+failed, what)
@@ -529,7 +532,9 @@ func TestRealV1ChurnSoak(t *testing.T) {
 	stop()
 	wg.Wait()
 	churnTook := time.Since(churnStart)
-	cc.report(t, "cgroups", churnTook, 10)
+	// ~30/s wanted, 28.8-30.3/s made beside other tests (load up to 48);
+	// before the fix of issue 18 the panic came within 600 at most.
+	cc.report(t, "cgroups", churnTook, 600)
 	t.Logf("%d daemon lives (%d kill -9), %d /healthz samples, every one 200", s.lives, s.lives-1, res.samples)
 	checkGrowth(t, res)
 	waitWorkloads(t, r, 3)
@@ -627,7 +632,10 @@ func TestRealDockerChurnSoak(t *testing.T) {
 	stop()
 	wg.Wait()
 	churnTook := time.Since(churnStart)
-	cc.report(t, "containers", churnTook, 1)
+	// 0.9-1.6/s made on this 2-core machine beside other tests (its
+	// container starts are CPU-bound); before the fix of issue 18 the panic
+	// came after about 10 containers.
+	cc.report(t, "containers", churnTook, 30)
 	t.Logf("%d daemon lives (%d kill -9), %d /healthz samples, every one 200", s.lives, s.lives-1, res.samples)
 	checkGrowth(t, res)
 	for _, ct := range surv {
