@@ -20,6 +20,9 @@ var (
 	// ErrCgroupGone means the cgroup directory no longer exists (its
 	// container ended): a normal event, not a failure of the daemon.
 	ErrCgroupGone = errors.New("cgroup gone")
+	// ErrDeviceGone means a block device named by MAJ:MIN no longer exists
+	// (a loop device detached, a disk unplugged since it was listed).
+	ErrDeviceGone = errors.New("device gone")
 )
 
 // ParseError is a malformed line in a kernel-provided file.

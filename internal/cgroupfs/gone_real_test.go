@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/ddiskqos/ddiskqos/internal/loopdev"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -38,6 +41,31 @@ func TestRealV1KnobRemovedAfterOpen(t *testing.T) {
 	_, err = readOpenKnob(f, path)
 	if !errors.Is(err, ErrCgroupGone) {
 		t.Fatalf("read of a knob whose cgroup was removed after the open: %v, want ErrCgroupGone", err)
+	}
+	t.Logf("%v", err)
+}
+
+// TestRealV1AccountingDeviceGone: enabling v1 accounting on a device
+// removed since it was listed (another process's loop device, detached
+// while the daemon started: seen in a churn soak beside other tests) is
+// ErrDeviceGone, not the ErrCgroupGone of the root cgroup's ENODEV.
+func TestRealV1AccountingDeviceGone(t *testing.T) {
+	if testkit.InVM() {
+		t.Skip("host v1 test")
+	}
+	e := newV1Env(t, 16)
+	ld := &loopdev.Device{Path: e.devPath, Name: e.devName}
+	idx, err := strconv.Atoi(strings.TrimPrefix(e.devName, "loop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld.Index = idx
+	if err := ld.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	err = e.h.EnableV1Accounting(e.dev)
+	if !errors.Is(err, ErrDeviceGone) || errors.Is(err, ErrCgroupGone) {
+		t.Fatalf("EnableV1Accounting on removed %s: %v, want ErrDeviceGone", e.devName, err)
 	}
 	t.Logf("%v", err)
 }

@@ -312,7 +312,8 @@ func (h Hierarchy) SetLimits(rel string, dev Dev, l Limits) error {
 // (0 = no limit) into the root cgroup's read_bps_device sets it up without
 // limiting anything. A root rule already in place is left alone. The setup
 // lasts as long as the disk and cannot be undone; it costs a lookup per I/O.
-// On v2 (io.stat always counts) it does nothing.
+// On v2 (io.stat always counts) it does nothing. A device removed since it
+// was listed is ErrDeviceGone.
 func (h Hierarchy) EnableV1Accounting(dev Dev) error {
 	if h.Version != 1 {
 		return nil
@@ -330,5 +331,12 @@ func (h Hierarchy) EnableV1Accounting(dev Dev) error {
 			return nil
 		}
 	}
-	return writeKnob(path, dev.String()+" 0")
+	line := dev.String() + " 0"
+	err = writeKnob(path, line)
+	if errors.Is(err, ErrCgroupGone) {
+		// The root cgroup never goes: its ENODEV is the kernel's "no such
+		// disk" (blkg_conf_prep).
+		return fmt.Errorf("write %q to %s: %w", line, path, ErrDeviceGone)
+	}
+	return err
 }

@@ -251,6 +251,13 @@ func New(opts Options) (*Daemon, error) {
 	ac.Hierarchy = opts.Hierarchy
 	for _, dev := range append(slices.Clone(opts.SenseDevices), devsOf(ac.Devices)...) {
 		if err := opts.Hierarchy.EnableV1Accounting(dev); err != nil {
+			if errors.Is(err, cgroupfs.ErrDeviceGone) {
+				// Removed since the host was read (a loop device of a
+				// snap or a test detached, a disk unplugged): nothing
+				// of it to count, and no reason to refuse the start.
+				d.log.Warn("device gone while starting: its I/O is not counted", "dev", dev.String())
+				continue
+			}
 			return nil, fmt.Errorf("enable v1 I/O accounting on %s: %w", dev, err)
 		}
 	}
