@@ -83,7 +83,7 @@ func TestRealV1HealthNoFalseAlarmUnderOwnCaps(t *testing.T) {
 	}
 	start(stream, "--bs", "1MiB", "--iodepth", "32", "--duration", run.String(), "--span", "512MiB", "randread", r.path)
 
-	var capped, busy int
+	var capped, busy, heldByCaps int
 	var boosts int
 	prevLevel := 0
 	var states []string
@@ -114,14 +114,17 @@ func TestRealV1HealthNoFalseAlarmUnderOwnCaps(t *testing.T) {
 			if dh.Util >= 0.9 && dh.QueueDepth >= 1 {
 				busy++
 			}
+			if dh.HeldByCaps {
+				heldByCaps++
+			}
 			if len(states) == 0 || states[len(states)-1] != dh.State {
 				states = append(states, dh.State)
 			}
 		}
 	}
 	s := d.Snapshot()
-	t.Logf("streamer capped in %d of the samples, boosted %d times; device busy in %d samples; states %v; health %+v",
-		capped, boosts, busy, states, s.Health.Devices)
+	t.Logf("streamer capped in %d of the samples, boosted %d times; device busy in %d samples, held by the daemon's caps in %d; states %v; health %+v",
+		capped, boosts, busy, heldByCaps, states, s.Health.Devices)
 	if capped < 20 || boosts < 2 || busy < 20 {
 		t.Fatalf("premise not met: streamer capped in %d samples (want 20), boosted %d times (want 2), device busy in %d (want 20)",
 			capped, boosts, busy)
