@@ -16,127 +16,14 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
+// The throttle mechanism: throttle.go is its fast loop (reads the
+// counters, decides who is active, writes the caps); throttlecaps.go its
+// pure arithmetic (capacity estimate, caps, held-back judgement) and the
+// Ceiling; throttleaccount.go its account of its own caps in the device
+// sensor; throttleconfig.go its configuration.
+
 // levels is the number of levels, the policy's.
 const levels = policy.NumLevels
-
-// Defaults of the throttle mechanism.
-const (
-	// DefaultThrottleHold: the caps stay this long after a better level's
-	// last I/O on the device, so a reader's pauses between requests (10 ms
-	// at 100 IOPS, a Poisson gap now and then) do not lift them, while a
-	// neighbour gets the whole device back well within a second.
-	DefaultThrottleHold = 250 * time.Millisecond
-	// DefaultThrottlePeriod is the fast loop's period: how soon a better
-	// level's first I/O puts the caps on.
-	DefaultThrottlePeriod = 10 * time.Millisecond
-	// DefaultThrottleReads bounds the fast loop's counter reads per second
-	// and device (Throttle.Reads): with many demoted workloads the period
-	// grows instead, so its cost stays per device, not per workload (what
-	// a read costs: docs/bench/scale.md). Each period reads the demoted
-	// workloads twice and the parents once, so the period stays 10 ms up
-	// to 4 demoted workloads, ~100 ms at 50; 1,000 demoted streams are
-	// looked at every 2 s.
-	DefaultThrottleReads = 1000
-	// throttleMinIOPS is the lowest IOPS cap set on a workload.
-	throttleMinIOPS = 50
-	// DefaultThrottleBurst: see Throttle.MaxBurst.
-	DefaultThrottleBurst = 5 * time.Millisecond
-	// blk-throttle's slices: HZ/10 on rotational devices, HZ/50 on others
-	// (block/blk-throttle.c, DFL_THROTL_SLICE_HD and _SSD).
-	sliceRotational    = 100 * time.Millisecond
-	sliceNonRotational = 20 * time.Millisecond
-	// capacityWindow is the span over which the device's rate is measured.
-	capacityWindow = 200 * time.Millisecond
-	// slowedLatency: a busy device delivering less is taken to have slowed
-	// only when a request spends at least this many times longer in flight
-	// than at the capacity's measure (the same demand waits longer); a
-	// shallower demand (one request at a time) is slower with each request
-	// no slower.
-	slowedLatency = 1.5
-	// The least a Ceiling gives one workload (the kernel takes no IOPS
-	// limit below 2).
-	ceilingMinIOPS = 2
-	ceilingMinBps  = 4096
-)
-
-// Ceiling bounds the caps of the workloads at level From and worse on one
-// device, whether or not a better level is active: together, the ones that
-// did I/O within Hold get at most Bps bytes/s and IOPS requests/s, split
-// evenly (a bound of 0 leaves that unit alone). It holds a volume's bulk
-// work to its baseline while its burst credit runs low. Only levels the
-// throttle manages (Shares below 1) are held. The zero Ceiling bounds
-// nothing.
-type Ceiling struct {
-	From      int
-	Bps, IOPS float64
-}
-
-// holds reports whether c bounds a workload at level.
-func (c Ceiling) holds(level int) bool { return c.From >= 2 && level >= c.From }
-
-// bound lowers l to c's share for one of n held workloads.
-func (c Ceiling) bound(l cgroupfs.Limits, n int) cgroupfs.Limits {
-	lower := func(have, bound uint64) uint64 {
-		if have == 0 || bound < have {
-			return bound
-		}
-		return have
-	}
-	if c.Bps > 0 {
-		b := max(uint64(c.Bps/float64(n)), ceilingMinBps)
-		l.RBps, l.WBps = lower(l.RBps, b), lower(l.WBps, b)
-	}
-	if c.IOPS > 0 {
-		io := max(uint64(c.IOPS/float64(n)), ceilingMinIOPS)
-		l.RIOps, l.WIOps = lower(l.RIOps, io), lower(l.WIOps, io)
-	}
-	return l
-}
-
-// Throttle configures the work-conserving throttle used on devices whose
-// mechanism is host.MechThrottle.
-//
-// A fast loop per device (every Period) reads the byte counters of the
-// parents of the managed cgroups and of every demoted workload (level 2 and
-// below). What the parents did beyond the demoted workloads was done by a
-// better level — a level-1 workload, a new container before its first tick.
-// While a better level did I/O on the device within Hold, every workload of
-// a worse level is capped, in bytes/s and IOPS, to its level's share of what
-// the device delivers now; within Hold after the better level stops, the
-// caps are lifted. The device's capacity is estimated from its own
-// counters, read through the device's sensor (devsensor; see capacity in
-// throttlecaps.go, where the cap arithmetic is too). A Ceiling (Hold)
-// bounds the worse levels' caps further, better level active or not. What
-// the caps allowed, and whether a workload was held back by one, is added
-// to the device sensor's Caps every period, so a consumer of the device's
-// counters can tell the throttle's doing from the device's.
-type Throttle struct {
-	// Shares[i] is the fraction of the device's capacity that all the
-	// workloads of level i+1 together may use while a better level is doing
-	// I/O on the device. Shares[0] is 1 (level 1 is never capped). When
-	// several capped levels are active their sum is scaled down to the
-	// largest of them.
-	Shares [levels]float64
-	// Min is the lowest bytes/s cap ever set on a workload.
-	Min uint64
-	// Hold: see DefaultThrottleHold; 0 means that.
-	Hold time.Duration
-	// Period: see DefaultThrottlePeriod; 0 means that.
-	Period time.Duration
-	// Reads: see DefaultThrottleReads; 0 means that.
-	Reads int
-	// MaxBurst bounds, while a better level is active, how long one
-	// slice's worth of a capped workload's cap may keep the device busy:
-	// blk-throttle lets a backlogged group dispatch a whole slice's bytes
-	// and I/Os at the start of each slice, and a better level's request
-	// that arrives then waits behind all of it. A cap is therefore at
-	// most capacity × MaxBurst / slice. 0: no bound.
-	MaxBurst time.Duration
-}
-
-// DefaultThrottleShares are the throttle's default Shares, the one place
-// they are written (config.Default takes them from here).
-func DefaultThrottleShares() [levels]float64 { return [levels]float64{1, 0.6, 0.45, 0.3} }
 
 // throttle is the throttle mechanism on one device.
 type throttle struct {
@@ -546,83 +433,6 @@ func (t *throttle) measure(now time.Time) {
 		return
 	}
 	t.cap.observe(r.Stat, r.At, t.cappedAt)
-}
-
-// account adds what the caps in force since the last period allowed to
-// the device sensor's Caps, and every capacityWindow judges whether a
-// capped workload ran at its cap (was held back by it).
-func (t *throttle) account(now time.Time) {
-	dt := now.Sub(t.lastStep).Seconds()
-	first := t.lastStep.IsZero()
-	t.lastStep = now
-	if first || dt <= 0 {
-		t.heldAt = now
-		return
-	}
-	var c devsensor.Caps
-	for _, m := range t.watch {
-		if m.limits.IsZero() {
-			continue
-		}
-		c.Bytes += float64(m.limits.RBps) * dt
-		c.IOs += float64(m.limits.RIOps) * dt
-		m.allowB += float64(m.limits.RBps) * dt
-		m.allowIO += float64(m.limits.RIOps) * dt
-		if !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold {
-			c.CappedSecs = dt
-		}
-	}
-	if win := now.Sub(t.heldAt); win >= capacityWindow {
-		held := false
-		for _, m := range t.watch {
-			capped := m.allowB > 0 || m.allowIO > 0
-			if !t.Wants(m.level) || !m.lastOK {
-				m.winOK, m.winIOsOK, m.allowB, m.allowIO = false, false, 0, 0
-				continue
-			}
-			var ios uint64
-			iosOK := false
-			if capped || !m.limits.IsZero() {
-				ios, iosOK = t.memberIOs(m)
-			}
-			if capped && m.winOK && !held {
-				n := -1.0
-				if iosOK && m.winIOsOK {
-					n = float64(sub(ios, m.winIOs))
-				}
-				held = heldBack(float64(sub(m.last, m.winBytes)), n, m.allowB, m.allowIO)
-			}
-			m.winBytes, m.winOK, m.winIOs, m.winIOsOK = m.last, true, ios, iosOK
-			m.allowB, m.allowIO = 0, 0
-		}
-		if held {
-			c.HeldSecs = win.Seconds()
-		}
-		t.heldAt = now
-	}
-	if t.sen != nil && c != (devsensor.Caps{}) {
-		t.sen.AddCaps(c)
-	}
-}
-
-// memberIOs is m's requests on the device: on v2 those of the period's
-// read (io.stat has them), on v1 from its serviced counts, read now (the
-// fast loop reads the byte counters alone).
-func (t *throttle) memberIOs(m *tmember) (uint64, bool) {
-	if t.h.Version == 2 {
-		return m.lastIOs, m.lastOK
-	}
-	cg, err := t.h.Open(m.cgroup)
-	if err != nil {
-		return 0, false
-	}
-	defer cg.Close()
-	st, err := cg.ReadIO()
-	if err != nil {
-		return 0, false
-	}
-	d := cgroupfs.DeviceIn(st.Devices, t.dev)
-	return d.RIOs + d.WIOs, d.RIOs+d.WIOs > 0
 }
 
 // applyCaps writes each demoted workload's cap where it changed.

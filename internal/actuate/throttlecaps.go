@@ -11,6 +11,28 @@ import (
 // held back by its cap. throttle.go is the loop that reads the counters and
 // writes the caps.
 
+// The arithmetic's constants.
+const (
+	// throttleMinIOPS is the lowest IOPS cap set on a workload.
+	throttleMinIOPS = 50
+	// blk-throttle's slices: HZ/10 on rotational devices, HZ/50 on others
+	// (block/blk-throttle.c, DFL_THROTL_SLICE_HD and _SSD).
+	sliceRotational    = 100 * time.Millisecond
+	sliceNonRotational = 20 * time.Millisecond
+	// capacityWindow is the span over which the device's rate is measured.
+	capacityWindow = 200 * time.Millisecond
+	// slowedLatency: a busy device delivering less is taken to have slowed
+	// only when a request spends at least this many times longer in flight
+	// than at the capacity's measure (the same demand waits longer); a
+	// shallower demand (one request at a time) is slower with each request
+	// no slower.
+	slowedLatency = 1.5
+	// The least a Ceiling gives one workload (the kernel takes no IOPS
+	// limit below 2).
+	ceilingMinIOPS = 2
+	ceilingMinBps  = 4096
+)
+
 // capacity is the device's capacity estimate: its own counters' highest
 // rate over windows of capacityWindow, lowered when the device stays busy
 // yet delivers less, each request longer in flight (a cloud volume out of
@@ -163,4 +185,38 @@ const heldFrac = 0.8
 // allowIOs over it (0: that unit uncapped). ios < 0: not known.
 func heldBack(bytes, ios, allowBytes, allowIOs float64) bool {
 	return (allowBytes > 0 && bytes >= heldFrac*allowBytes) || (allowIOs > 0 && ios >= 0 && ios >= heldFrac*allowIOs)
+}
+
+// Ceiling bounds the caps of the workloads at level From and worse on one
+// device, whether or not a better level is active: together, the ones that
+// did I/O within Hold get at most Bps bytes/s and IOPS requests/s, split
+// evenly (a bound of 0 leaves that unit alone). It holds a volume's bulk
+// work to its baseline while its burst credit runs low. Only levels the
+// throttle manages (Shares below 1) are held. The zero Ceiling bounds
+// nothing.
+type Ceiling struct {
+	From      int
+	Bps, IOPS float64
+}
+
+// holds reports whether c bounds a workload at level.
+func (c Ceiling) holds(level int) bool { return c.From >= 2 && level >= c.From }
+
+// bound lowers l to c's share for one of n held workloads.
+func (c Ceiling) bound(l cgroupfs.Limits, n int) cgroupfs.Limits {
+	lower := func(have, bound uint64) uint64 {
+		if have == 0 || bound < have {
+			return bound
+		}
+		return have
+	}
+	if c.Bps > 0 {
+		b := max(uint64(c.Bps/float64(n)), ceilingMinBps)
+		l.RBps, l.WBps = lower(l.RBps, b), lower(l.WBps, b)
+	}
+	if c.IOPS > 0 {
+		io := max(uint64(c.IOPS/float64(n)), ceilingMinIOPS)
+		l.RIOps, l.WIOps = lower(l.RIOps, io), lower(l.WIOps, io)
+	}
+	return l
 }
