@@ -206,7 +206,7 @@ func TestRealV2BurstHold(t *testing.T) {
 	// the detector must see it (the daemon's own caps are known to the
 	// tracker and a floor they impose is not the device's; this one is
 	// the device's). Then the victim reads from the exhausted disk. The
-	// capped writer spends the ~half bucket left at ~35 credits/s: 1.5 to
+	// capped writer spends the ~half bucket left at ~35 credits/s: 1 to
 	// 2 minutes in the VM; 5 allowed for a loaded host.
 	d, stop = start(0)
 	pacer := startIn(t, h, victim, []string{"--direct", "--iops", "4", "--duration", "6m",
