@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
@@ -54,8 +55,15 @@ type Config struct {
 	// again (someone else may have changed it). 0 disables rewriting.
 	Reassert time.Duration
 	DryRun   bool
-	// SysRoot is sysfs ("/sys"), where the throttle reads each device's
-	// own counters; "" means it sizes caps from ObservePeak instead.
+	// Sensors are the devices' sensors, indexed like Devices (a nil entry,
+	// or a short or nil slice: none given): the throttle reads each
+	// device's own counters through them, and adds what its caps did
+	// (devsensor.Caps). The caller owns them. A device without one gets
+	// its own from SysRoot.
+	Sensors []*devsensor.Device
+	// SysRoot is sysfs ("/sys"), where the throttle opens its own sensor
+	// of a device given none; "" means it sizes caps from ObservePeak
+	// instead.
 	SysRoot string
 	Logger  *slog.Logger
 	// Persist, when set, is called with every recorded original after new
@@ -183,14 +191,18 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 	}
 	a := &Actuator{cfg: cfg, log: log, work: map[string]*wstate{}, originals: map[knobKey]Original{},
 		fresh: map[knobKey]bool{}, members: make([][]Member, len(cfg.Devices)), failing: map[knobKey]time.Time{}}
-	for _, d := range cfg.Devices {
-		m, err := newMechanism(cfg, d)
+	for i, d := range cfg.Devices {
+		var sen *devsensor.Device
+		if i < len(cfg.Sensors) {
+			sen = cfg.Sensors[i]
+		}
+		m, err := newMechanism(cfg, d, sen)
 		if err != nil {
 			return nil, err
 		}
 		ms := []Mechanism{m}
 		if d.Throttle && d.Mech != host.MechThrottle {
-			ms = append(ms, newThrottle(cfg, d))
+			ms = append(ms, newThrottle(cfg, d, sen))
 		}
 		a.mechs = append(a.mechs, ms)
 	}

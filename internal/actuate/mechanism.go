@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
@@ -84,8 +85,9 @@ type Member struct {
 	Durable bool
 }
 
-// newMechanism returns the implementation of d's mechanism.
-func newMechanism(cfg Config, d Device) (Mechanism, error) {
+// newMechanism returns the implementation of d's mechanism; sen is the
+// device's sensor (nil: none given).
+func newMechanism(cfg Config, d Device, sen *devsensor.Device) (Mechanism, error) {
 	h := cfg.Hierarchy
 	switch d.Mech {
 	case host.MechBFQWeight:
@@ -95,7 +97,7 @@ func newMechanism(cfg Config, d Device) (Mechanism, error) {
 	case host.MechCFQWeight:
 		return &weightMech{h: h, dev: d.Dev, kind: cgroupfs.WeightCFQ, mech: d.Mech}, nil
 	case host.MechThrottle:
-		return newThrottle(cfg, d), nil
+		return newThrottle(cfg, d, sen), nil
 	}
 	return nil, fmt.Errorf("device %s: no mechanism %q", d.Name, d.Mech)
 }

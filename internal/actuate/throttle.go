@@ -12,140 +12,29 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
+
+// The throttle mechanism: throttle.go is its fast loop (reads the
+// counters, decides who is active, writes the caps); throttlecaps.go its
+// pure arithmetic (capacity estimate, caps, held-back judgement) and the
+// Ceiling; throttleaccount.go its account of its own caps in the device
+// sensor; throttleconfig.go its configuration.
 
 // levels is the number of levels, the policy's.
 const levels = policy.NumLevels
 
-// Defaults of the throttle mechanism.
-const (
-	// DefaultThrottleHold: the caps stay this long after a better level's
-	// last I/O on the device, so a reader's pauses between requests (10 ms
-	// at 100 IOPS, a Poisson gap now and then) do not lift them, while a
-	// neighbour gets the whole device back well within a second.
-	DefaultThrottleHold = 250 * time.Millisecond
-	// DefaultThrottlePeriod is the fast loop's period: how soon a better
-	// level's first I/O puts the caps on.
-	DefaultThrottlePeriod = 10 * time.Millisecond
-	// DefaultThrottleReads bounds the fast loop's counter reads per second
-	// and device (Throttle.Reads): with many demoted workloads the period
-	// grows instead, so its cost stays per device, not per workload (what
-	// a read costs: docs/bench/scale.md). Each period reads the demoted
-	// workloads twice and the parents once, so the period stays 10 ms up
-	// to 4 demoted workloads, ~100 ms at 50; 1,000 demoted streams are
-	// looked at every 2 s.
-	DefaultThrottleReads = 1000
-	// throttleMinIOPS is the lowest IOPS cap set on a workload.
-	throttleMinIOPS = 50
-	// DefaultThrottleBurst: see Throttle.MaxBurst.
-	DefaultThrottleBurst = 5 * time.Millisecond
-	// blk-throttle's slices: HZ/10 on rotational devices, HZ/50 on others
-	// (block/blk-throttle.c, DFL_THROTL_SLICE_HD and _SSD).
-	sliceRotational    = 100 * time.Millisecond
-	sliceNonRotational = 20 * time.Millisecond
-	// capacityWindow is the span over which the device's rate is measured.
-	capacityWindow = 200 * time.Millisecond
-	// slowedLatency: a busy device delivering less is taken to have slowed
-	// only when a request spends at least this many times longer in flight
-	// than at the capacity's measure (the same demand waits longer); a
-	// shallower demand (one request at a time) is slower with each request
-	// no slower.
-	slowedLatency = 1.5
-	// The least a Ceiling gives one workload (the kernel takes no IOPS
-	// limit below 2).
-	ceilingMinIOPS = 2
-	ceilingMinBps  = 4096
-)
-
-// Ceiling bounds the caps of the workloads at level From and worse on one
-// device, whether or not a better level is active: together, the ones that
-// did I/O within Hold get at most Bps bytes/s and IOPS requests/s, split
-// evenly (a bound of 0 leaves that unit alone). It holds a volume's bulk
-// work to its baseline while its burst credit runs low. Only levels the
-// throttle manages (Shares below 1) are held. The zero Ceiling bounds
-// nothing.
-type Ceiling struct {
-	From      int
-	Bps, IOPS float64
-}
-
-// holds reports whether c bounds a workload at level.
-func (c Ceiling) holds(level int) bool { return c.From >= 2 && level >= c.From }
-
-// bound lowers l to c's share for one of n held workloads.
-func (c Ceiling) bound(l cgroupfs.Limits, n int) cgroupfs.Limits {
-	lower := func(have, bound uint64) uint64 {
-		if have == 0 || bound < have {
-			return bound
-		}
-		return have
-	}
-	if c.Bps > 0 {
-		b := max(uint64(c.Bps/float64(n)), ceilingMinBps)
-		l.RBps, l.WBps = lower(l.RBps, b), lower(l.WBps, b)
-	}
-	if c.IOPS > 0 {
-		io := max(uint64(c.IOPS/float64(n)), ceilingMinIOPS)
-		l.RIOps, l.WIOps = lower(l.RIOps, io), lower(l.WIOps, io)
-	}
-	return l
-}
-
-// Throttle configures the work-conserving throttle used on devices whose
-// mechanism is host.MechThrottle.
-//
-// A fast loop per device (every Period) reads the byte counters of the
-// parents of the managed cgroups and of every demoted workload (level 2 and
-// below). What the parents did beyond the demoted workloads was done by a
-// better level — a level-1 workload, a new container before its first tick.
-// While a better level did I/O on the device within Hold, every workload of
-// a worse level is capped, in bytes/s and IOPS, to its level's share of what
-// the device delivers now; within Hold after the better level stops, the
-// caps are lifted. The device's capacity is its own counters'
-// (/sys/class/block/<dev>/stat) highest rate, lowered when the device stays
-// busy yet delivers less, each request longer in flight (a cloud volume out
-// of burst credits), while none of its own caps were in force; never an
-// all-time peak. A Ceiling (Hold)
-// bounds the worse levels' caps further, better level active or not.
-type Throttle struct {
-	// Shares[i] is the fraction of the device's capacity that all the
-	// workloads of level i+1 together may use while a better level is doing
-	// I/O on the device. Shares[0] is 1 (level 1 is never capped). When
-	// several capped levels are active their sum is scaled down to the
-	// largest of them.
-	Shares [levels]float64
-	// Min is the lowest bytes/s cap ever set on a workload.
-	Min uint64
-	// Hold: see DefaultThrottleHold; 0 means that.
-	Hold time.Duration
-	// Period: see DefaultThrottlePeriod; 0 means that.
-	Period time.Duration
-	// Reads: see DefaultThrottleReads; 0 means that.
-	Reads int
-	// MaxBurst bounds, while a better level is active, how long one
-	// slice's worth of a capped workload's cap may keep the device busy:
-	// blk-throttle lets a backlogged group dispatch a whole slice's bytes
-	// and I/Os at the start of each slice, and a better level's request
-	// that arrives then waits behind all of it. A cap is therefore at
-	// most capacity × MaxBurst / slice. 0: no bound.
-	MaxBurst time.Duration
-}
-
-// DefaultThrottleShares are the throttle's default Shares, the one place
-// they are written (config.Default takes them from here).
-func DefaultThrottleShares() [levels]float64 { return [levels]float64{1, 0.6, 0.45, 0.3} }
-
 // throttle is the throttle mechanism on one device.
 type throttle struct {
 	limitsKnob
-	cfg      Throttle
-	name     string
-	statPath string        // "" when the device's counters are not available
-	slice    time.Duration // blk-throttle's slice on this device
-	dryRun   bool
-	log      *slog.Logger
-	now      func() time.Time
+	cfg     Throttle
+	name    string
+	sysRoot string        // where an own device sensor is opened; "" for none
+	slice   time.Duration // blk-throttle's slice on this device
+	dryRun  bool
+	log     *slog.Logger
+	now     func() time.Time
 
 	mu      sync.Mutex
 	members map[string]*tmember
@@ -170,12 +59,15 @@ type throttle struct {
 	base   int64
 	baseOK bool
 
-	stat            *cgroupfs.BlockStatFile
-	statErr         bool
-	win             cgroupfs.BlockStat
-	winAt           time.Time
-	capBps, capIOPS float64
-	capLat          float64 // ms a request spent in flight when the capacity was last raised
+	// sen is the device's sensor: shared (the daemon's, ownSen false) or
+	// opened from sysRoot by the throttle itself; senErr: it could not be.
+	sen    *devsensor.Device
+	ownSen bool
+	senErr bool
+	cap    capacity
+	// The caps' accounting (account): the last period, and the start of
+	// the window over which a capped workload is judged held back.
+	lastStep, heldAt time.Time
 
 	steps   uint64 // fast-loop periods run (tests count in them)
 	running bool
@@ -189,10 +81,16 @@ type tmember struct {
 	durable bool
 	cg      *cgroupfs.Cgroup // open while demoted
 	last    uint64           // bytes on the device at the last read
+	lastIOs uint64           // requests, likewise (v2; v1 reads no requests here)
 	lastOK  bool
-	active  time.Time // last I/O seen by the fast loop
-	limits  cgroupfs.Limits
-	err     error
+	// The window over which it is judged held back by its cap: its bytes
+	// and requests at the start, and what its caps allowed since.
+	winBytes, winIOs uint64
+	winOK, winIOsOK  bool
+	allowB, allowIO  float64
+	active           time.Time // last I/O seen by the fast loop
+	limits           cgroupfs.Limits
+	err              error
 }
 
 type tparent struct {
@@ -200,7 +98,9 @@ type tparent struct {
 	cg  *cgroupfs.Cgroup
 }
 
-func newThrottle(cfg Config, d Device) *throttle {
+// newThrottle returns the throttle of device d; sen is the device's sensor,
+// nil for one of its own (from cfg.SysRoot) or none.
+func newThrottle(cfg Config, d Device, sen *devsensor.Device) *throttle {
 	tc := cfg.Throttle
 	if tc.Shares[0] == 0 {
 		tc.Shares = DefaultThrottleShares()
@@ -215,12 +115,12 @@ func newThrottle(cfg Config, d Device) *throttle {
 		tc.Period = DefaultThrottlePeriod
 	}
 	t := &throttle{limitsKnob: limitsKnob{h: cfg.Hierarchy, dev: d.Dev}, cfg: tc, name: d.Name,
-		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}}
+		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}, sen: sen}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.SysRoot != "" && d.Name != "" {
-		t.statPath = path.Join(cfg.SysRoot, "class", "block", d.Name, "stat")
+	if sen == nil && d.Name != "" {
+		t.sysRoot = cfg.SysRoot
 	}
 	t.slice = sliceRotational // unknown: assume the longer one
 	if cfg.SysRoot != "" && d.Name != "" {
@@ -251,14 +151,14 @@ func (t *throttle) TopActive() int {
 func (t *throttle) Capacity() (bps, iops float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.capBps, t.capIOPS
+	return t.cap.bps, t.cap.iops
 }
 
 func (t *throttle) ObservePeak(bps float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stat == nil && bps > t.capBps {
-		t.capBps = bps
+	if t.sen == nil && bps > t.cap.bps {
+		t.cap.bps = bps
 	}
 }
 
@@ -272,8 +172,8 @@ func (t *throttle) OpenFiles() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.parents)
-	if t.stat != nil {
-		n++
+	if t.ownSen && t.sen != nil {
+		n++ // a shared sensor's descriptor is its owner's
 	}
 	for _, m := range t.members {
 		if m.cg != nil {
@@ -375,9 +275,9 @@ func (t *throttle) Stop() {
 		t.dropLocked(m)
 	}
 	t.closeParents()
-	if t.stat != nil {
-		t.stat.Close()
-		t.stat = nil
+	if t.ownSen && t.sen != nil {
+		t.sen.Close()
+		t.sen, t.ownSen = nil, false
 	}
 }
 
@@ -402,6 +302,7 @@ func (t *throttle) step() time.Duration {
 	now := t.now()
 	t.steps++
 	t.measure(now)
+	defer t.account(now)
 	if t.demoted == 0 {
 		// Nobody to cap: nothing to read but the device's capacity, and
 		// the caps of workloads that have just left the capped levels
@@ -505,95 +406,43 @@ func (t *throttle) readDemoted(now time.Time, mark bool) (sum int64, reads int) 
 			if m.lastOK && b != m.last {
 				m.active = now
 			}
-			m.last, m.lastOK = b, true
+			m.last, m.lastIOs, m.lastOK = b, d.RIOs+d.WIOs, true
 		}
 		sum += int64(b)
 	}
 	return sum, reads
 }
 
-// measure updates the device's capacity from its own counters.
+// measure updates the device's capacity from its own counters, read
+// through its sensor.
 func (t *throttle) measure(now time.Time) {
-	if t.statPath == "" || t.statErr {
-		return
-	}
-	if t.stat == nil {
-		f, err := cgroupfs.OpenBlockStat(t.statPath)
+	if t.sen == nil {
+		if t.sysRoot == "" || t.senErr {
+			return
+		}
+		sen, err := devsensor.Open(t.sysRoot, t.name, t.cfg.Period)
 		if err != nil {
-			t.statErr = true
+			t.senErr = true
 			t.log.Warn("throttle: device counters not readable; capacity from the daemon's ticks", "device", t.name, "err", err)
 			return
 		}
-		t.stat = f
+		t.sen, t.ownSen = sen, true
 	}
-	s, err := t.stat.Read()
+	r, err := t.sen.Read(now)
 	if err != nil {
 		return
 	}
-	if t.winAt.IsZero() {
-		t.win, t.winAt = s, now
-		return
-	}
-	dt := now.Sub(t.winAt)
-	if dt < capacityWindow {
-		return
-	}
-	secs := dt.Seconds()
-	rate := float64(s.Bytes()-t.win.Bytes()) / secs
-	iops := float64(s.IOs()-t.win.IOs()) / secs
-	util := float64(s.IOTicksMs-t.win.IOTicksMs) / float64(dt.Milliseconds())
-	lat := 0.0
-	if n := s.IOs() - t.win.IOs(); n > 0 {
-		lat = float64(s.TimeInQueueMs-t.win.TimeInQueueMs) / float64(n)
-	}
-	uncapped := t.cappedAt.Before(t.winAt)
-	t.win, t.winAt = s, now
-	switch {
-	case rate > t.capBps || iops > t.capIOPS:
-		t.capBps = max(t.capBps, rate)
-		t.capIOPS = max(t.capIOPS, iops)
-		t.capLat = lat
-	case util >= 0.9 && rate > 0 && uncapped && lat >= slowedLatency*t.capLat:
-		// Busy all the time yet below its best in both bytes and
-		// requests, each request in flight longer than at its best, with
-		// nobody held back by a cap of ours over the window (a capped
-		// stream beside a reader that keeps the device busy delivers less
-		// by our doing; following that would shrink the caps period after
-		// period): the device has slowed down. Follow it.
-		t.capBps = 0.8*t.capBps + 0.2*rate
-		t.capIOPS = 0.8*t.capIOPS + 0.2*iops
-	}
+	t.cap.observe(r.Stat, r.At, t.cappedAt)
 }
 
 // applyCaps writes each demoted workload's cap where it changed.
 func (t *throttle) applyCaps(now time.Time) {
-	var active [levels]int
-	for _, m := range t.watch {
-		if t.Wants(m.level) && !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold {
-			active[m.level-1]++
-		}
+	calc := capCalc{cfg: t.cfg, slice: t.slice, top: t.top, ceil: t.ceil, bps: t.cap.bps, iops: t.cap.iops}
+	ins := make([]capIn, len(t.watch))
+	for i, m := range t.watch {
+		ins[i] = capIn{level: m.level, active: !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold}
 	}
-	// The capped levels' shares, their sum scaled to the largest.
-	var scale [levels]float64
-	sum, top := 0.0, 0.0
-	for l := 2; l <= levels; l++ {
-		if t.top != 0 && l > t.top && active[l-1] > 0 {
-			sum += t.cfg.Shares[l-1]
-			top = max(top, t.cfg.Shares[l-1])
-		}
-	}
-	for l := 2; l <= levels; l++ {
-		scale[l-1] = t.cfg.Shares[l-1]
-		if sum > top && top > 0 {
-			scale[l-1] *= top / sum
-		}
-	}
-	held := 0 // the held levels' active workloads, who share the ceiling
-	for l := 2; l <= levels; l++ {
-		if t.ceil.holds(l) {
-			held += active[l-1]
-		}
-	}
+	wants := calc.caps(ins, nil)
 	capped := false
 	defer func() {
 		if capped {
@@ -607,26 +456,9 @@ func (t *throttle) applyCaps(now time.Time) {
 			}
 		}
 	}()
-	for _, m := range t.watch {
+	for i, m := range t.watch {
 		capped = capped || !m.limits.IsZero()
-		want := cgroupfs.Limits{}
-		if t.Wants(m.level) && t.top != 0 && m.level > t.top && t.capBps > 0 {
-			n := float64(max(active[m.level-1], 1))
-			share := scale[m.level-1]
-			if t.cfg.MaxBurst > 0 {
-				share = min(share, t.cfg.MaxBurst.Seconds()/t.slice.Seconds())
-			}
-			b := uint64(share * t.capBps / n)
-			b = max(b, t.cfg.Min)
-			want = cgroupfs.Limits{RBps: b, WBps: b}
-			if t.capIOPS > 0 {
-				io := max(uint64(share*t.capIOPS/n), throttleMinIOPS)
-				want.RIOps, want.WIOps = io, io
-			}
-		}
-		if t.Wants(m.level) && t.ceil.holds(m.level) {
-			want = t.ceil.bound(want, max(held, 1))
-		}
+		want := wants[i]
 		capped = capped || !want.IsZero()
 		if want == m.limits && m.err == nil {
 			continue

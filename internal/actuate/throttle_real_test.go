@@ -114,7 +114,7 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 		t.Fatalf("cap came %d fast-loop steps after the read, want within 3", n)
 	}
 	th.mu.Lock()
-	capBps, capIOPS := th.capBps, th.capIOPS
+	capBps, capIOPS := th.cap.bps, th.cap.iops
 	th.mu.Unlock()
 	got := limits(lo)
 	want := uint64(0.3 * capBps)

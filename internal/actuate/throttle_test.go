@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
@@ -99,7 +100,7 @@ func TestThrottleFastLoopRules(t *testing.T) {
 	f := newFakeThrottleTree(t, "/p/hi", "/p/l2", "/p/l4")
 	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
 		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
-		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
 	defer th.Stop()
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
@@ -125,8 +126,8 @@ func TestThrottleFastLoopRules(t *testing.T) {
 	if l := f.limits("/p/l4"); !l.IsZero() {
 		t.Fatalf("l4 capped %+v with nobody better doing I/O", l)
 	}
-	if math.Abs(th.capBps-1000*(1<<20)) > 1<<20 || math.Abs(th.capIOPS-1000) > 1 {
-		t.Fatalf("capacity %.0f B/s %.0f IOPS, want 1000 MiB/s and 1000 IOPS", th.capBps, th.capIOPS)
+	if math.Abs(th.cap.bps-1000*(1<<20)) > 1<<20 || math.Abs(th.cap.iops-1000) > 1 {
+		t.Fatalf("capacity %.0f B/s %.0f IOPS, want 1000 MiB/s and 1000 IOPS", th.cap.bps, th.cap.iops)
 	}
 
 	// A level-1 read: l4 (the only active demoted level) gets 30 % of the
@@ -137,12 +138,12 @@ func TestThrottleFastLoopRules(t *testing.T) {
 	if th.top != 1 {
 		t.Fatalf("top %d after a level-1 read, want 1", th.top)
 	}
-	want4 := uint64(0.3 * th.capBps)
+	want4 := uint64(0.3 * th.cap.bps)
 	if l := f.limits("/p/l4"); l.RBps != want4 || l.RIOps != 300 {
 		t.Fatalf("l4 limits %+v, want rbps %d riops 300", l, want4)
 	}
-	if l := f.limits("/p/l2"); l.RBps != uint64(0.6*th.capBps) {
-		t.Fatalf("l2 limits %+v, want rbps %d", l, uint64(0.6*th.capBps))
+	if l := f.limits("/p/l2"); l.RBps != uint64(0.6*th.cap.bps) {
+		t.Fatalf("l2 limits %+v, want rbps %d", l, uint64(0.6*th.cap.bps))
 	}
 
 	// l2 becomes active too: the two capped levels' shares (0.6 + 0.3)
@@ -154,7 +155,7 @@ func TestThrottleFastLoopRules(t *testing.T) {
 	f.read("/p/hi", 4096)
 	step(10 * time.Millisecond)
 	l2, l4 := f.limits("/p/l2").RBps, f.limits("/p/l4").RBps
-	if sum := float64(l2+l4) / th.capBps; math.Abs(sum-0.6) > 0.01 || l2 <= l4 {
+	if sum := float64(l2+l4) / th.cap.bps; math.Abs(sum-0.6) > 0.01 || l2 <= l4 {
 		t.Fatalf("l2 %d + l4 %d = %.2f of capacity, want 0.6 with l2 > l4", l2, l4, sum)
 	}
 
@@ -184,17 +185,17 @@ func TestThrottleFastLoopRules(t *testing.T) {
 		f.device(100<<20, 100, 200)
 		step(200 * time.Millisecond)
 	}
-	if th.capBps > 520*(1<<20) || th.capBps < 500*(1<<20) {
-		t.Fatalf("capacity %.0f MiB/s after the device slowed to 500, want it near 500", th.capBps/(1<<20))
+	if th.cap.bps > 520*(1<<20) || th.cap.bps < 500*(1<<20) {
+		t.Fatalf("capacity %.0f MiB/s after the device slowed to 500, want it near 500", th.cap.bps/(1<<20))
 	}
 	// Idle (not busy): the capacity stays.
-	c := th.capBps
+	c := th.cap.bps
 	for range 5 {
 		f.device(1<<20, 1, 5)
 		step(200 * time.Millisecond)
 	}
-	if th.capBps != c {
-		t.Fatalf("capacity moved from %.0f to %.0f on an idle device", c, th.capBps)
+	if th.cap.bps != c {
+		t.Fatalf("capacity moved from %.0f to %.0f on an idle device", c, th.cap.bps)
 	}
 }
 
@@ -207,7 +208,7 @@ func TestThrottleReadBudget(t *testing.T) {
 		names = append(names, fmt.Sprintf("/p/w%03d", i))
 	}
 	f := newFakeThrottleTree(t, names...)
-	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys}, Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys}, Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
 	defer th.Stop()
 	th.mu.Lock()
 	for _, cg := range names {
@@ -248,7 +249,7 @@ func TestThrottleBurstBound(t *testing.T) {
 			}
 			th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
 				Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20, MaxBurst: 5 * time.Millisecond}},
-				Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+				Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
 			defer th.Stop()
 			now := time.Unix(1000, 0)
 			th.now = func() time.Time { return now }
@@ -269,10 +270,10 @@ func TestThrottleBurstBound(t *testing.T) {
 			}
 			f.read("/p/hi", 4096)
 			step(10 * time.Millisecond)
-			want := uint64(tc.share * th.capBps)
+			want := uint64(tc.share * th.cap.bps)
 			near := func(a, b uint64) bool { return max(a, b)-min(a, b) <= 1 } // float rounding
-			if l := f.limits("/p/l4"); !near(l.RBps, want) || !near(l.RIOps, uint64(tc.share*th.capIOPS)) {
-				t.Fatalf("l4 limits %+v, want rbps %d (%.2f of %.0f B/s) and riops %d", l, want, tc.share, th.capBps, uint64(tc.share*th.capIOPS))
+			if l := f.limits("/p/l4"); !near(l.RBps, want) || !near(l.RIOps, uint64(tc.share*th.cap.iops)) {
+				t.Fatalf("l4 limits %+v, want rbps %d (%.2f of %.0f B/s) and riops %d", l, want, tc.share, th.cap.bps, uint64(tc.share*th.cap.iops))
 			}
 		})
 	}
@@ -284,7 +285,7 @@ func newStepper(t *testing.T, f *fakeThrottleTree, levels map[string]int) (*thro
 	t.Helper()
 	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
 		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
-		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
 	t.Cleanup(th.Stop)
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
@@ -319,7 +320,7 @@ func TestThrottleCapacityIgnoresOwnCaps(t *testing.T) {
 		f.device(200<<20, 200, 200)
 		step(200 * time.Millisecond)
 	}
-	c := th.capBps
+	c := th.cap.bps
 	if math.Abs(c-1000*(1<<20)) > 1<<20 {
 		t.Fatalf("capacity %.0f MiB/s, want 1000", c/(1<<20))
 	}
@@ -334,9 +335,9 @@ func TestThrottleCapacityIgnoresOwnCaps(t *testing.T) {
 	if l := f.limits("/p/l4"); l.RBps == 0 {
 		t.Fatal("the stream was not capped beside the reader")
 	}
-	if th.capBps != c {
+	if th.cap.bps != c {
 		t.Fatalf("capacity moved from %.0f to %.0f MiB/s while the device delivered what our caps let through",
-			c/(1<<20), th.capBps/(1<<20))
+			c/(1<<20), th.cap.bps/(1<<20))
 	}
 	// The reader stops; the caps come off within the hold, and from then
 	// on a busy device that delivers less has slowed: followed.
@@ -352,8 +353,8 @@ func TestThrottleCapacityIgnoresOwnCaps(t *testing.T) {
 		f.device(100<<20, 100, 200)
 		step(200 * time.Millisecond)
 	}
-	if th.capBps > 520*(1<<20) || th.capBps < 500*(1<<20) {
-		t.Fatalf("capacity %.0f MiB/s after the uncapped device slowed to 500, want it near 500", th.capBps/(1<<20))
+	if th.cap.bps > 520*(1<<20) || th.cap.bps < 500*(1<<20) {
+		t.Fatalf("capacity %.0f MiB/s after the uncapped device slowed to 500, want it near 500", th.cap.bps/(1<<20))
 	}
 }
 
@@ -434,21 +435,21 @@ func TestThrottleCapacityIgnoresShallowDemand(t *testing.T) {
 		f.deviceQD(200<<20, 200, 200, 8)
 		step(200 * time.Millisecond)
 	}
-	c := th.capBps
+	c := th.cap.bps
 	for range 20 { // one 1 MiB request at a time, 2 ms each: 500 MiB/s
 		f.deviceQD(100<<20, 100, 200, 1)
 		step(200 * time.Millisecond)
 	}
-	if th.capBps != c {
+	if th.cap.bps != c {
 		t.Fatalf("capacity moved from %.0f to %.0f MiB/s under a shallow stream whose requests were faster than at the peak",
-			c/(1<<20), th.capBps/(1<<20))
+			c/(1<<20), th.cap.bps/(1<<20))
 	}
 	for range 20 { // 8 in flight again, 500 MiB/s: 16 ms a request
 		f.deviceQD(100<<20, 100, 200, 8)
 		step(200 * time.Millisecond)
 	}
-	if th.capBps > 520*(1<<20) || th.capBps < 500*(1<<20) {
-		t.Fatalf("capacity %.0f MiB/s after the device slowed to 500 under the same demand, want it near 500", th.capBps/(1<<20))
+	if th.cap.bps > 520*(1<<20) || th.cap.bps < 500*(1<<20) {
+		t.Fatalf("capacity %.0f MiB/s after the device slowed to 500 under the same demand, want it near 500", th.cap.bps/(1<<20))
 	}
 }
 
@@ -491,7 +492,7 @@ func TestThrottlePeriodWatchesDemotedOnly(t *testing.T) {
 	f := newFakeThrottleTree(t, names...)
 	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
 		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
-		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle})
+		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
 	defer th.Stop()
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
@@ -538,5 +539,80 @@ func TestThrottlePeriodWatchesDemotedOnly(t *testing.T) {
 	th.rebuildWatch()
 	if len(th.watch) != 0 {
 		t.Fatalf("%d members watched with nobody demoted or capped", len(th.watch))
+	}
+}
+
+// TestThrottleAccountsCapsInSensor: given the device's sensor, the throttle
+// reads the device through it (the capacity is learnt from the same
+// readings) and adds to it what its caps allowed: the capped time, the
+// caps integrated over it, and the time a capped stream ran at its cap;
+// a capped stream that does less than its cap is not held back.
+func TestThrottleAccountsCapsInSensor(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/hi", "/p/l4")
+	sen, err := devsensor.Open(f.sys, "loop0", time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sen.Close()
+	th := newThrottle(Config{Hierarchy: f.h, Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
+		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, sen)
+	defer th.Stop()
+	now := time.Unix(1000, 0)
+	th.now = func() time.Time { return now }
+	step := func(d time.Duration) {
+		now = now.Add(d)
+		f.flush()
+		th.step()
+	}
+	th.mu.Lock()
+	for cg, l := range map[string]int{"/p/hi": 1, "/p/l4": 4} {
+		th.members[cg] = &tmember{cgroup: cg, level: l, durable: true}
+	}
+	th.demoted, th.setNew = 1, true
+	th.mu.Unlock()
+	// 1000 MiB/s, 1000 IOPS with the stream alone: the capacity.
+	for range 5 {
+		f.read("/p/l4", 200<<20)
+		f.device(200<<20, 200, 200)
+		step(200 * time.Millisecond)
+	}
+	if math.Abs(th.cap.bps-1000*(1<<20)) > 1<<20 || th.OpenFiles() != 2 {
+		t.Fatalf("capacity %.0f B/s through the shared sensor, %d files kept (want 1000 MiB/s; the parent and l4, not the sensor)",
+			th.cap.bps, th.OpenFiles())
+	}
+	r0, err := sen.Read(now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r0.Caps != (devsensor.Caps{}) {
+		t.Fatalf("caps %+v before any cap", r0.Caps)
+	}
+	// A level-1 reader beside it: l4 capped at 300 MiB/s, and it runs at
+	// that (3 MiB per 10 ms) for 1 s.
+	for range 100 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 3<<20)
+		step(10 * time.Millisecond)
+	}
+	if l := f.limits("/p/l4"); l.RBps != uint64(0.3*th.cap.bps) {
+		t.Fatalf("l4 limits %+v", l)
+	}
+	r1, _ := sen.Read(now.Add(2 * time.Hour))
+	c := r1.Caps.Sub(r0.Caps)
+	if c.CappedSecs < 0.95 || c.CappedSecs > 1.01 || c.HeldSecs < 0.7 || c.HeldSecs > 1.01 ||
+		math.Abs(c.Bytes-0.3*th.cap.bps*c.CappedSecs) > 0.01*c.Bytes || math.Abs(c.IOs-300*c.CappedSecs) > 3 {
+		t.Fatalf("caps over 1 s at the cap: %+v; want ~1 s capped and held, 300 MiB and 300 I/Os allowed per second", c)
+	}
+	// Now it does a tenth of its cap: capped, not held back.
+	for range 100 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 300<<10)
+		step(10 * time.Millisecond)
+	}
+	r2, _ := sen.Read(now.Add(3 * time.Hour))
+	c = r2.Caps.Sub(r1.Caps)
+	if c.CappedSecs < 0.95 || c.HeldSecs > 0.21 {
+		t.Fatalf("caps over 1 s at a tenth of the cap: %+v; want ~1 s capped, held at most one window", c)
 	}
 }

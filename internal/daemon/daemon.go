@@ -274,7 +274,11 @@ func New(opts Options) (*Daemon, error) {
 			return actuate.New(cfg, adopted)
 		}
 	}
+	// One owner of each device's counters: the throttle and the health
+	// stage read the same sensors (health.go).
+	ac.Sensors = d.openSensors(ac.Devices)
 	if d.act, err = mk(ac, st.Originals); err != nil {
+		d.closeSensors()
 		return nil, err
 	}
 	for _, w := range st.Workloads {
@@ -289,6 +293,7 @@ func New(opts Options) (*Daemon, error) {
 	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
 		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval)}
 	if err := d.initHealth(); err != nil {
+		d.closeHealth() // no Apply yet: no throttle loop runs
 		return nil, err
 	}
 	return d, nil

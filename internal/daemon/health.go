@@ -5,21 +5,23 @@ import (
 	"context"
 	"errors"
 	"math"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
 // HealthOptions configure the storage-health sensors: each actuated
-// device's own counters (/sys/block/<dev>/stat) through a burst-credit
-// model and a throttle detector (internal/devhealth), the host's and the
-// workloads' tasks in D state, and a sync-write probe.
+// device's own counters, read through its device sensor (devsensor, the
+// same readings the throttle's capacity estimate gets, with the caps the
+// throttle imposed beside them), through a burst-credit model and a
+// throttle detector (internal/devhealth), the host's and the workloads'
+// tasks in D state, and a sync-write probe.
 type HealthOptions struct {
 	// SysRoot and ProcRoot are sysfs and procfs ("" skips the device
 	// and task sensors alike).
@@ -56,9 +58,9 @@ const maxHealthEvents = 32
 
 type healthDev struct {
 	name, dev string
-	stat      *cgroupfs.BlockStatFile
-	prev      cgroupfs.BlockStat
-	prevAt    time.Time
+	sen       *devsensor.Device // the daemon's, shared with the throttle
+	prev      devsensor.Reading
+	havePrev  bool
 	tr        *devhealth.Tracker
 	model     devhealth.Model
 	err       bool // the last read failed (logged once)
@@ -72,7 +74,10 @@ type healthDev struct {
 
 // health is the daemon's storage-health stage.
 type health struct {
-	opts    HealthOptions
+	opts HealthOptions
+	// sensors are the actuated devices' sensors (openSensors), indexed
+	// like the actuator's devices; nil entries: none.
+	sensors []*devsensor.Device
 	devs    []*healthDev
 	blocked *uint64
 	events  []snapshot.HealthEvent
@@ -85,7 +90,51 @@ type health struct {
 	buf                   []byte
 }
 
-// initHealth opens the actuated devices' stat files and starts the probe.
+// openSensors opens the device sensor of every device to actuate on, the
+// one owner of its counters: the actuator's throttle and the health stage
+// read them alike. The root is the actuator's sysfs, else the health
+// stage's; none: no sensors. A device whose counters cannot be opened
+// gets none (the throttle then sizes its caps from the ticks, the health
+// stage skips it; both say so).
+func (d *Daemon) openSensors(devs []actuate.Device) []*devsensor.Device {
+	root := cmp.Or(d.opts.Actuator.SysRoot, d.opts.Health.SysRoot)
+	if root == "" {
+		return nil
+	}
+	out := make([]*devsensor.Device, len(devs))
+	for i, dv := range devs {
+		sen, err := devsensor.Open(root, dv.Name, d.opts.Actuator.Throttle.Period)
+		if err != nil {
+			d.log.Warn("device counters not readable", "device", dv.Name, "err", err)
+			continue
+		}
+		out[i] = sen
+	}
+	d.hl.sensors = out
+	return out
+}
+
+// sensorOf is the sensor of the device named name, nil if none.
+func (d *Daemon) sensorOf(name string) *devsensor.Device {
+	for _, s := range d.hl.sensors {
+		if s != nil && s.Name() == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// closeSensors closes the device sensors (after the throttle stopped).
+func (d *Daemon) closeSensors() {
+	for _, s := range d.hl.sensors {
+		if s != nil {
+			s.Close()
+		}
+	}
+	d.hl.sensors = nil
+}
+
+// initHealth takes the actuated devices' sensors and starts the probe.
 func (d *Daemon) initHealth() error {
 	h := &d.hl
 	h.opts = d.opts.Health
@@ -98,12 +147,10 @@ func (d *Daemon) initHealth() error {
 			hd := &healthDev{name: dv.Name, dev: dv.Dev.String(), model: h.opts.Models[dv.Name], idx: i}
 			hd.tr = devhealth.NewTracker(hd.model)
 			d.initHold(hd)
-			f, err := cgroupfs.OpenBlockStat(filepath.Join(h.opts.SysRoot, "block", dv.Name, "stat"))
-			if err != nil {
-				d.log.Warn("device health: no counters", "device", dv.Name, "err", err)
+			if hd.sen = d.sensorOf(dv.Name); hd.sen == nil {
+				d.log.Warn("device health: no counters", "device", dv.Name)
 				continue
 			}
-			hd.stat = f
 			h.devs = append(h.devs, hd)
 		}
 	}
@@ -183,15 +230,14 @@ func hasDev(ds []*healthDev, name string) bool {
 	return false
 }
 
-// closeHealth stops the probe and closes the stat files.
+// closeHealth stops the probe and closes the device sensors (the
+// actuator's throttle has stopped by then: shutdown restores first).
 func (d *Daemon) closeHealth() {
 	if d.hl.stop != nil {
 		d.hl.stop()
 	}
-	for _, hd := range d.hl.devs {
-		hd.stat.Close()
-	}
 	d.hl.devs = nil
+	d.closeSensors()
 }
 
 // healthTickStart opens this tick's D-state budget.
@@ -224,12 +270,14 @@ func (d *Daemon) senseDState(t *tracked, moved bool) {
 	t.dstate = int32(tc.D)
 }
 
-// healthTick reads every watched device's counters, runs its tracker and
-// logs a change of state; reads the host's blocked tasks.
+// healthTick reads every watched device's counters (through its sensor:
+// the reading the throttle took this period, or a new one), runs its
+// tracker on them and the caps the throttle imposed meanwhile, and logs a
+// change of state; reads the host's blocked tasks.
 func (d *Daemon) healthTick(now time.Time) {
 	h := &d.hl
 	for _, hd := range h.devs {
-		cur, err := hd.stat.Read()
+		cur, err := hd.sen.Read(now)
 		if err != nil {
 			if !hd.err {
 				d.countErr(snapshot.CauseSense)
@@ -239,8 +287,8 @@ func (d *Daemon) healthTick(now time.Time) {
 			continue
 		}
 		hd.err = false
-		if !hd.prevAt.IsZero() {
-			s := devhealth.Delta(hd.prev, cur, now, now.Sub(hd.prevAt).Seconds())
+		if hd.havePrev {
+			s := devhealth.FromReadings(hd.prev, cur)
 			from := hd.tr.Status().State
 			st, changed := hd.tr.Observe(s)
 			if changed {
@@ -254,7 +302,7 @@ func (d *Daemon) healthTick(now time.Time) {
 			}
 			d.holdTick(hd, st, now)
 		}
-		hd.prev, hd.prevAt = cur, now
+		hd.prev, hd.havePrev = cur, true
 	}
 	h.blocked = nil
 	if h.opts.ProcRoot != "" {
@@ -275,7 +323,7 @@ func (d *Daemon) healthSnapshot() *snapshot.Health {
 		st := hd.tr.Status()
 		dh := snapshot.DeviceHealth{Name: hd.name, Dev: hd.dev, State: st.State.String(), Since: st.Since, Reason: st.Reason,
 			IOPS: st.IOPS, Bps: st.Bps, Util: st.Util, QueueDepth: st.QueueDepth, PeakIOPS: st.PeakIOPS, PeakBps: st.PeakBps,
-			FloorIOPS: st.FloorIOPS, FloorBps: st.FloorBps}
+			FloorIOPS: st.FloorIOPS, FloorBps: st.FloorBps, CapIOPS: st.CapIOPS, CapBps: st.CapBps, HeldByCaps: st.HeldByCaps}
 		if st.Modeled {
 			m := &snapshot.BurstModel{Name: hd.model.Name, Balance: st.Balance, BalanceIOs: st.BalanceIOs,
 				BalanceBytes: st.BalanceBytes, DrainIOPS: st.DrainIOPS, DrainBps: st.DrainBps}

@@ -48,7 +48,7 @@ func TestHealthStage(t *testing.T) {
 	write(filepath.Join(proc, "stat"), "cpu 1 2 3\nprocs_running 1\nprocs_blocked 5\n")
 	var ios, ticks, queue int
 	devStat := func() {
-		write(filepath.Join(sys, "block", "loop0", "stat"), fmt.Sprintf("%d 0 %d 0 0 0 0 0 8 %d %d\n", ios, ios*8, ticks, queue))
+		write(filepath.Join(sys, "class", "block", "loop0", "stat"), fmt.Sprintf("%d 0 %d 0 0 0 0 0 8 %d %d\n", ios, ios*8, ticks, queue))
 	}
 	devStat()
 
@@ -138,7 +138,7 @@ func TestHealthHoldStage(t *testing.T) {
 	write(filepath.Join(mount, "c", "io.max"), "")
 	var ios, ticks, queue int
 	devStat := func() {
-		write(filepath.Join(sys, "block", "loop0", "stat"), fmt.Sprintf("%d 0 %d 0 0 0 0 0 8 %d %d\n", ios, ios*8, ticks, queue))
+		write(filepath.Join(sys, "class", "block", "loop0", "stat"), fmt.Sprintf("%d 0 %d 0 0 0 0 0 8 %d %d\n", ios, ios*8, ticks, queue))
 	}
 	devStat()
 	var logs testkit.SyncBuffer
@@ -146,7 +146,8 @@ func TestHealthHoldStage(t *testing.T) {
 	model := devhealth.Model{Name: "plain", IOPS: devhealth.Bucket{Baseline: 40, Burst: 400, Size: 3600}}
 	d, err := New(Options{
 		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
-		Actuator:  actuate.Config{Devices: []actuate.Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechThrottle}}},
+		Actuator: actuate.Config{SysRoot: sys,
+			Devices: []actuate.Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechThrottle}}},
 		StateFile: filepath.Join(root, "state.json"),
 		Interval:  time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Health: HealthOptions{SysRoot: sys, Models: map[string]devhealth.Model{"loop0": model}, HoldBelow: 0.5, HoldFromLevel: 3},
@@ -203,6 +204,11 @@ func TestHealthHoldStage(t *testing.T) {
 		t.Fatalf("engaging not logged:\n%s", logs.String())
 	}
 	capIs(cgroupfs.Limits{RIOps: 40, WIOps: 40})
+	// One owner of the device's counters: the throttle (its loop runs)
+	// and the health stage read them through one descriptor.
+	if n := openOn(t, filepath.Join(sys, "class", "block", "loop0", "stat")); n != 1 {
+		t.Errorf("%d descriptors open on the device's stat file, want 1 (the device sensor's)", n)
+	}
 
 	// Idle: 40 credits a second come back; from ~35 % to 60 % takes ~25 s
 	// more than the 30 s the hold must last anyway.
@@ -218,4 +224,20 @@ func TestHealthHoldStage(t *testing.T) {
 		t.Errorf("released after %d s, before the hold's 30 s", released)
 	}
 	capIs(cgroupfs.Limits{})
+}
+
+// openOn counts this process's descriptors open on path.
+func openOn(t *testing.T, path string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == path {
+			n++
+		}
+	}
+	return n
 }

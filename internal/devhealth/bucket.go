@@ -5,7 +5,9 @@
 // bucket is empty, and a detector that needs no configuration: the
 // deliverable rate falling to a steady floor while demand stays high is a
 // device throttling (a burst balance exhausted), and is reported as a
-// state: normal → draining → exhausted → recovering.
+// state: normal → draining → exhausted → recovering. A floor the daemon's
+// own caps imposed (a workload held back at its cap, devsensor.Caps) is
+// never taken for the device's.
 //
 // Everything here is pure: samples and times come in as values.
 package devhealth

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 )
 
 // Sample is what a device did over one interval, from two readings of its
@@ -19,6 +20,18 @@ type Sample struct {
 	// time_in_queue's: in-flight requests integrated over time, so
 	// QueueMs/(Secs*1000) is the average number in flight.
 	BusyMs, QueueMs uint64
+	// Caps is what the daemon's own caps did on the device over the
+	// interval (devsensor.Caps): a sample in which a workload was held
+	// back by one says what the daemon imposed, not what the device can.
+	Caps devsensor.Caps
+}
+
+// FromReadings is the sample between two readings of a device's sensor,
+// the kernel's counters and the daemon's caps over the same interval.
+func FromReadings(prev, cur devsensor.Reading) Sample {
+	s := Delta(prev.Stat, cur.Stat, cur.At, cur.At.Sub(prev.At).Seconds())
+	s.Caps = cur.Caps.Sub(prev.Caps)
+	return s
 }
 
 // Delta is the sample between two readings of a device's stat file taken
@@ -47,6 +60,10 @@ func (s Sample) depth() float64 {
 // request on average: demand is there, what completes is what the device
 // delivers.
 func (s Sample) busy() bool { return s.util() >= busyUtil && s.depth() >= 1 }
+
+// heldByCaps: for at least heldShare of the sample a workload ran at a
+// cap of the daemon's: the device delivered what the daemon let through.
+func (s Sample) heldByCaps() bool { return s.Caps.HeldSecs >= heldShare*s.Secs }
 
 // latency is the mean time a request spent in flight (Little's law), s.
 func (s Sample) latency() float64 {
@@ -114,6 +131,9 @@ const (
 	lowFrac         = 0.2
 	// Recovering ends with a model once the balance is back above this.
 	recoveredFrac = 0.5
+	// heldShare: a sample in which a workload ran at one of the daemon's
+	// caps for at least this share of it is the daemon's doing.
+	heldShare = 0.25
 )
 
 // Status is a device's health after a sample.
@@ -130,6 +150,13 @@ type Status struct {
 	// FloorIOPS and FloorBps the floor while exhausted (0 otherwise).
 	PeakIOPS, PeakBps   float64
 	FloorIOPS, FloorBps float64
+	// The daemon's own caps in the last sample: the rates they allowed
+	// the capped workloads together (averaged over the sample, 0: no
+	// cap), and whether a workload ran at its cap (held back by it) for
+	// a good part of it. While that is so the device's rate is not judged
+	// a floor.
+	CapIOPS, CapBps float64
+	HeldByCaps      bool
 
 	// With a model (Modeled): the estimated balance (fraction of the
 	// bucket that runs out first, and per unit), the net credit spent per
@@ -184,6 +211,7 @@ func (t *Tracker) Observe(s Sample) (Status, bool) {
 	}
 	st := &t.st
 	st.IOPS, st.Bps, st.Util, st.QueueDepth = s.iops(), s.bps(), s.util(), s.depth()
+	st.CapIOPS, st.CapBps, st.HeldByCaps = s.Caps.IOs/s.Secs, s.Caps.Bytes/s.Secs, s.heldByCaps()
 	t.recent = append(t.recent, s)
 	cut := 0
 	for cut < len(t.recent) && s.At.Sub(t.recent[cut].At) > window {
@@ -289,14 +317,17 @@ func (t *Tracker) updatePeaks(s Sample) {
 // floor reports whether the last window is a throttle's floor: the device
 // busy over the window with a request in flight on average in every
 // sample, a rate at most dropTo of its peak and steady, requests waiting
-// latencyRise times longer than at the peak.
+// latencyRise times longer than at the peak — and none of it the daemon's
+// doing: in no sample of the window was a workload held back by one of
+// the daemon's own caps (a capped stream beside readers that keep the
+// device busy is such a floor, imposed, not the device's).
 func (t *Tracker) floor() (bool, string) {
 	if len(t.recent) < 3 || t.recent[len(t.recent)-1].At.Sub(t.recent[0].At) < window-window/4 {
 		return false, ""
 	}
 	var secs, ios, bytes, q, busyMs float64
 	for _, r := range t.recent {
-		if r.depth() < 1 {
+		if r.depth() < 1 || r.heldByCaps() {
 			return false, ""
 		}
 		busyMs += float64(r.BusyMs)

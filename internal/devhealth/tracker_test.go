@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 )
 
 // sim is a device with a credit bucket (qemu's and EBS's shape), driven by
@@ -270,3 +272,65 @@ func TestParseModel(t *testing.T) {
 type parseErr struct{ s string }
 
 func (e *parseErr) Error() string { return "bad size " + e.s }
+
+// TestOwnCapsAreNoFloor: the floor shape (a burst, then a steady rate at a
+// tenth while busy, each request waiting longer) in three cases. When the
+// daemon's own caps held a workload back through it, the device stays
+// normal (the daemon imposed that rate); with caps in force that the
+// workload stayed under (the device, not the cap, set the pace) it is
+// exhausted as before; and held back only at the start of the floor, it is
+// exhausted once the window no longer holds that sample.
+func TestOwnCapsAreNoFloor(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		caps     func(i int) devsensor.Caps // for the i-th second of the floor
+		want     State
+		afterSec int // with want Exhausted: not before this second of the floor
+	}{
+		{"held back throughout", func(int) devsensor.Caps {
+			return devsensor.Caps{CappedSecs: 1, HeldSecs: 0.9, Bytes: 40 * 4096, IOs: 40}
+		}, Normal, 0},
+		{"capped, never at the cap", func(int) devsensor.Caps {
+			return devsensor.Caps{CappedSecs: 1, Bytes: 400 * 4096, IOs: 400}
+		}, Exhausted, 0},
+		{"held back for the first 3 s", func(i int) devsensor.Caps {
+			if i < 3 {
+				return devsensor.Caps{CappedSecs: 1, HeldSecs: 1, IOs: 40}
+			}
+			return devsensor.Caps{}
+		}, Exhausted, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := NewTracker(Model{})
+			at := time.Unix(1e9, 0)
+			sample := func(iops, depth uint64, caps devsensor.Caps) Status {
+				at = at.Add(time.Second)
+				st, _ := tr.Observe(Sample{At: at, Secs: 1, IOs: iops, Bytes: iops * 4096, BusyMs: 1000, QueueMs: depth * 1000, Caps: caps})
+				return st
+			}
+			for range 10 {
+				sample(400, 2, devsensor.Caps{})
+			}
+			var st Status
+			firedAt := -1
+			for i := range 30 {
+				st = sample(40, 8, c.caps(i))
+				if st.State == Exhausted && firedAt < 0 {
+					firedAt = i
+				}
+				if got := st.CapIOPS; got != c.caps(i).IOs {
+					t.Fatalf("second %d: cap %.0f IOPS in the status, want %.0f", i, got, c.caps(i).IOs)
+				}
+			}
+			switch {
+			case c.want == Normal && firedAt >= 0:
+				t.Fatalf("exhausted at second %d of a floor the daemon's caps held: %s", firedAt, tr.Status().Reason)
+			case c.want == Normal && !st.HeldByCaps:
+				t.Fatalf("status %+v: not held by caps", st)
+			case c.want == Exhausted && firedAt < c.afterSec:
+				t.Fatalf("exhausted at second %d, want at or after %d (state %s)", firedAt, c.afterSec, st.State)
+			}
+		})
+	}
+}

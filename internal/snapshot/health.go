@@ -34,6 +34,14 @@ type DeviceHealth struct {
 	PeakBps    float64 `json:"peak_bps"`
 	FloorIOPS  float64 `json:"floor_iops,omitempty"`
 	FloorBps   float64 `json:"floor_bps,omitempty"`
+	// The daemon's own caps on the device over the last tick: the rates
+	// they allowed the capped workloads together (0: none in force), and
+	// whether a workload ran at its cap (held back by it) for a good part
+	// of the tick. While it did, what the device delivered is the
+	// daemon's doing and is not judged a floor.
+	CapIOPS    float64 `json:"cap_iops,omitempty"`
+	CapBps     float64 `json:"cap_bps,omitempty"`
+	HeldByCaps bool    `json:"held_by_caps,omitempty"`
 	// The burst-credit model, when one is configured for the device.
 	Model *BurstModel `json:"model,omitempty"`
 	// Hold is the burst hold, when one is configured and the device has a

@@ -1,0 +1,222 @@
+package actuate
+
+import (
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+// The throttle's arithmetic, pure: the device's capacity estimate from its
+// counters, the caps that follow from it, and whether a capped workload was
+// held back by its cap. throttle.go is the loop that reads the counters and
+// writes the caps.
+
+// The arithmetic's constants.
+const (
+	// throttleMinIOPS is the lowest IOPS cap set on a workload.
+	throttleMinIOPS = 50
+	// blk-throttle's slices: HZ/10 on rotational devices, HZ/50 on others
+	// (block/blk-throttle.c, DFL_THROTL_SLICE_HD and _SSD).
+	sliceRotational    = 100 * time.Millisecond
+	sliceNonRotational = 20 * time.Millisecond
+	// capacityWindow is the span over which the device's rate is measured.
+	capacityWindow = 200 * time.Millisecond
+	// slowedLatency: a busy device delivering less is taken to have slowed
+	// only when a request spends at least this many times longer in flight
+	// than at the capacity's measure (the same demand waits longer); a
+	// shallower demand (one request at a time) is slower with each request
+	// no slower.
+	slowedLatency = 1.5
+	// The least a Ceiling gives one workload (the kernel takes no IOPS
+	// limit below 2).
+	ceilingMinIOPS = 2
+	ceilingMinBps  = 4096
+)
+
+// capacity is the device's capacity estimate: its own counters' highest
+// rate over windows of capacityWindow, lowered when the device stays busy
+// yet delivers less, each request longer in flight (a cloud volume out of
+// burst credits), while none of the throttle's own caps were in force;
+// never an all-time peak. The zero capacity has measured nothing.
+type capacity struct {
+	win       cgroupfs.BlockStat
+	winAt     time.Time
+	bps, iops float64
+	lat       float64 // ms a request spent in flight when the capacity was last raised
+}
+
+// observe folds in a reading s of the device's counters taken at now;
+// cappedAt is the last period that found a cap of the throttle in force.
+// It reports whether a window closed (the estimate may have moved).
+func (c *capacity) observe(s cgroupfs.BlockStat, now, cappedAt time.Time) bool {
+	if c.winAt.IsZero() || now.Before(c.winAt) {
+		c.win, c.winAt = s, now
+		return false
+	}
+	dt := now.Sub(c.winAt)
+	if dt < capacityWindow {
+		return false
+	}
+	secs := dt.Seconds()
+	ios := sub(s.IOs(), c.win.IOs())
+	rate := float64(sub(s.Bytes(), c.win.Bytes())) / secs
+	iops := float64(ios) / secs
+	util := float64(sub(s.IOTicksMs, c.win.IOTicksMs)) / float64(dt.Milliseconds())
+	lat := 0.0
+	if ios > 0 {
+		lat = float64(sub(s.TimeInQueueMs, c.win.TimeInQueueMs)) / float64(ios)
+	}
+	uncapped := cappedAt.Before(c.winAt)
+	c.win, c.winAt = s, now
+	switch {
+	case rate > c.bps || iops > c.iops:
+		c.bps = max(c.bps, rate)
+		c.iops = max(c.iops, iops)
+		c.lat = lat
+	case util >= 0.9 && rate > 0 && uncapped && lat >= slowedLatency*c.lat:
+		// Busy all the time yet below its best in both bytes and
+		// requests, each request in flight longer than at its best, with
+		// nobody held back by a cap of ours over the window (a capped
+		// stream beside a reader that keeps the device busy delivers less
+		// by our doing; following that would shrink the caps period after
+		// period): the device has slowed down. Follow it.
+		c.bps = 0.8*c.bps + 0.2*rate
+		c.iops = 0.8*c.iops + 0.2*iops
+	}
+	return true
+}
+
+// sub is cur - prev for a counter, cur itself when it went backwards (the
+// device was attached again).
+func sub(cur, prev uint64) uint64 {
+	if cur < prev {
+		return cur
+	}
+	return cur - prev
+}
+
+// capIn is one watched workload as the cap arithmetic sees it.
+type capIn struct {
+	level  int
+	active bool // did I/O on the device within Hold
+}
+
+// capCalc is what the caps of one period depend on besides the workloads.
+type capCalc struct {
+	cfg   Throttle
+	slice time.Duration // blk-throttle's slice on the device
+	top   int           // the best level active within Hold (0: none)
+	ceil  Ceiling
+	bps   float64 // the device's capacity
+	iops  float64
+}
+
+// wants reports whether the throttle manages level (Shares below 1).
+func (c capCalc) wants(level int) bool {
+	return level >= 2 && level <= levels && c.cfg.Shares[level-1] < 1
+}
+
+// caps returns each workload's limits (in ms's order, appended to out): a
+// workload of a managed level worse than top gets its level's share of the
+// capacity, split evenly among its level's active workloads, several
+// capped levels' shares scaled so their sum is the largest of them, each
+// share at most MaxBurst/slice; never below Min bytes/s and
+// throttleMinIOPS. The Ceiling bounds the held levels' workloads further,
+// a better level active or not. The zero Limits is uncapped.
+func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
+	var active [levels]int
+	for _, m := range ms {
+		if c.wants(m.level) && m.active {
+			active[m.level-1]++
+		}
+	}
+	// The capped levels' shares, their sum scaled to the largest.
+	var scale [levels]float64
+	sum, top := 0.0, 0.0
+	for l := 2; l <= levels; l++ {
+		if c.top != 0 && l > c.top && active[l-1] > 0 {
+			sum += c.cfg.Shares[l-1]
+			top = max(top, c.cfg.Shares[l-1])
+		}
+	}
+	for l := 2; l <= levels; l++ {
+		scale[l-1] = c.cfg.Shares[l-1]
+		if sum > top && top > 0 {
+			scale[l-1] *= top / sum
+		}
+	}
+	held := 0 // the held levels' active workloads, who share the ceiling
+	for l := 2; l <= levels; l++ {
+		if c.ceil.holds(l) {
+			held += active[l-1]
+		}
+	}
+	for _, m := range ms {
+		want := cgroupfs.Limits{}
+		if c.wants(m.level) && c.top != 0 && m.level > c.top && c.bps > 0 {
+			n := float64(max(active[m.level-1], 1))
+			share := scale[m.level-1]
+			if c.cfg.MaxBurst > 0 {
+				share = min(share, c.cfg.MaxBurst.Seconds()/c.slice.Seconds())
+			}
+			b := uint64(share * c.bps / n)
+			b = max(b, c.cfg.Min)
+			want = cgroupfs.Limits{RBps: b, WBps: b}
+			if c.iops > 0 {
+				io := max(uint64(share*c.iops/n), throttleMinIOPS)
+				want.RIOps, want.WIOps = io, io
+			}
+		}
+		if c.wants(m.level) && c.ceil.holds(m.level) {
+			want = c.ceil.bound(want, max(held, 1))
+		}
+		out = append(out, want)
+	}
+	return out
+}
+
+// heldFrac: a capped workload that moved at least this share of what its
+// cap allowed over a window ran at its cap (blk-throttle lets a backlogged
+// group through at its limit, give or take a slice).
+const heldFrac = 0.8
+
+// heldBack reports whether a capped workload that moved bytes and ios
+// over a window was held back by caps that allowed allowBytes and
+// allowIOs over it (0: that unit uncapped). ios < 0: not known.
+func heldBack(bytes, ios, allowBytes, allowIOs float64) bool {
+	return (allowBytes > 0 && bytes >= heldFrac*allowBytes) || (allowIOs > 0 && ios >= 0 && ios >= heldFrac*allowIOs)
+}
+
+// Ceiling bounds the caps of the workloads at level From and worse on one
+// device, whether or not a better level is active: together, the ones that
+// did I/O within Hold get at most Bps bytes/s and IOPS requests/s, split
+// evenly (a bound of 0 leaves that unit alone). It holds a volume's bulk
+// work to its baseline while its burst credit runs low. Only levels the
+// throttle manages (Shares below 1) are held. The zero Ceiling bounds
+// nothing.
+type Ceiling struct {
+	From      int
+	Bps, IOPS float64
+}
+
+// holds reports whether c bounds a workload at level.
+func (c Ceiling) holds(level int) bool { return c.From >= 2 && level >= c.From }
+
+// bound lowers l to c's share for one of n held workloads.
+func (c Ceiling) bound(l cgroupfs.Limits, n int) cgroupfs.Limits {
+	lower := func(have, bound uint64) uint64 {
+		if have == 0 || bound < have {
+			return bound
+		}
+		return have
+	}
+	if c.Bps > 0 {
+		b := max(uint64(c.Bps/float64(n)), ceilingMinBps)
+		l.RBps, l.WBps = lower(l.RBps, b), lower(l.WBps, b)
+	}
+	if c.IOPS > 0 {
+		io := max(uint64(c.IOPS/float64(n)), ceilingMinIOPS)
+		l.RIOps, l.WIOps = lower(l.RIOps, io), lower(l.WIOps, io)
+	}
+	return l
+}

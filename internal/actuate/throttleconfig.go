@@ -1,0 +1,70 @@
+package actuate
+
+import "time"
+
+// Defaults of the throttle mechanism.
+const (
+	// DefaultThrottleHold: the caps stay this long after a better level's
+	// last I/O on the device, so a reader's pauses between requests (10 ms
+	// at 100 IOPS, a Poisson gap now and then) do not lift them, while a
+	// neighbour gets the whole device back well within a second.
+	DefaultThrottleHold = 250 * time.Millisecond
+	// DefaultThrottlePeriod is the fast loop's period: how soon a better
+	// level's first I/O puts the caps on.
+	DefaultThrottlePeriod = 10 * time.Millisecond
+	// DefaultThrottleReads bounds the fast loop's counter reads per second
+	// and device (Throttle.Reads): with many demoted workloads the period
+	// grows instead, so its cost stays per device, not per workload (what
+	// a read costs: docs/bench/scale.md). Each period reads the demoted
+	// workloads twice and the parents once, so the period stays 10 ms up
+	// to 4 demoted workloads, ~100 ms at 50; 1,000 demoted streams are
+	// looked at every 2 s.
+	DefaultThrottleReads = 1000
+	// DefaultThrottleBurst: see Throttle.MaxBurst.
+	DefaultThrottleBurst = 5 * time.Millisecond
+)
+
+// Throttle configures the work-conserving throttle used on devices whose
+// mechanism is host.MechThrottle.
+//
+// A fast loop per device (every Period) reads the byte counters of the
+// parents of the managed cgroups and of every demoted workload (level 2 and
+// below). What the parents did beyond the demoted workloads was done by a
+// better level — a level-1 workload, a new container before its first tick.
+// While a better level did I/O on the device within Hold, every workload of
+// a worse level is capped, in bytes/s and IOPS, to its level's share of what
+// the device delivers now; within Hold after the better level stops, the
+// caps are lifted. The device's capacity is estimated from its own
+// counters, read through the device's sensor (devsensor; see capacity in
+// throttlecaps.go, where the cap arithmetic is too). A Ceiling (Hold)
+// bounds the worse levels' caps further, better level active or not. What
+// the caps allowed, and whether a workload was held back by one, is added
+// to the device sensor's Caps every period, so a consumer of the device's
+// counters can tell the throttle's doing from the device's.
+type Throttle struct {
+	// Shares[i] is the fraction of the device's capacity that all the
+	// workloads of level i+1 together may use while a better level is doing
+	// I/O on the device. Shares[0] is 1 (level 1 is never capped). When
+	// several capped levels are active their sum is scaled down to the
+	// largest of them.
+	Shares [levels]float64
+	// Min is the lowest bytes/s cap ever set on a workload.
+	Min uint64
+	// Hold: see DefaultThrottleHold; 0 means that.
+	Hold time.Duration
+	// Period: see DefaultThrottlePeriod; 0 means that.
+	Period time.Duration
+	// Reads: see DefaultThrottleReads; 0 means that.
+	Reads int
+	// MaxBurst bounds, while a better level is active, how long one
+	// slice's worth of a capped workload's cap may keep the device busy:
+	// blk-throttle lets a backlogged group dispatch a whole slice's bytes
+	// and I/Os at the start of each slice, and a better level's request
+	// that arrives then waits behind all of it. A cap is therefore at
+	// most capacity × MaxBurst / slice. 0: no bound.
+	MaxBurst time.Duration
+}
+
+// DefaultThrottleShares are the throttle's default Shares, the one place
+// they are written (config.Default takes them from here).
+func DefaultThrottleShares() [levels]float64 { return [levels]float64{1, 0.6, 0.45, 0.3} }
