@@ -29,8 +29,14 @@ $(BIN)/vmexec: FORCE
 deps:
 	bash test/vm/assets.sh
 
+# Nested modules: test-only code whose dependencies stay out of go.mod
+# (deploy/grafana: Prometheus's PromQL parser for the dashboard's check).
+# `go test ./...` at the top does not enter them.
+SUBMODULES := deploy/grafana
+
 vet:
 	$(GO) vet ./...
+	for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 
 # Every test. Missing prerequisites fail instead of skipping. The host must
 # be as the tests found it (test/hoststate.sh: docker0, containers, images,
@@ -46,6 +52,7 @@ hoststate-check:
 
 test-host:
 	DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 -timeout 30m ./...
+	for m in $(SUBMODULES); do (cd $$m && DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 ./...); done
 
 # The VM: 2 GiB (cmd/ddiskqos's runs the Docker engine, vfs on tmpfs), a 3 GiB
 # sparse test disk (TestRealV2BenchContention's volume and iocost calibration
