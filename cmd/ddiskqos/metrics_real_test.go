@@ -130,6 +130,7 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 		"ddiskqos_device_capacity_bytes_per_second",
 		"ddiskqos_host_pressure_io_waiting_seconds_total", "ddiskqos_scan_errors_total",
 		"ddiskqos_level_changes_total", "ddiskqos_tick_duration_seconds", "ddiskqos_sense_workloads_total",
+		"ddiskqos_build_info",
 	}
 	want = append(want, wantToo...)
 	body := waitMetrics(t, r.addr, want, time.Minute)
