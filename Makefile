@@ -11,12 +11,29 @@ BIN       := $(CURDIR)/bin
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 FUZZTIME  ?= 50000x
 
-.PHONY: all build man test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
+.PHONY: all build image man test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
 
 all: build
 
+# The binary the README installs: static (CGO_ENABLED=0: it runs in the
+# FROM scratch image and on any host), with the commit it was built from
+# (ddiskqos version; -buildvcs=auto overrides a GOFLAGS=-buildvcs=false).
+# A release sets the version: make build VERSION=v1.2.0.
+VERSION   ?=
+LDFLAGS   := -s -w $(if $(VERSION),-X github.com/ddiskqos/ddiskqos/internal/buildinfo.version=$(VERSION))
+GOBUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)'
+
 build:
-	$(GO) build -o $(BIN)/ddiskqos ./cmd/ddiskqos
+	$(GOBUILD) -o $(BIN)/ddiskqos ./cmd/ddiskqos
+
+# The container image of deploy/docker (FROM scratch and the binary, built
+# offline): the binary into the build context, then docker build as $(IMAGE).
+# DOCKER_BUILD_FLAGS adds to docker build (--label k=v, ...).
+IMAGE     ?= ddiskqos:latest
+DOCKER_BUILD_FLAGS ?=
+image:
+	$(GOBUILD) -o deploy/docker/ddiskqos ./cmd/ddiskqos
+	docker build $(DOCKER_BUILD_FLAGS) -t $(IMAGE) deploy/docker
 
 # The man page is generated from the commands' declarations (internal/cli);
 # TestManPageUpToDate fails until it is regenerated.
@@ -74,6 +91,6 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) deploy/docker/ddiskqos
 
 FORCE:
