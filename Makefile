@@ -11,12 +11,29 @@ BIN       := $(CURDIR)/bin
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 FUZZTIME  ?= 50000x
 
-.PHONY: all build man test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
+.PHONY: all build image man test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
 
 all: build
 
+# The binary the README installs: static (CGO_ENABLED=0: it runs in the
+# FROM scratch image and on any host), with the commit it was built from
+# (ddiskqos version; -buildvcs=auto overrides a GOFLAGS=-buildvcs=false).
+# A release sets the version: make build VERSION=v1.2.0.
+VERSION   ?=
+LDFLAGS   := -s -w $(if $(VERSION),-X github.com/ddiskqos/ddiskqos/internal/buildinfo.version=$(VERSION))
+GOBUILD    = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)'
+
 build:
-	$(GO) build -o $(BIN)/ddiskqos ./cmd/ddiskqos
+	$(GOBUILD) -o $(BIN)/ddiskqos ./cmd/ddiskqos
+
+# The container image of deploy/docker (FROM scratch and the binary, built
+# offline): the binary into the build context, then docker build as $(IMAGE).
+# DOCKER_BUILD_FLAGS adds to docker build (--label k=v, ...).
+IMAGE     ?= ddiskqos:latest
+DOCKER_BUILD_FLAGS ?=
+image:
+	$(GOBUILD) -o deploy/docker/ddiskqos ./cmd/ddiskqos
+	docker build $(DOCKER_BUILD_FLAGS) -t $(IMAGE) deploy/docker
 
 # The man page is generated from the commands' declarations (internal/cli);
 # TestManPageUpToDate fails until it is regenerated.
@@ -29,8 +46,14 @@ $(BIN)/vmexec: FORCE
 deps:
 	bash test/vm/assets.sh
 
+# Nested modules: test-only code whose dependencies stay out of go.mod
+# (deploy/grafana: Prometheus's PromQL parser for the dashboard's check).
+# `go test ./...` at the top does not enter them.
+SUBMODULES := deploy/grafana
+
 vet:
 	$(GO) vet ./...
+	for m in $(SUBMODULES); do (cd $$m && $(GO) vet ./...); done
 
 # Every test. Missing prerequisites fail instead of skipping. The host must
 # be as the tests found it (test/hoststate.sh: docker0, containers, images,
@@ -46,6 +69,7 @@ hoststate-check:
 
 test-host:
 	DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 -timeout 30m ./...
+	for m in $(SUBMODULES); do (cd $$m && DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 ./...); done
 
 # The VM: 2 GiB (cmd/ddiskqos's runs the Docker engine, vfs on tmpfs), a 3 GiB
 # sparse test disk (TestRealV2BenchContention's volume and iocost calibration
@@ -67,6 +91,6 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) deploy/docker/ddiskqos
 
 FORCE:

@@ -1,79 +1,82 @@
 package deploy
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
-	"github.com/moby/moby/client/pkg/jsonmessage"
 
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
-// buildImage builds deploy/docker/Dockerfile on the engine, with the
-// static binary of this tree as the only other file of the context (what
-// the README's go build puts there), as tag, and removes the image when
-// the test ends. It returns how long the build took.
-func buildImage(t *testing.T, c *client.Client, tag string, bin []byte) time.Duration {
+// makeMu serializes makeImage: `make image` writes the one build context
+// deploy/docker.
+var makeMu sync.Mutex
+
+// makeImage builds the image as the README does, `make image`, as tag
+// (IMAGE=tag, the test's label through DOCKER_BUILD_FLAGS), and removes
+// the image when the test ends, and the binary the recipe put into
+// deploy/docker unless one was there before. It checks that the binary is
+// static (no ELF interpreter: it must run in FROM scratch), and returns it
+// and how long the make took.
+func makeImage(t *testing.T, c *client.Client, tag string) ([]byte, time.Duration) {
 	t.Helper()
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, mustRead(t, "docker/Dockerfile")},
-		{".dockerignore", 0o644, mustRead(t, "docker/.dockerignore")},
-		{"ddiskqos", 0o755, bin},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			t.Fatal(err)
-		}
+	for _, tool := range []string{"make", "docker", "go"} {
+		_, err := exec.LookPath(tool)
+		testkit.Need(t, err == nil, "%s not found (make image runs it)", tool)
 	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	t.Cleanup(func() {
 		_, err := c.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("remove image %s: %v", tag, err)
 		}
 	})
+	makeMu.Lock()
+	defer makeMu.Unlock()
+	const ctxBin = "docker/ddiskqos"
+	_, statErr := os.Stat(ctxBin)
+	if errors.Is(statErr, fs.ErrNotExist) {
+		defer os.Remove(ctxBin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "-C", "..", "image", "IMAGE="+tag,
+		"DOCKER_BUILD_FLAGS=--label "+dockertest.LabelTest+"="+t.Name())
 	start := time.Now()
-	resp, err := c.ImageBuild(ctx, &ctxTar, client.ImageBuildOptions{Tags: []string{tag}, Dockerfile: "Dockerfile",
-		Remove: true, ForceRemove: true, Version: build.BuilderV1, Labels: map[string]string{dockertest.LabelTest: t.Name()}})
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
 	if err != nil {
-		t.Fatalf("docker build %s: %v", tag, err)
+		t.Fatalf("make image IMAGE=%s: %v\n%s", tag, err, out)
 	}
-	var out bytes.Buffer
-	err = jsonmessage.DisplayJSONMessagesStream(resp.Body, &out, 0, false, nil)
-	resp.Body.Close()
+	bin := mustRead(t, ctxBin)
+	f, err := elf.NewFile(bytes.NewReader(bin))
 	if err != nil {
-		t.Fatalf("docker build deploy/docker: %v\n%s", err, out.String())
+		t.Fatalf("make image: %s is not an ELF binary: %v", ctxBin, err)
 	}
-	return time.Since(start)
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatalf("make image: %s is dynamically linked (has an ELF interpreter): FROM scratch cannot run it", ctxBin)
+		}
+	}
+	return bin, took
 }
 
 func mustRead(t *testing.T, path string) []byte {
@@ -209,20 +212,38 @@ func readmeDockerRun(t *testing.T) dockerRun {
 func TestRealContainerImage(t *testing.T) {
 	testkit.NeedRoot(t)
 	c := dockertest.Client(t)
-	bin := dockertest.Binary(t)
 	tag := dockertest.UniqueTag("deploy")
-	took := buildImage(t, c, tag, bin)
+	bin, took := makeImage(t, c, tag)
 	ctx := context.Background()
 	ii, err := c.ImageInspect(ctx, tag)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ii.Config == nil || ii.Config.Labels[dockertest.LabelTest] != t.Name() {
+		t.Errorf("image %s: labels %v, want %s=%s (make image's DOCKER_BUILD_FLAGS)", tag, ii.Config, dockertest.LabelTest, t.Name())
+	}
 	if ii.Config == nil || !slices.Equal(ii.Config.Entrypoint, []string{"/ddiskqos"}) || len(ii.Config.Cmd) == 0 || ii.Config.Cmd[0] != "run" {
 		t.Fatalf("image %s: config %+v, want entrypoint /ddiskqos and cmd run ...", tag, ii.Config)
 	}
 	parseRunArgs(t, ii.Config.Cmd[1:])
-	t.Logf("image %s built from deploy/docker/Dockerfile in %s: %.1f MB (binary %.1f MB), cmd %q",
+	t.Logf("image %s built by make image in %s: %.1f MB (binary %.1f MB), cmd %q",
 		tag, took.Round(time.Millisecond), float64(ii.Size)/1e6, float64(len(bin))/1e6, ii.Config.Cmd)
+
+	// The image's binary says which build it is, as the binary make image
+	// built says on the host.
+	vid := startContainer(t, c, fmt.Sprintf("ddiskqos-test-deploy-version-%d", os.Getpid()),
+		&container.Config{Image: tag, Cmd: []string{"version"}}, &container.HostConfig{NetworkMode: "none"})
+	vcode := dockertest.WaitExit(t, c, vid, 30*time.Second)
+	vout, verr := logs(c, vid)
+	dockertest.RemoveContainer(t, c, vid)
+	versionBin := filepath.Join(t.TempDir(), "ddiskqos")
+	if err := os.WriteFile(versionBin, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostOut, err := exec.Command(versionBin, "version").Output()
+	if vcode != 0 || err != nil || vout != string(hostOut) || !strings.HasPrefix(vout, "ddiskqos ") {
+		t.Errorf("ddiskqos version in the image: exit %d, %q %s; on the host: %v, %q", vcode, vout, verr, err, hostOut)
+	}
 
 	loop := testkit.LoopDevice(t, 256)
 	testkit.SetScheduler(t, loop.Name, "bfq")
@@ -425,7 +446,20 @@ func TestDockerfile(t *testing.T) {
 	if !slices.Contains(rd.volumes, "/proc:"+cfg.Paths.Proc+":ro") {
 		t.Errorf("the image reads the host's /proc at %s, but README's docker run mounts %q", cfg.Paths.Proc, rd.volumes)
 	}
-	if !strings.Contains(installSection(t), "docker build -t "+ImageRef+" deploy/docker") {
-		t.Errorf("README's Installing section does not build %s from deploy/docker", ImageRef)
+	if !strings.Contains(installSection(t), "\nmake image ") {
+		t.Errorf("README's Installing section does not build the image with make image")
+	}
+	// What make image does (make -n prints the recipe): a static binary
+	// into the build context, then docker build of it as ImageRef.
+	_, err := exec.LookPath("make")
+	testkit.Need(t, err == nil, "make not found (to read make image's recipe)")
+	out, err := exec.Command("make", "-s", "-n", "-C", "..", "image").Output()
+	if err != nil {
+		t.Fatalf("make -n image: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "CGO_ENABLED=0 ") || !strings.HasSuffix(lines[0], " -o deploy/docker/ddiskqos ./cmd/ddiskqos") ||
+		!strings.HasPrefix(lines[1], "docker build ") || !strings.HasSuffix(lines[1], " -t "+ImageRef+" deploy/docker") {
+		t.Errorf("make image runs\n%s\nwant CGO_ENABLED=0 go build ... -o deploy/docker/ddiskqos ./cmd/ddiskqos, then docker build ... -t %s deploy/docker", out, ImageRef)
 	}
 }

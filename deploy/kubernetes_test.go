@@ -274,7 +274,7 @@ func TestRealDaemonSetContainer(t *testing.T) {
 	spec := pod.Containers[0]
 	c := dockertest.Client(t)
 	tag := dockertest.UniqueTag("daemonset")
-	buildImage(t, c, tag, dockertest.Binary(t))
+	makeImage(t, c, tag)
 	// A node's tree in small: one Burstable pod with one container, as the
 	// kubelet's systemd driver and containerd name them.
 	parent := fmt.Sprintf("/ddiskqos-deploy-ds-%d", os.Getpid())

@@ -205,7 +205,7 @@ func TestCompletionBash(t *testing.T) {
 	if !slices.Contains(top, "run") || !slices.Contains(top, "bench") {
 		t.Fatalf("program's commands %q lack run or bench", top)
 	}
-	expect(bashComplete(t, path, "ddiskqos", ""), append(top, "completion", "man", "help")...)
+	expect(bashComplete(t, path, "ddiskqos", ""), append(top, "version", "completion", "man", "help")...)
 	expect(bashComplete(t, path, "ddiskqos", "che"), "check")
 	expect(bashComplete(t, path, "ddiskqos", "bench", ""), "paper", "scale", "contention")
 	expect(bashComplete(t, path, "ddiskqos", "completion", ""), "bash", "zsh")

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/ddiskqos/ddiskqos/internal/buildinfo"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
@@ -25,6 +26,7 @@ func program() *cli.Program {
 		Description: `Start with "ddiskqos check" to see whether QoS can work on this host, then
 "ddiskqos run" (Docker host, defaults) or
 "ddiskqos run --source cgroup --cgroup-parent /lxc.payload" (LXC, systemd).`,
+		Version: func() string { return buildinfo.Read().String() },
 		Commands: []cli.Command{
 			{Spec: runCmd, Run: cli.NoStdin(runDaemon)},
 			{Spec: statusCmd, Run: cli.NoStdin(runStatus)},

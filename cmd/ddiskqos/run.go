@@ -19,6 +19,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/buildinfo"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/config"
@@ -208,6 +209,9 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	var d *daemon.Daemon
 	m, err := metrics.New(reg, func() *snapshot.Snapshot { return d.Snapshot() })
 	if err != nil {
+		return err
+	}
+	if err := metrics.RegisterBuildInfo(reg, buildinfo.Read()); err != nil {
 		return err
 	}
 	opts.Observer = m

@@ -163,6 +163,40 @@ func TestDispatch(t *testing.T) {
 	}
 }
 
+// TestVersion: "version" and "--version" print the program's Version on
+// stdout, exit 0; an argument is a usage error; a program without a
+// Version has neither (and no "version" in its help).
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	p := &Program{Summary: "s", Version: func() string { return "ddiskqos v1.2.3\n" }}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var stdout, stderr bytes.Buffer
+		if code := p.Run(args, nil, &stdout, &stderr); code != 0 || stdout.String() != "ddiskqos v1.2.3\n" || stderr.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := p.Run([]string{"version", "x"}, nil, &stdout, &stderr); code != 2 || stdout.Len() != 0 {
+		t.Errorf("version x: exit %d, stdout %q", code, stdout.String())
+	}
+	stdout.Reset()
+	p.WriteUsage(&stdout)
+	if !strings.Contains(stdout.String(), "\n  ddiskqos version ") {
+		t.Errorf("help does not list version:\n%s", stdout.String())
+	}
+	none := &Program{Summary: "s"}
+	stdout.Reset()
+	stderr.Reset()
+	if code := none.Run([]string{"--version"}, nil, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown command "--version"`) {
+		t.Errorf("--version without a Version: exit %d, stderr %q", code, stderr.String())
+	}
+	stdout.Reset()
+	none.WriteUsage(&stdout)
+	if strings.Contains(stdout.String(), "version") {
+		t.Errorf("help of a program without a Version lists version:\n%s", stdout.String())
+	}
+}
+
 func TestRoff(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{

@@ -33,17 +33,35 @@ type Program struct {
 	// Description follows the command list: where to start.
 	Description string
 	Commands    []Command
+	// Version, when set, returns what "version" and "--version" print
+	// (which build this is); nil leaves both out.
+	Version func() string
 }
 
-// all is the program's commands with the built-in ones: completion, man
-// and help.
+// all is the program's commands with the built-in ones: version (when
+// the program has one), completion, man and help.
 func (p *Program) all() []Command {
-	return append(append([]Command(nil), p.Commands...),
+	cmds := append([]Command(nil), p.Commands...)
+	if p.Version != nil {
+		cmds = append(cmds, Command{Spec: versionCmd, Run: p.runVersion})
+	}
+	return append(cmds,
 		Command{Spec: completionCmd, Run: p.runCompletion},
 		Command{Spec: manCmd, Run: p.runMan},
 		Command{Spec: helpCmd},
 	)
 }
+
+var versionCmd = &Cmd[struct{}]{Info: Info{
+	Name:    "version",
+	Summary: "which build this is: version, commit, Go (also --version)",
+	Description: `Prints the version of this binary, the commit it was built from (with
+"modified" when the tree had uncommitted changes) and that commit's time,
+and the Go toolchain and platform, as the Go linker recorded them.
+"` + Binary + ` --version" prints the same.`,
+	Examples: `  ddiskqos version
+  ddiskqos --version`,
+}}
 
 var completionCmd = &Cmd[struct{}]{Info: Info{
 	Name: "completion", Args: "bash|zsh", ArgsComplete: Values("bash", "zsh"),
@@ -74,7 +92,7 @@ var helpCmd = &Cmd[struct{}]{Info: Info{
 }}
 
 // Run dispatches args[0] to its command; "help", -h and --help print the
-// program's help, "help CMD..." the command's.
+// program's help, "help CMD..." the command's; --version is "version".
 func (p *Program) Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return p.dispatch(p.all(), nil, args, stdin, stdout, stderr)
 }
@@ -92,6 +110,9 @@ func (p *Program) dispatch(cmds []Command, group Spec, args []string, stdin io.R
 		return 2
 	}
 	name, rest := args[0], args[1:]
+	if name == "--version" && group == nil && p.Version != nil {
+		name = versionCmd.Info.Name
+	}
 	switch name {
 	case "-h", "--help", "help":
 		if name == "help" && len(rest) > 0 {
@@ -165,6 +186,14 @@ func (p *Program) runCompletion(args []string, _ io.Reader, stdout, stderr io.Wr
 	default:
 		return Usagef(stderr, Binary+" completion", "shell %q: want bash or zsh", rest[0])
 	}
+	return 0
+}
+
+func (p *Program) runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if _, _, code, ok := versionCmd.Parse(args, stdout, stderr); !ok {
+		return code
+	}
+	io.WriteString(stdout, p.Version())
 	return 0
 }
 

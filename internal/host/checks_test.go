@@ -230,3 +230,44 @@ func TestIOCostModelCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestTriageChecks: fails and warns about QoS first (fails before warns,
+// Evaluate's order kept), then the limits' fails and warns, then info,
+// then what is fine, the fine limits apart; a check of a new group lands
+// by its status alone.
+func TestTriageChecks(t *testing.T) {
+	t.Parallel()
+	cs := []Check{
+		{ID: "cgroup.layout", Status: StatusOK},
+		{ID: "cgroup.writeback", Status: StatusWarn},
+		{ID: "device.vda.mechanism", Status: StatusWarn},
+		{ID: "device.usable", Status: StatusFail},
+		{ID: "latency.ebpf", Status: StatusWarn},
+		{ID: "docker.rt_runtime", Status: StatusInfo},
+		{ID: "limits.pty_max", Status: StatusWarn},
+		{ID: "limits.threads_max", Status: StatusOK},
+		{ID: "limits.nofile", Status: StatusFail},
+		{ID: "limits.bridge_ports", Status: StatusOK},
+		{ID: "psi.io", Status: StatusOK},
+		{ID: "odd.one", Status: "maybe"},
+	}
+	ids := func(cs []Check) string {
+		var s []string
+		for _, c := range cs {
+			s = append(s, c.ID)
+		}
+		return strings.Join(s, " ")
+	}
+	got := TriageChecks(cs)
+	for _, tc := range []struct{ part, got, want string }{
+		{"QoS", ids(got.QoS), "device.usable cgroup.writeback device.vda.mechanism latency.ebpf odd.one"},
+		{"Scale", ids(got.Scale), "limits.nofile limits.pty_max"},
+		{"Info", ids(got.Info), "docker.rt_runtime"},
+		{"OK", ids(got.OK), "cgroup.layout psi.io"},
+		{"ScaleOK", ids(got.ScaleOK), "limits.threads_max limits.bridge_ports"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.part, tc.got, tc.want)
+		}
+	}
+}

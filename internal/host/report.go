@@ -1,5 +1,7 @@
 package host
 
+import "slices"
+
 // Report is the JSON of `ddiskqos check --json`, a public contract: fields
 // may be added, never renamed or removed.
 type Report struct {
@@ -52,4 +54,52 @@ func BuildReport(f Facts, checks []Check) Report {
 		r.Cgroup.IOHierarchy = &io
 	}
 	return r
+}
+
+// Scale says the check is about a limit a host of TargetContainers
+// containers runs into (the limits group), not about whether and how well
+// QoS works.
+func (c Check) Scale() bool { return c.Group() == "limits" }
+
+// Triage is the checks in the order a person reads them: what stops or
+// weakens QoS, then the limits that stop the host from reaching
+// TargetContainers, then what only some containers need, then what is
+// fine. Within a part, fails come before warns and Evaluate's order is
+// kept. A new check lands in its part by its status and group alone.
+type Triage struct {
+	QoS     []Check // fail and warn, not Scale
+	Scale   []Check // fail and warn, Scale
+	Info    []Check // info
+	OK      []Check // ok, not Scale
+	ScaleOK []Check // ok, Scale: fine limits, summarised
+}
+
+// TriageChecks sorts checks into a Triage.
+func TriageChecks(cs []Check) Triage {
+	var t Triage
+	for _, want := range []Status{StatusFail, StatusWarn, StatusInfo, StatusOK} {
+		for _, c := range cs {
+			if c.Status != want {
+				continue
+			}
+			switch {
+			case want == StatusInfo:
+				t.Info = append(t.Info, c)
+			case want == StatusOK && c.Scale():
+				t.ScaleOK = append(t.ScaleOK, c)
+			case want == StatusOK:
+				t.OK = append(t.OK, c)
+			case c.Scale():
+				t.Scale = append(t.Scale, c)
+			default:
+				t.QoS = append(t.QoS, c)
+			}
+		}
+	}
+	for _, c := range cs { // a status of none of the four: shown, first part
+		if !slices.Contains([]Status{StatusFail, StatusWarn, StatusInfo, StatusOK}, c.Status) {
+			t.QoS = append(t.QoS, c)
+		}
+	}
+	return t
 }
