@@ -301,6 +301,17 @@ func fmtUnit(v float64, unit string) string {
 	return fmt.Sprintf("%g", v)
 }
 
+// fmtLimit formats a bar's limit: "3×", "10 %".
+func fmtLimit(v float64, unit string) string {
+	switch unit {
+	case "%":
+		return fmt.Sprintf("%g %%", v*100)
+	case "x":
+		return fmt.Sprintf("%g×", v)
+	}
+	return fmt.Sprintf("%g", v)
+}
+
 // WriteHostMarkdown writes the host scenario's report; plot names the SVG
 // beside it ("" for none).
 func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
@@ -382,12 +393,13 @@ func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
 		if b.AtLeast {
 			op = "≥"
 		}
-		lim, val := fmtUnit(b.Limit, b.Unit), fmtUnit(b.Value, b.Unit)
+		lim, val := fmtLimit(b.Limit, b.Unit), fmtUnit(b.Value, b.Unit)
 		if !b.Measured {
 			val = "—"
 		}
 		what := fmt.Sprintf("%s %s %s", b.What, op, lim)
 		if strings.HasPrefix(b.What, "beyond") {
+			lim = fmtUnit(b.Limit, b.Unit)
 			if !b.Measured {
 				lim = "not measured"
 			}
