@@ -2,13 +2,17 @@ package contention
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/benchd"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -274,5 +278,32 @@ func TestWriteHostMarkdown(t *testing.T) {
 	WriteHostMarkdown(&md, quiet, SummarizeHost(quiet), "")
 	if strings.Contains(md.String(), "Not a quiet host") || !strings.Contains(md.String(), "Quiet host: the 1-minute load average was 0.2") {
 		t.Errorf("quiet report:\n%s", md.String())
+	}
+}
+
+// TestRunHostRefusesBusyHost: a load average above the plan's maximum at
+// the start ends the run at once with ErrNotQuiet, before it creates
+// anything (no root needed: it never gets that far); --allow-busy's
+// option lets it past that check.
+func TestRunHostRefusesBusyHost(t *testing.T) {
+	t.Parallel()
+	proc := t.TempDir()
+	if err := os.WriteFile(filepath.Join(proc, "loadavg"), []byte("5.37 2.10 1.00 3/900 12345\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := HostPlanFor(ModeQuick, 0)
+	sys := filepath.Join(t.TempDir(), "no-sys")
+	res, err := RunHost(t.Context(), HostOptions{Plan: p, Exe: "/nonexistent", Roots: host.Roots{Sys: sys, Proc: proc}})
+	if !errors.Is(err, ErrNotQuiet) || !strings.Contains(err.Error(), "5.37") || !strings.Contains(err.Error(), "--allow-busy") {
+		t.Fatalf("busy host: %v", err)
+	}
+	if res == nil || res.LoadStart != "5.37" || res.Device != "" || len(res.Cells) != 0 {
+		t.Errorf("result %+v", res)
+	}
+	// Allowed, it goes on and fails at the first thing it needs of the
+	// (missing) kernel filesystems, not at the load.
+	res, err = RunHost(t.Context(), HostOptions{Plan: p, Exe: "/nonexistent", Roots: host.Roots{Sys: sys, Proc: proc}, AllowBusy: true})
+	if err == nil || errors.Is(err, ErrNotQuiet) || !res.AllowBusy {
+		t.Errorf("allowed busy host: %v, %+v", err, res)
 	}
 }
