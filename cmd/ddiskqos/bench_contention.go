@@ -26,7 +26,7 @@ type benchContentionOptions struct {
 var benchContentionCmd = &cli.Cmd[benchContentionOptions]{
 	Info: cli.Info{
 		Parent: "bench", Name: "contention",
-		Summary: "noisy neighbours (sequential and random readers, direct and buffered writers) against a web-like reader and cold file reads: proves the contention with no QoS, then measures BFQ, static weights, a fixed throttle and ddiskqos side by side",
+		Summary: "noisy neighbours (sequential and random readers, direct and buffered writers) against a web-like reader and cold file reads: proves the contention with no QoS, then measures BFQ, static weights, a fixed throttle and ddiskqos side by side; --scenario host: a streamer all along beside a web service and eight light tenants, ddiskqos against static caps",
 		Description: `First prove that a noisy neighbour makes small reads slow, then measure what
 each answer to it does, side by side in one run.
 
@@ -91,8 +91,8 @@ states the issue's bars, met or missed. A host scenario run refuses to
 start when the 1-minute load average is above 1, and to write its report
 when idle's web p99 is above 10× the unloaded device's p99 measured at
 its start; --allow-busy runs and writes anyway, marked as such. Without
---quick or --full: 3 trials, about 41 minutes; --full: 5 trials, about
-68 minutes; --quick: 1 trial with shorter phases, about 4 minutes.`,
+--quick or --full: 3 trials, about 42 minutes; --full: 5 trials, about
+69 minutes; --quick: 1 trial with shorter phases, about 5 minutes.`,
 		Examples: `  # Regenerate the committed report.
   ddiskqos bench contention --full --out docs/bench
 
@@ -100,7 +100,7 @@ its start; --allow-busy runs and writes anyway, marked as such. Without
   ddiskqos bench contention --quick --trials 3 --neighbours seqread \
       --configs ddiskqos
 
-  # The host scenario on a quiet machine, 3 trials, ~41 minutes.
+  # The host scenario on a quiet machine, 3 trials, ~42 minutes.
   ddiskqos bench contention --scenario host --out docs/bench`,
 	},
 	Flags: func(o *benchContentionOptions, f *cli.FlagSet) {
