@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/ddiskqos/ddiskqos/internal/cli"
@@ -108,4 +110,42 @@ func benchLoadExe() (string, []string, error) {
 		return "", nil, err
 	}
 	return exe, []string{"workload"}, nil
+}
+
+// benchCommit names the tree a report comes from: git rev-parse HEAD of
+// the working directory's git tree, with "-dirty" when it has changes;
+// outside one, the vcs revision Go stamped into the binary (with "-dirty"
+// when modified); else "unknown".
+func benchCommit() string {
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		c := strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain").Output(); err != nil || len(strings.TrimSpace(string(st))) > 0 {
+			c += "-dirty"
+		}
+		return c
+	}
+	return buildCommit(debug.ReadBuildInfo())
+}
+
+// buildCommit is the vcs revision of a binary's build info.
+func buildCommit(bi *debug.BuildInfo, ok bool) string {
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/contention"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
@@ -17,12 +18,15 @@ import (
 type benchContentionOptions struct {
 	benchReport
 	dir, neighbours, configs string
+	scenario, scheduler      string
+	allowBusy                bool
+	warmup, victims          time.Duration
 }
 
 var benchContentionCmd = &cli.Cmd[benchContentionOptions]{
 	Info: cli.Info{
 		Parent: "bench", Name: "contention",
-		Summary: "noisy neighbours (sequential and random readers, direct and buffered writers) against a web-like reader and cold file reads: proves the contention with no QoS, then measures BFQ, static weights, a fixed throttle and ddiskqos side by side",
+		Summary: "noisy neighbours (sequential and random readers, direct and buffered writers) against a web-like reader and cold file reads: proves the contention with no QoS, then measures BFQ, static weights, a fixed throttle and ddiskqos side by side; --scenario host: a streamer all along beside a web service and eight light tenants, ddiskqos against static caps",
 		Description: `First prove that a noisy neighbour makes small reads slow, then measure what
 each answer to it does, side by side in one run.
 
@@ -68,13 +72,36 @@ and the scheduler and iocost restored, at the end, also on failure or
 Ctrl-C.
 
 Without --quick or --full: 3 trials, every neighbour, 5 s web victim, 2
-cold reads per size: about 16 minutes. Progress goes to stderr.`,
+cold reads per size: about 16 minutes. Progress goes to stderr.
+
+--scenario host measures a host as it lives instead (issue 20): per trial
+and configuration the streamer (seqread) starts first and runs all along
+(with ddiskqos the daemon is up before it); after a warm-up (35 s) a
+web-like reader (4k random reads at 100/s) and 8 light tenants (4k random
+reads at 5/s each), each in a new cgroup, run for 65 s, with cold reads of
+a 1 MiB and a 10 MiB file from new cgroups during that phase; the streamer
+keeps running 4 s after. Configurations: idle, original, ddiskqos, and
+static caps on the streamer (blkio.throttle.read_bps_device on v1, io.max
+on v2) at 2, 5, 10, 25 and 50 % of its no-QoS throughput in the same trial:
+the frontier an operator could set by hand, against which the report
+places ddiskqos's point. All cells run the device's default scheduler, or
+BFQ with --scheduler bfq. The report (contention-host.{md,svg,json};
+contention-host-bfq with BFQ; -v2 on cgroup v2) names the commit and
+states the issue's bars, met or missed. A host scenario run refuses to
+start when the 1-minute load average is above 1, and to write its report
+when idle's web p99 is above 10× the unloaded device's p99 measured at
+its start; --allow-busy runs and writes anyway, marked as such. Without
+--quick or --full: 3 trials, about 42 minutes; --full: 5 trials, about
+69 minutes; --quick: 1 trial with shorter phases, about 5 minutes.`,
 		Examples: `  # Regenerate the committed report.
   ddiskqos bench contention --full --out docs/bench
 
   # Tune the daemon against one neighbour: 3 short trials, ~1 minute.
   ddiskqos bench contention --quick --trials 3 --neighbours seqread \
-      --configs ddiskqos`,
+      --configs ddiskqos
+
+  # The host scenario on a quiet machine, 3 trials, ~42 minutes.
+  ddiskqos bench contention --scenario host --out docs/bench`,
 	},
 	Flags: func(o *benchContentionOptions, f *cli.FlagSet) {
 		o.declare(f, "contention", "1 trial, 2 neighbours (seqread, randread), short phases: proves the harness in under 3 minutes",
@@ -82,6 +109,11 @@ cold reads per size: about 16 minutes. Progress goes to stderr.`,
 		f.StringVar(&o.neighbours, "neighbours", "", "LIST", "comma-separated neighbours instead of the mode's, e.g. seqread,bufwrite")
 		f.StringVar(&o.configs, "configs", "", "LIST", "comma-separated configurations instead of all; idle, idle-bfq and original always run (every ratio is against them), e.g. --configs ddiskqos for a quick loop while tuning")
 		f.StringVar(&o.dir, "dir", "/var/tmp", "DIR", "where the loop device's backing file goes (a real disk, not tmpfs)", cli.Dirs)
+		f.StringVar(&o.scenario, "scenario", "cell", "NAME", "cell (one neighbour against one victim at a time) or host (a streamer all along, the daemon from the start, a web reader and 8 light tenants, static-cap frontier)")
+		f.StringVar(&o.scheduler, "scheduler", "default", "NAME", "host scenario: the scheduler of every cell, default (the device's) or bfq")
+		f.BoolVar(&o.allowBusy, "allow-busy", "host scenario: run and write the report although the host is not quiet (load average above 1, or idle far above the unloaded device); the report says so")
+		f.DurationVar(&o.warmup, "warmup", 0, "DUR", "the neighbour (streamer) alone before the victims, instead of the mode's")
+		f.DurationVar(&o.victims, "victims", 0, "DUR", "how long the web victim (host: the web and light victims) runs, instead of the mode's; at least 1s")
 	},
 }
 
@@ -96,6 +128,21 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage(err.Error())
 	}
+	switch contention.Scenario(o.scenario) {
+	case contention.ScenarioHost:
+		return runBenchContentionHost(o, contention.Mode(mode), args, stdout, stderr)
+	case contention.ScenarioCell:
+	default:
+		return usage(fmt.Sprintf("--scenario %q: want cell or host", o.scenario))
+	}
+	switch {
+	case o.scheduler != "default":
+		return usage("--scheduler is for --scenario host (the cell scenario runs its own schedulers per configuration)")
+	case o.allowBusy:
+		return usage("--allow-busy is for --scenario host")
+	case o.warmup < 0 || o.victims < 0 || (o.victims > 0 && o.victims < time.Second):
+		return usage(fmt.Sprintf("--warmup %s, --victims %s: want a warm-up of at least 0s and victims of at least 1s", o.warmup, o.victims))
+	}
 	plan, err := contention.PlanFor(contention.Mode(mode), o.trials)
 	if err != nil {
 		return usage(err.Error())
@@ -108,6 +155,12 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := plan.Select(list(o.neighbours), list(o.configs)); err != nil {
 		return usage(err.Error())
+	}
+	if o.warmup > 0 {
+		plan.Warmup = o.warmup
+	}
+	if o.victims > 0 {
+		plan.Web = o.victims
 	}
 	c := contention.Options{Plan: plan, Roots: host.Roots{Sys: "/sys", Proc: "/proc"}, Dir: o.dir, Progress: stderr,
 		Command: strings.TrimSpace("ddiskqos bench contention " + strings.Join(args, " "))}
@@ -135,4 +188,62 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 	return o.emit(stdout, stderr, name, report,
 		func(w io.Writer, plot string) { contention.WriteMarkdown(w, res, sum, plot) },
 		func(w io.Writer) { contention.WriteSVG(w, res, sum) })
+}
+
+// runBenchContentionHost is "ddiskqos bench contention --scenario host".
+func runBenchContentionHost(o *benchContentionOptions, mode contention.Mode, args []string, stdout, stderr io.Writer) int {
+	usage := func(msg string) int { return cli.Usagef(stderr, "ddiskqos bench contention", "%s", msg) }
+	if o.neighbours != "" {
+		return usage("--neighbours is for --scenario cell (the host scenario's neighbour is the streamer, seqread)")
+	}
+	plan, err := contention.HostPlanFor(mode, o.trials)
+	if err != nil {
+		return usage(err.Error())
+	}
+	var configs []string
+	if o.configs != "" {
+		configs = strings.Split(o.configs, ",")
+	}
+	if err := plan.Select(configs); err != nil {
+		return usage(err.Error())
+	}
+	if err := plan.SetScheduler(o.scheduler); err != nil {
+		return usage("--scheduler: " + err.Error())
+	}
+	if err := plan.SetPhases(o.warmup, o.victims); err != nil {
+		return usage(err.Error())
+	}
+	c := contention.HostOptions{Plan: plan, Roots: host.Roots{Sys: "/sys", Proc: "/proc"}, Dir: o.dir, Progress: stderr,
+		Command: strings.TrimSpace("ddiskqos bench contention " + strings.Join(args, " ")), Commit: benchCommit(), AllowBusy: o.allowBusy}
+	if c.Exe, c.ExeArgs, err = benchLoadExe(); err != nil {
+		fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	res, err := contention.RunHost(ctx, c)
+	if err != nil {
+		fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
+		return 1
+	}
+	sum := contention.SummarizeHost(res)
+	if len(sum.NotQuiet) > 0 && !o.allowBusy {
+		fmt.Fprintf(stderr, "ddiskqos bench contention: the host was not quiet (%s): report not written; --allow-busy writes it anyway, marked as such\n",
+			strings.Join(sum.NotQuiet, "; "))
+		return 1
+	}
+	report := struct {
+		*contention.HostResult
+		Summary contention.HostSummary `json:"summary"`
+	}{res, sum}
+	name := "contention-host"
+	if plan.Scheduler == "bfq" {
+		name += "-bfq"
+	}
+	if res.Cgroup == "v2" {
+		name += "-v2"
+	}
+	return o.emit(stdout, stderr, name, report,
+		func(w io.Writer, plot string) { contention.WriteHostMarkdown(w, res, sum, plot) },
+		func(w io.Writer) { contention.WriteHostSVG(w, res, sum) })
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -312,6 +314,16 @@ func TestBenchContentionUsage(t *testing.T) {
 		{[]string{"--configs", "cfq"}, `unknown configuration "cfq"`},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--bogus"}, "--bogus"},
+		{[]string{"--scenario", "lab"}, `--scenario "lab": want cell or host`},
+		{[]string{"--scheduler", "bfq"}, "--scheduler is for --scenario host"},
+		{[]string{"--allow-busy"}, "--allow-busy is for --scenario host"},
+		{[]string{"--victims", "10ms"}, "victims of at least 1s"},
+		{[]string{"--scenario", "host", "--neighbours", "seqread"}, "--neighbours is for --scenario cell"},
+		{[]string{"--scenario", "host", "--configs", "bfq"}, `unknown configuration "bfq" for the host scenario`},
+		{[]string{"--scenario", "host", "--configs", "static-7"}, `unknown configuration "static-7"`},
+		{[]string{"--scenario", "host", "--scheduler", "kyber"}, `unknown scheduler "kyber"`},
+		{[]string{"--scenario", "host", "--victims", "500ms"}, "victims of at least 1 s"},
+		{[]string{"--scenario", "host", "--quick", "--full"}, "exclude each other"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := runBenchContention(tc.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.msg) || stdout.Len() > 0 {
@@ -320,11 +332,177 @@ func TestBenchContentionUsage(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	if code := runBenchContention([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "--neighbours LIST") ||
-		!strings.Contains(stdout.String(), "--full --out docs/bench") {
+		!strings.Contains(stdout.String(), "--full --out docs/bench") || !strings.Contains(stdout.String(), "--scenario host --out docs/bench") {
 		t.Errorf("--help: exit %d: %s", code, stdout.String())
 	}
 	stdout.Reset()
 	if code := run([]string{"bench", "--help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "contention") {
 		t.Errorf("bench --help does not list contention: %s", stdout.String())
 	}
+}
+
+func TestBuildCommit(t *testing.T) {
+	t.Parallel()
+	bi := func(kv ...string) *debug.BuildInfo {
+		b := &debug.BuildInfo{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			b.Settings = append(b.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return b
+	}
+	for _, c := range []struct {
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{bi("vcs.revision", "35af497", "vcs.modified", "false"), true, "35af497"},
+		{bi("vcs.revision", "35af497", "vcs.modified", "true"), true, "35af497-dirty"},
+		{bi("vcs.modified", "true"), true, "unknown"},
+		{nil, false, "unknown"},
+	} {
+		if got := buildCommit(c.bi, c.ok); got != c.want {
+			t.Errorf("buildCommit(%+v) = %q, want %q", c.bi, got, c.want)
+		}
+	}
+}
+
+// TestRealBenchContentionHostQuick runs `ddiskqos bench contention
+// --scenario host --quick` for real with phases of a few seconds (loop
+// device, v1 blkio cgroups, the in-process daemon, the streamer, the web
+// reader, eight light tenants and the cold reads as workload processes):
+// every configuration measured, the static caps sized from the same
+// trial's no-QoS streamer and holding it, the report written with its
+// commit and bars, and nothing left behind. It runs with --allow-busy (the
+// machine running tests is not quiet) and asserts structure, not speed:
+// the contention itself is logged.
+func TestRealBenchContentionHostQuick(t *testing.T) {
+	testkit.NeedRoot(t)
+	_, err := os.Stat("/sys/fs/cgroup/blkio/cgroup.procs")
+	testkit.Need(t, err == nil, "cgroup v1 blkio mounted at /sys/fs/cgroup/blkio (%v)", err)
+	t.Setenv(workload.EnvMain, "1") // the workloads are this test binary
+	out := t.TempDir()
+	args := []string{"--scenario", "host", "--quick", "--warmup", "2s", "--victims", "3s", "--allow-busy", "--json", "--out", out}
+	start := time.Now()
+	var stdout, stderr bytes.Buffer
+	code := runBenchContention(args, &stdout, &stderr)
+	t.Logf("bench contention %s: exit %d in %s", strings.Join(args, " "), code, time.Since(start).Round(time.Second))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep struct {
+		contention.HostResult
+		Summary contention.HostSummary `json:"summary"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("JSON report: %v: %s", err, stdout.String())
+	}
+	if file, err := os.ReadFile(filepath.Join(out, "contention-host.json")); err != nil || !bytes.Equal(file, stdout.Bytes()) {
+		t.Errorf("contention-host.json differs from stdout (%v)", err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "contention-host.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "contention-host.svg")); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
+		t.Errorf("contention-host.svg: %v", err)
+	}
+	p := rep.Plan
+	if rep.Scenario != contention.ScenarioHost || p.Trials != 1 || p.Warmup != 2*time.Second || p.Victims != 3*time.Second ||
+		!slices.Equal(p.Configs, contention.HostConfigs) || !rep.AllowBusy || rep.Scheduler != rep.DefaultScheduler {
+		t.Fatalf("scenario %s, plan %+v, allow busy %v, scheduler %s", rep.Scenario, p, rep.AllowBusy, rep.Scheduler)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{40}(-dirty)?$`).MatchString(rep.Commit) || !strings.Contains(string(md), "Commit `"+rep.Commit+"`") {
+		t.Errorf("commit %q (the test runs in a git tree)", rep.Commit)
+	}
+	if rep.Unloaded.P99 <= 0 || rep.Unloaded.P50 > rep.Unloaded.P99 {
+		t.Errorf("unloaded probe %+v", rep.Unloaded)
+	}
+	if len(rep.Cells) != len(p.Configs) {
+		t.Fatalf("%d cells, want %d", len(rep.Cells), len(p.Configs))
+	}
+	var noQoS *contention.HostCell
+	for i, c := range rep.Cells {
+		if c.Config != p.Configs[i] || c.Trial != 1 || c.Scheduler != rep.DefaultScheduler {
+			t.Errorf("cell %d: %s trial %d on %s", i, c.Config, c.Trial, c.Scheduler)
+		}
+		if c.WebOps < 2 || !(0 < c.Web.P50 && c.Web.P50 <= c.Web.P99 && c.Web.P99 <= c.Web.P999) {
+			t.Errorf("%s: web %d ops, %+v", c.Config, c.WebOps, c.Web)
+		}
+		if c.LightOps < int64(p.Light) || !(0 < c.Light.P50 && c.Light.P50 <= c.Light.P99 && c.Light.P99 <= c.Light.P999 && c.Light.P999 <= c.Light.Max) {
+			t.Errorf("%s: light tenants %d ops, pooled %+v", c.Config, c.LightOps, c.Light)
+		}
+		for k, ms := range c.Cold {
+			if len(ms) != p.ColdReads || ms[0] <= 0 {
+				t.Errorf("%s: cold %d MiB reads %v", c.Config, contention.ColdSizes[k]>>20, ms)
+			}
+		}
+		if len(c.Cold) != len(contention.ColdSizes) {
+			t.Errorf("%s: cold reads %v", c.Config, c.Cold)
+		}
+		if (c.Config == contention.DDiskQoS) != (c.Daemon != nil) || c.Daemon != nil && (c.Daemon.Ticks < 2 || len(c.Daemon.Errors) > 0) {
+			t.Errorf("%s: daemon %+v", c.Config, c.Daemon)
+		}
+		s := c.Streamer
+		switch {
+		case c.Config == contention.Idle:
+			if s != nil {
+				t.Errorf("idle has a streamer: %+v", *s)
+			}
+			continue
+		case s == nil:
+			t.Errorf("%s: no streamer figures", c.Config)
+			continue
+		case s.Samples < 100 || s.Warm.Cgroup <= 0 || s.During.Cgroup <= 0 || s.After1.Cgroup <= 0 || s.AfterRest.Cgroup <= 0 || s.Process <= 0:
+			t.Errorf("%s: streamer not measured: %+v", c.Config, *s)
+		}
+		if c.Config == contention.Original {
+			noQoS = &rep.Cells[i]
+		}
+		share, capped := c.Config.CapShare()
+		if !capped {
+			if s.Cap != 0 {
+				t.Errorf("%s: cap %d", c.Config, s.Cap)
+			}
+			continue
+		}
+		// Sized from this trial's no-QoS streamer, and holding it: over
+		// the victims' phase a blk-throttle cap lets through at most its
+		// rate and a slice's burst (generous margin; load only slows it).
+		if noQoS == nil || s.Cap != uint64(noQoS.Streamer.Warm.Cgroup*share) {
+			t.Errorf("%s: cap %d B/s, want %g of no QoS's warm-up %+v", c.Config, s.Cap, share, noQoS)
+		} else if s.During.Cgroup > 2*float64(s.Cap)+2<<20 {
+			t.Errorf("%s: streamer %.1f MiB/s while capped at %.1f MiB/s", c.Config, s.During.Cgroup/(1<<20), float64(s.Cap)/(1<<20))
+		}
+	}
+	sum := rep.Summary
+	if len(sum.Rows) != len(p.Configs)-1 || len(sum.Frontiers) != 2 {
+		t.Errorf("%d rows, %d frontiers", len(sum.Rows), len(sum.Frontiers))
+	}
+	for _, r := range sum.Rows {
+		for name, v := range map[string]contention.Spread{"web p99": r.WebP99, "web p99.9": r.WebP999, "light p99": r.LightP99,
+			"cold 1 MiB": r.Cold[0], "cold 10 MiB": r.Cold[1], "during": r.During, "after": r.After} {
+			if v.N != 1 || v.Median <= 0 {
+				t.Errorf("%s: %s %+v", r.Config, name, v)
+			}
+		}
+	}
+	// Contention, six bars of ddiskqos, the daemon, two frontiers; a goal.
+	if n := len(sum.Bars); n != 11 || strings.Count(string(md), "| met |")+strings.Count(string(md), "| **missed** |") != 10 {
+		t.Errorf("%d bars, Markdown:\n%s", n, md)
+	}
+	if len(sum.NotQuiet) > 0 && !strings.Contains(string(md), "Not a quiet host") {
+		t.Errorf("not quiet (%q) but the report does not say so", sum.NotQuiet)
+	}
+	checkNothingLeft(t, "/sys/fs/cgroup/blkio/"+contention.ParentPrefix+strconv.Itoa(os.Getpid()), rep.Device, rep.Backing)
+	if b, _ := os.ReadFile("/sys/block/" + rep.Device + "/queue/scheduler"); len(b) > 0 && !strings.Contains(string(b), "["+rep.DefaultScheduler+"]") {
+		t.Errorf("scheduler of %s not restored: %s", rep.Device, b)
+	}
+	rows := map[contention.Config]contention.HostRow{}
+	for _, r := range sum.Rows {
+		rows[r.Config] = r
+	}
+	o, d := rows[contention.Original], rows[contention.DDiskQoS]
+	t.Logf("load %s→%s, not quiet: %q; unloaded p99 %.0f µs, idle web p99 %.0f µs", rep.LoadStart, rep.LoadEnd, sum.NotQuiet, rep.Unloaded.P99, sum.IdleWebP99us.Median)
+	t.Logf("no QoS: web p99 ÷ idle %.1f×, light %.1f×; ddiskqos: web %.1f×, light %.1f×, streamer during %.0f %%, after %.0f %%; %d of 10 bars missed (on this host, now)",
+		o.WebP99.Median, o.LightP99.Median, d.WebP99.Median, d.LightP99.Median, d.During.Median*100, d.After.Median*100, sum.Missed)
 }

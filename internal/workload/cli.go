@@ -92,6 +92,7 @@ Sizes: 4096, 4k, 3MiB, 1.5GiB (k m g t and KiB MiB GiB TiB are powers of
 		f.IntVar(&s.IODepth, "iodepth", 0, "N", "keep N requests in flight (N threads, one pread or pwrite each; with --direct the device sees N at once); a sequential job stays sequential as a whole (default 1)")
 		f.Float64Var(&s.IOPS, "iops", 0, "R", "issue R requests per second, paced like a server's requests; latency is each request's service time, and the result adds its response time, counted from when it was due (a stall delays every request behind it)")
 		f.Var(sizeFlag{&s.FsyncEvery, bytesize.Parse}, "fsync-every", "SIZE", "write: fdatasync each time SIZE more bytes are written (counted as \"fsyncs\" in the result)")
+		f.BoolVar(&s.KeepLatencies, "keep-latencies", "add every request's service time (µs, in order of completion) to the result as \"latencies_us\", to pool several jobs' requests")
 		f.BoolVar(&s.Sync, "sync", "write: fdatasync at the end (counted in the time)")
 		f.BoolVar(&s.Create, "create", "write: create PATH if missing")
 		f.Var(sizeFlag{&s.Size, bytesize.Parse}, "size", "SIZE", "write: truncate or extend the file to SIZE first")

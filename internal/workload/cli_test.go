@@ -82,7 +82,7 @@ func TestSpecArgsRoundTrip(t *testing.T) {
 		{Op: OpRandRead, Path: "-odd name", BlockSize: 8192, Bytes: 1, Duration: 1500 * time.Millisecond,
 			Offset: 4096, Span: 1 << 40, Direct: true, DropCache: true, RateLimit: 12345, Seed: 1 << 63},
 		{Op: OpWrite, Path: "f", Loop: true, Sync: true, Create: true, Size: 1 << 20},
-		{Op: OpWrite, Path: "f", IODepth: 32, IOPS: 12.5, FsyncEvery: 64 << 20, Direct: true},
+		{Op: OpWrite, Path: "f", IODepth: 32, IOPS: 12.5, FsyncEvery: 64 << 20, Direct: true, KeepLatencies: true},
 	} {
 		got, err := parseArgs(s.Args())
 		if err != nil {

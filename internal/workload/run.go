@@ -44,9 +44,12 @@ type Result struct {
 	Latency     Latency       `json:"latency_us"` // each request's service time, from its issue
 	// Response is, with IOPS, each request's time from when it was due:
 	// a stall delays every request behind it (no coordinated omission).
-	Response *Latency  `json:"response_us,omitempty"`
-	Start    time.Time `json:"start"`
-	End      time.Time `json:"end"`
+	Response *Latency `json:"response_us,omitempty"`
+	// Latencies are, with Spec.KeepLatencies, every request's service
+	// time in µs, in order of completion per worker.
+	Latencies []float64 `json:"latencies_us,omitempty"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
 }
 
 // Run opens s.Path and runs the job until Bytes, Duration, the end of the
@@ -234,6 +237,7 @@ func (j *job) runRecorded(ctx context.Context) (Result, *latencyRecorder, *laten
 	}
 	for w := range depth {
 		recs[w], resps[w] = newLatencyRecorder(), newLatencyRecorder()
+		recs[w].keep = s.KeepLatencies
 	}
 	st := &runState{pos: j.start, start: time.Now()}
 	if s.Op.random() {
@@ -275,7 +279,7 @@ func (j *job) runRecorded(ctx context.Context) (Result, *latencyRecorder, *laten
 	r := Result{
 		Op: s.Op, Path: s.Path, BlockSize: j.bs, IODepth: depth,
 		Bytes: st.bytes, Ops: st.ops, Fsyncs: st.fsyncs, Elapsed: end.Sub(st.start),
-		Latency: lat.latency(), Start: st.start, End: end,
+		Latency: lat.latency(), Latencies: lat.kept(), Start: st.start, End: end,
 	}
 	if s.IOPS > 0 {
 		l := resp.latency()
@@ -537,8 +541,10 @@ func fdatasync(fd int) error {
 // latencyRecorder collects request latencies: an HDR histogram for the
 // percentiles and the exact maximum beside it.
 type latencyRecorder struct {
-	h   *hdrhistogram.Histogram
-	max time.Duration
+	h    *hdrhistogram.Histogram
+	max  time.Duration
+	keep bool            // also keep every latency in all
+	all  []time.Duration // with keep
 }
 
 // maxTrackedLatency is the histogram's top; slower requests count as this.
@@ -551,6 +557,9 @@ func newLatencyRecorder() *latencyRecorder {
 
 func (l *latencyRecorder) record(d time.Duration) {
 	l.max = max(l.max, d)
+	if l.keep {
+		l.all = append(l.all, d)
+	}
 	_ = l.h.RecordValue(int64(min(max(d, 1), maxTrackedLatency))) // in range: cannot fail
 }
 
@@ -558,6 +567,19 @@ func (l *latencyRecorder) record(d time.Duration) {
 func (l *latencyRecorder) merge(o *latencyRecorder) {
 	l.max = max(l.max, o.max)
 	l.h.Merge(o.h) // same range and precision: drops nothing
+	l.all = append(l.all, o.all...)
+}
+
+// kept is every kept latency in µs; nil without keep.
+func (l *latencyRecorder) kept() []float64 {
+	if !l.keep {
+		return nil
+	}
+	us := make([]float64, len(l.all))
+	for i, d := range l.all {
+		us[i] = float64(d) / 1e3
+	}
+	return us
 }
 
 func (l *latencyRecorder) latency() Latency {

@@ -209,6 +209,31 @@ func TestRunIOPS(t *testing.T) {
 	}
 }
 
+// TestRunKeepLatencies: with KeepLatencies the result holds one service
+// time per request, none above the maximum and as many as Ops; without it,
+// none.
+func TestRunKeepLatencies(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, depth := range []int{1, 4} {
+		r := mustRun(t, Spec{Path: path, Op: OpRandRead, Bytes: 64 << 10, IODepth: depth, KeepLatencies: true})
+		if int64(len(r.Latencies)) != r.Ops || r.Ops != 16 {
+			t.Errorf("depth %d: %d latencies for %d ops; want 16 each", depth, len(r.Latencies), r.Ops)
+		}
+		for _, us := range r.Latencies {
+			if us <= 0 || us > r.Latency.Max {
+				t.Errorf("depth %d: latency %g µs outside (0, max %g]", depth, us, r.Latency.Max)
+			}
+		}
+	}
+	if r := mustRun(t, Spec{Path: path, Op: OpRandRead, Bytes: 64 << 10}); r.Latencies != nil {
+		t.Errorf("latencies kept without KeepLatencies: %v", r.Latencies)
+	}
+}
+
 // TestRunFsyncEvery counts the fdatasync calls of a writer that syncs
 // every 1 MiB.
 func TestRunFsyncEvery(t *testing.T) {

@@ -114,6 +114,11 @@ type Spec struct {
 	// The calls are counted in Result.Fsyncs, their time is not a request's
 	// latency. Write only.
 	FsyncEvery int64
+	// KeepLatencies adds every request's service time to
+	// Result.Latencies (8 bytes each, kept in memory), so a caller can
+	// pool the requests of several jobs, e.g. one percentile over many
+	// light tenants that each do too few requests for their own.
+	KeepLatencies bool
 }
 
 // MaxIODepth bounds IODepth.
@@ -260,6 +265,7 @@ func (s Spec) Args() []string {
 		a = append(a, "--iops", strconv.FormatFloat(s.IOPS, 'g', -1, 64))
 	}
 	num("--fsync-every", s.FsyncEvery)
+	boolean("--keep-latencies", s.KeepLatencies)
 	if s.Seed != 0 {
 		a = append(a, "--seed", strconv.FormatUint(s.Seed, 10))
 	}

@@ -82,7 +82,8 @@ func RunThreads(ctx context.Context, s Spec, tasks []string) (Result, error) {
 	}
 	wg.Wait()
 	total.Op, total.Path, total.BlockSize, total.IODepth = s.Op, s.Path, s.blockSize(), 1
-	total.Latency = lat.latency()
+	lat.keep = s.KeepLatencies
+	total.Latency, total.Latencies = lat.latency(), lat.kept()
 	if s.IOPS > 0 {
 		l := resp.latency()
 		total.Response = &l

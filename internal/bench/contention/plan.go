@@ -1,7 +1,15 @@
-// Package contention is `ddiskqos bench contention`: it first proves that a
-// noisy neighbour makes a small reader slow (no QoS against the reader
-// alone), then measures, side by side in one run, what BFQ, hand-set BFQ
-// weights, a fixed throttle an operator would set, and ddiskqos do about it.
+// Package contention is `ddiskqos bench contention`. Its cell scenario
+// (Run) first proves that a noisy neighbour makes a small reader slow (no
+// QoS against the reader alone), then measures, side by side in one run,
+// what BFQ, hand-set BFQ weights, a fixed throttle an operator would set,
+// and ddiskqos do about it.
+//
+// Its host scenario (RunHost, hostplan.go) measures a host as it lives: a
+// streamer that runs all along, the daemon up from the start, a web
+// service and eight light tenants beside it and the cold reads of new
+// containers, against idle, no QoS and static caps on the streamer at
+// 2–50 % of its no-QoS throughput: the frontier ddiskqos's point is read
+// against. It refuses a host that is not quiet.
 //
 // The rig is a loop-device ext4 volume (internal/bench/volume) and cgroups
 // under a parent of the bench's own, in v1 blkio or cgroup v2, whichever is

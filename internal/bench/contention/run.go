@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -122,6 +123,7 @@ type bench struct {
 	parent string // relative cgroup of the run
 	files  struct{ big, web, dw, bw string }
 	cold   []string
+	mu     sync.Mutex       // procs and seq: the host scenario starts victims from several goroutines
 	procs  []*workload.Proc // live ones, for teardown
 	seq    int
 	log    func(format string, a ...any)
@@ -331,8 +333,10 @@ func (b *bench) scheduler(c Config) string {
 
 // cgroup makes a new child cgroup of the run named after what runs in it.
 func (b *bench) cgroup(name string) (string, error) {
+	b.mu.Lock()
 	b.seq++
 	rel := fmt.Sprintf("%s/%s-%d", b.parent, name, b.seq)
+	b.mu.Unlock()
 	_, err := b.h.Create(rel)
 	return rel, err
 }
@@ -345,7 +349,9 @@ func (b *bench) start(ctx context.Context, rel string, s workload.Spec) (*worklo
 	if err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
 	b.procs = append(b.procs, p)
+	b.mu.Unlock()
 	if err := b.h.AddProcess(rel, p.Pid()); err != nil {
 		return nil, err
 	}
@@ -355,6 +361,8 @@ func (b *bench) start(ctx context.Context, rel string, s workload.Spec) (*worklo
 // wait reaps p and forgets it.
 func (b *bench) wait(p *workload.Proc) (workload.Result, error) {
 	r, err := p.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.procs = slices.DeleteFunc(b.procs, func(q *workload.Proc) bool { return q == p })
 	return r, err
 }

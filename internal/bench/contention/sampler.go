@@ -24,6 +24,10 @@ type sampler struct {
 	dev     cgroupfs.Dev
 	period  time.Duration
 
+	// readMu serialises reads: cg and devStat read into buffers of their
+	// own, and mark reads from the caller's goroutine beside the loop.
+	readMu sync.Mutex
+
 	mu      sync.Mutex
 	samples []sample
 	fail    error
@@ -65,6 +69,8 @@ func (s *sampler) loop() {
 
 // read takes one sample.
 func (s *sampler) read() {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
 	st, err := s.cg.ReadIO()
 	var x sample
 	if err == nil {

@@ -1,0 +1,207 @@
+package contention
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scenario is what a run of bench contention measures.
+type Scenario string
+
+const (
+	// ScenarioCell is one noisy neighbour at a time against one victim at
+	// a time, with a fresh daemon per cell: a lab cell (Run).
+	ScenarioCell Scenario = "cell"
+	// ScenarioHost is a host as it lives: a streamer that never stops, the
+	// daemon up from the start, a web service and eight light tenants
+	// beside it, and the cold reads of new containers (RunHost).
+	ScenarioHost Scenario = "host"
+)
+
+// CapPercents are the static caps of the host scenario's frontier, in
+// percent of the streamer's no-QoS throughput in the same trial.
+var CapPercents = []int{2, 5, 10, 25, 50}
+
+// CapConfig is the host configuration that caps the streamer at pct % of
+// its no-QoS throughput: "static-<pct>".
+func CapConfig(pct int) Config { return Config("static-" + strconv.Itoa(pct)) }
+
+// CapShare is the cap of a "static-<pct>" configuration as a share (0.1
+// for static-10); ok is false for any other configuration.
+func (c Config) CapShare() (share float64, ok bool) {
+	s, found := strings.CutPrefix(string(c), "static-")
+	if !found {
+		return 0, false
+	}
+	pct, err := strconv.Atoi(s)
+	if err != nil || !slices.Contains(CapPercents, pct) {
+		return 0, false
+	}
+	return float64(pct) / 100, true
+}
+
+// HostConfigs lists the host scenario's configurations in the order a
+// trial runs them; Original comes before the caps, which it sizes.
+var HostConfigs = func() []Config {
+	cs := []Config{Idle, Original, DDiskQoS}
+	for _, p := range CapPercents {
+		cs = append(cs, CapConfig(p))
+	}
+	return cs
+}()
+
+// HostDescribe says what a host configuration is on cgroup version cg.
+func HostDescribe(c Config, cg string) string {
+	if share, ok := c.CapShare(); ok {
+		knob := "blkio.throttle.read_bps_device"
+		if cg == "v2" {
+			knob = "io.max rbps"
+		}
+		return fmt.Sprintf("no QoS but a static cap on the streamer at %g %% of its no-QoS throughput in the same trial (%s), set before it starts: what an operator could set by hand", share*100, knob)
+	}
+	switch c {
+	case Idle:
+		return "the victims alone, no streamer (the reference)"
+	case Original:
+		return "the streamer beside the victims, no QoS"
+	case DDiskQoS:
+		return "ddiskqos daemon with its defaults (in-process, over the run's cgroups), up before the streamer starts"
+	}
+	return string(c)
+}
+
+// HostPlan is what one run of the host scenario does.
+type HostPlan struct {
+	Mode   Mode `json:"mode"`
+	Trials int  `json:"trials"`
+	// Scheduler is the device's scheduler in every cell: "" for its
+	// default, or "bfq".
+	Scheduler string   `json:"scheduler,omitempty"`
+	Configs   []Config `json:"configs"`
+	// Warmup is the streamer alone (with the daemon, if any) before the
+	// victims; Victims how long the web and light readers run; After how
+	// long the streamer keeps running after the victims ended.
+	Warmup  time.Duration `json:"warmup_ns"`
+	Victims time.Duration `json:"victims_ns"`
+	After   time.Duration `json:"after_ns"`
+	// Probe is how long the unloaded device is measured at the start:
+	// the web reader alone, before any cell.
+	Probe     time.Duration `json:"probe_ns"`
+	WebIOPS   float64       `json:"web_iops"`
+	Light     int           `json:"light_tenants"`
+	LightIOPS float64       `json:"light_iops"`
+	// ColdReads is how many cold reads of each size run during the
+	// victim phase, each from a new cgroup, spread over its first 80 %.
+	ColdReads int `json:"cold_reads"`
+	// MaxLoad is the highest 1-minute load average at the start of a
+	// run that writes its report; QuietFactor the highest idle web p99 ÷
+	// the unloaded probe's p99.
+	MaxLoad     float64       `json:"max_load"`
+	QuietFactor float64       `json:"quiet_factor"`
+	BigFile     int64         `json:"big_file"`
+	WebFile     int64         `json:"web_file"`
+	SampleEvery time.Duration `json:"sample_every_ns"`
+}
+
+// HostPlanFor returns the host scenario's plan of a mode; trials > 0
+// overrides its trials.
+func HostPlanFor(m Mode, trials int) (HostPlan, error) {
+	p := HostPlan{Mode: m, Configs: HostConfigs, WebIOPS: 100, Light: 8, LightIOPS: 5,
+		MaxLoad: 1, QuietFactor: 10, SampleEvery: 5 * time.Millisecond}
+	switch m {
+	case ModeQuick:
+		p.Trials, p.Warmup, p.Victims, p.After, p.Probe, p.ColdReads = 1, 8*time.Second, 15*time.Second, 3*time.Second, 3*time.Second, 1
+		p.BigFile, p.WebFile = 256<<20, 64<<20
+	case ModeDefault:
+		p.Trials, p.Warmup, p.Victims, p.After, p.Probe, p.ColdReads = 3, 35*time.Second, 65*time.Second, 4*time.Second, 10*time.Second, 3
+		p.BigFile, p.WebFile = 1<<30, 256<<20
+	case ModeFull:
+		p.Trials, p.Warmup, p.Victims, p.After, p.Probe, p.ColdReads = 5, 35*time.Second, 65*time.Second, 4*time.Second, 10*time.Second, 3
+		p.BigFile, p.WebFile = 2<<30, 512<<20
+	default:
+		return p, fmt.Errorf("unknown mode %q (want quick, default or full)", m)
+	}
+	if trials < 0 {
+		return p, fmt.Errorf("trials %d: want at least 1", trials)
+	}
+	if trials > 0 {
+		p.Trials = trials
+	}
+	return p, nil
+}
+
+// Select narrows the plan to the named configurations (nil: all). Idle
+// and Original are always kept, first: every ratio is against them, and
+// Original sizes the caps.
+func (p *HostPlan) Select(configs []string) error {
+	if len(configs) == 0 {
+		return nil
+	}
+	cs := []Config{Idle, Original}
+	for _, c := range configs {
+		if !slices.Contains(HostConfigs, Config(c)) {
+			return fmt.Errorf("unknown configuration %q for the host scenario (want %s)", c, joinNames(HostConfigs))
+		}
+		if !slices.Contains(cs, Config(c)) {
+			cs = append(cs, Config(c))
+		}
+	}
+	slices.SortFunc(cs, func(a, b Config) int { return slices.Index(HostConfigs, a) - slices.Index(HostConfigs, b) })
+	p.Configs = cs
+	return nil
+}
+
+// SetScheduler sets the scheduler of every cell: "" or "default" for the
+// device's default, or "bfq".
+func (p *HostPlan) SetScheduler(s string) error {
+	switch s {
+	case "", "default":
+		p.Scheduler = ""
+	case "bfq":
+		p.Scheduler = "bfq"
+	default:
+		return fmt.Errorf("unknown scheduler %q (want default or bfq)", s)
+	}
+	return nil
+}
+
+// SetPhases overrides the warm-up and victim phase (0: keep the mode's).
+func (p *HostPlan) SetPhases(warmup, victims time.Duration) error {
+	if warmup < 0 || victims < 0 || (victims > 0 && victims < time.Second) {
+		return fmt.Errorf("warm-up %s, victims %s: want a warm-up of at least 0 s and victims of at least 1 s", warmup, victims)
+	}
+	if warmup > 0 {
+		p.Warmup = warmup
+	}
+	if victims > 0 {
+		p.Victims = victims
+	}
+	return nil
+}
+
+// VolumeSize is what the plan's files need, with room to spare.
+func (p HostPlan) VolumeSize() int64 { return p.benchPlan().VolumeSize() }
+
+// benchPlan is the plan the shared rig (files, sampler) reads.
+func (p HostPlan) benchPlan() Plan {
+	return Plan{Mode: p.Mode, Trials: p.Trials, Configs: p.Configs, Warmup: p.Warmup, Web: p.Victims, WebIOPS: p.WebIOPS,
+		ColdReads: p.ColdReads, After: p.After, BigFile: p.BigFile, WebFile: p.WebFile, SampleEvery: p.SampleEvery}
+}
+
+// Estimate is about how long a run of the plan takes: the probe, then
+// per trial the idle cell's victims and every other cell's warm-up,
+// victims and after, plus a second or two of setup per cell and a
+// minute for the volume.
+func (p HostPlan) Estimate() time.Duration {
+	perTrial := time.Duration(0)
+	for _, c := range p.Configs {
+		perTrial += p.Victims + 2*time.Second
+		if c != Idle {
+			perTrial += p.Warmup + p.After
+		}
+	}
+	return p.Probe + time.Duration(p.Trials)*perTrial + time.Minute
+}

@@ -1,0 +1,493 @@
+package contention
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// HostRow is one configuration of the host scenario over the trials: the
+// victims against idle, the streamer against no QoS (Original), each
+// ratio taken within a trial.
+type HostRow struct {
+	Config    Config   `json:"config"`
+	WebP50    Spread   `json:"web_p50_x_idle"`
+	WebP99    Spread   `json:"web_p99_x_idle"`
+	WebP999   Spread   `json:"web_p99_9_x_idle"`
+	LightP99  Spread   `json:"light_p99_x_idle"`
+	LightP999 Spread   `json:"light_p99_9_x_idle"`
+	Cold      []Spread `json:"cold_x_idle"` // per ColdSizes
+	// During is the streamer's throughput while the victims ran ÷ no
+	// QoS's; After from 1 s after they ended to the end of the run's
+	// After ÷ no QoS's same window.
+	During Spread `json:"streamer_during_x_noqos"`
+	After  Spread `json:"streamer_after_x_noqos"`
+	// Absolute medians.
+	WebP99us   float64 `json:"web_p99_us"`
+	LightP99us float64 `json:"light_p99_us"`
+	DuringMiBs float64 `json:"streamer_during_mib_s"`
+	CapMiBs    float64 `json:"cap_mib_s,omitempty"`
+}
+
+// HostBar is one of the issue's bars for the host scenario, judged on the
+// median over trials. Goal bars are past the bar: reported, not counted.
+type HostBar struct {
+	What    string  `json:"what"`
+	Config  Config  `json:"config"`
+	Value   float64 `json:"value"`
+	Limit   float64 `json:"limit"`
+	AtLeast bool    `json:"at_least"`
+	Unit    string  `json:"unit"` // "x" (ratio), "%" (share), "" (count)
+	// Measured is false when the run has no value for it (Value is 0).
+	Measured bool   `json:"measured"`
+	Met      bool   `json:"met"`
+	Goal     bool   `json:"goal,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+// FrontierPoint is one configuration's point: the streamer's share while
+// the victims ran, and a victim's p99 ÷ idle.
+type FrontierPoint struct {
+	Config Config  `json:"config"`
+	Share  float64 `json:"share"`
+	P99    float64 `json:"p99_x_idle"`
+}
+
+// FrontierVerdict says whether ddiskqos's point lies beyond the static
+// caps' frontier for one victim: a lower p99 than the frontier at its
+// share, the frontier interpolated linearly between the two caps whose
+// shares bracket it (above the largest cap's share, that cap's p99: a
+// lower p99 at a higher share beats it; below the smallest cap's share
+// the frontier is not measured and the point is not beyond).
+type FrontierVerdict struct {
+	Victim   string          `json:"victim"`
+	DDiskQoS FrontierPoint   `json:"ddiskqos"`
+	Caps     []FrontierPoint `json:"caps"` // by share
+	// Frontier is the frontier's p99 ÷ idle at ddiskqos's share, NaN
+	// (JSON null via Defined) when not measured there.
+	Frontier float64 `json:"-"`
+	Defined  bool    `json:"defined"`
+	Lo, Hi   Config  `json:"-"`
+	Between  string  `json:"between"`
+	Beyond   bool    `json:"beyond"`
+}
+
+// Frontier judges point d against the caps' points.
+func Frontier(victim string, d FrontierPoint, caps []FrontierPoint) FrontierVerdict {
+	v := FrontierVerdict{Victim: victim, DDiskQoS: d, Frontier: math.NaN()}
+	for _, c := range caps {
+		if !math.IsNaN(c.Share) && !math.IsNaN(c.P99) {
+			v.Caps = append(v.Caps, c)
+		}
+	}
+	slices.SortFunc(v.Caps, func(a, b FrontierPoint) int {
+		switch {
+		case a.Share < b.Share:
+			return -1
+		case a.Share > b.Share:
+			return 1
+		}
+		return 0
+	})
+	cs := v.Caps
+	if len(cs) == 0 || math.IsNaN(d.Share) || math.IsNaN(d.P99) {
+		v.Between = "no points"
+		return v
+	}
+	switch {
+	case d.Share < cs[0].Share:
+		v.Between = fmt.Sprintf("below the smallest cap's share (%s, %.0f %%): not measured", cs[0].Config, cs[0].Share*100)
+		return v
+	case d.Share >= cs[len(cs)-1].Share:
+		l := cs[len(cs)-1]
+		v.Frontier, v.Lo, v.Hi = l.P99, l.Config, l.Config
+		v.Between = fmt.Sprintf("at or above the largest cap's share (%s, %.0f %%)", l.Config, l.Share*100)
+	default:
+		for i := 1; i < len(cs); i++ {
+			lo, hi := cs[i-1], cs[i]
+			if d.Share > hi.Share {
+				continue
+			}
+			f := 0.0
+			if hi.Share > lo.Share {
+				f = (d.Share - lo.Share) / (hi.Share - lo.Share)
+			}
+			v.Frontier, v.Lo, v.Hi = lo.P99+f*(hi.P99-lo.P99), lo.Config, hi.Config
+			v.Between = fmt.Sprintf("between %s (%.0f %%) and %s (%.0f %%)", lo.Config, lo.Share*100, hi.Config, hi.Share*100)
+			break
+		}
+	}
+	v.Defined = true
+	v.Beyond = d.P99 < v.Frontier
+	return v
+}
+
+// HostSummary is the host report's content.
+type HostSummary struct {
+	UnloadedP99us  float64   `json:"unloaded_p99_us"`
+	IdleWebP50us   Spread    `json:"idle_web_p50_us"`
+	IdleWebP99us   Spread    `json:"idle_web_p99_us"`
+	IdleWebP999us  Spread    `json:"idle_web_p99_9_us"`
+	IdleLightP99us Spread    `json:"idle_light_p99_us"`
+	IdleColdMs     []Spread  `json:"idle_cold_ms"`
+	Rows           []HostRow `json:"rows"`
+	// Frontiers are web and light, when the run had ddiskqos and caps.
+	Frontiers []FrontierVerdict `json:"frontiers,omitempty"`
+	Bars      []HostBar         `json:"bars"`
+	Missed    int               `json:"bars_missed"`
+	// NotQuiet says why the host was not quiet (empty: it was).
+	NotQuiet []string `json:"not_quiet,omitempty"`
+}
+
+// SummarizeHost computes the host report from the cells.
+func SummarizeHost(r *HostResult) HostSummary {
+	s := HostSummary{UnloadedP99us: r.Unloaded.P99}
+	idle, noqos := map[int]HostCell{}, map[int]HostCell{}
+	var ip50, ip99, ip999, il99 []float64
+	icold := make([][]float64, len(ColdSizes))
+	for _, c := range r.Cells {
+		switch c.Config {
+		case Idle:
+			idle[c.Trial] = c
+			ip50, ip99, ip999, il99 = append(ip50, c.Web.P50), append(ip99, c.Web.P99), append(ip999, c.Web.P999), append(il99, c.Light.P99)
+			for i := range ColdSizes {
+				if i < len(c.Cold) && len(c.Cold[i]) > 0 {
+					icold[i] = append(icold[i], median(c.Cold[i]))
+				}
+			}
+		case Original:
+			noqos[c.Trial] = c
+		}
+	}
+	s.IdleWebP50us, s.IdleWebP99us, s.IdleWebP999us, s.IdleLightP99us = spread(ip50), spread(ip99), spread(ip999), spread(il99)
+	for i := range ColdSizes {
+		s.IdleColdMs = append(s.IdleColdMs, spread(icold[i]))
+	}
+	if why := LoadTooHigh(r.LoadStart, r.Plan.MaxLoad); why != "" {
+		s.NotQuiet = append(s.NotQuiet, why)
+	}
+	if s.IdleWebP99us.N > 0 && s.IdleWebP99us.Median > r.Plan.QuietFactor*r.Unloaded.P99 {
+		s.NotQuiet = append(s.NotQuiet, fmt.Sprintf("idle web p99 %.0f µs, above %g× the unloaded device's p99 %.0f µs measured at the start",
+			s.IdleWebP99us.Median, r.Plan.QuietFactor, r.Unloaded.P99))
+	}
+
+	for _, cfg := range r.Plan.Configs {
+		if cfg == Idle {
+			continue
+		}
+		row := HostRow{Config: cfg}
+		var p50, p99, p999, l99, l999, dur, aft, w99, lt99, mibs, caps []float64
+		cold := make([][]float64, len(ColdSizes))
+		for _, c := range r.Cells {
+			if c.Config != cfg {
+				continue
+			}
+			if id, ok := idle[c.Trial]; ok {
+				p50 = append(p50, ratio(c.Web.P50, id.Web.P50))
+				p99 = append(p99, ratio(c.Web.P99, id.Web.P99))
+				p999 = append(p999, ratio(c.Web.P999, id.Web.P999))
+				l99 = append(l99, ratio(c.Light.P99, id.Light.P99))
+				l999 = append(l999, ratio(c.Light.P999, id.Light.P999))
+				for i := range ColdSizes {
+					if i < len(c.Cold) && len(c.Cold[i]) > 0 && i < len(id.Cold) && len(id.Cold[i]) > 0 {
+						cold[i] = append(cold[i], ratio(median(c.Cold[i]), median(id.Cold[i])))
+					}
+				}
+			}
+			w99, lt99 = append(w99, c.Web.P99), append(lt99, c.Light.P99)
+			if c.Streamer != nil {
+				mibs = append(mibs, c.Streamer.During.Cgroup/(1<<20))
+				if c.Streamer.Cap > 0 {
+					caps = append(caps, float64(c.Streamer.Cap)/(1<<20))
+				}
+				if o, ok := noqos[c.Trial]; ok && o.Streamer != nil {
+					dur = append(dur, ratio(c.Streamer.During.Cgroup, o.Streamer.During.Cgroup))
+					aft = append(aft, ratio(c.Streamer.AfterRest.Cgroup, o.Streamer.AfterRest.Cgroup))
+				}
+			}
+		}
+		row.WebP50, row.WebP99, row.WebP999, row.LightP99, row.LightP999 = spread(p50), spread(p99), spread(p999), spread(l99), spread(l999)
+		for i := range ColdSizes {
+			row.Cold = append(row.Cold, spread(cold[i]))
+		}
+		row.During, row.After = spread(dur), spread(aft)
+		row.WebP99us, row.LightP99us, row.DuringMiBs, row.CapMiBs = spread(w99).Median, spread(lt99).Median, spread(mibs).Median, spread(caps).Median
+		if math.IsNaN(row.CapMiBs) {
+			row.CapMiBs = 0
+		}
+		s.Rows = append(s.Rows, row)
+	}
+
+	rowOf := func(c Config) (HostRow, bool) {
+		for _, x := range s.Rows {
+			if x.Config == c {
+				return x, true
+			}
+		}
+		return HostRow{}, false
+	}
+	add := func(b HostBar, v Spread) {
+		b.Value, b.Measured = v.Median, v.N > 0
+		b.Met = v.N > 0 && (b.AtLeast && v.Median >= b.Limit || !b.AtLeast && v.Median <= b.Limit)
+		if !b.Met && !b.Goal {
+			s.Missed++
+		}
+		s.Bars = append(s.Bars, b)
+	}
+	if o, ok := rowOf(Original); ok {
+		add(HostBar{What: "contention exists: web p99 ÷ idle", Config: Original, Limit: 10, AtLeast: true, Unit: "x"}, o.WebP99)
+	}
+	d, ok := rowOf(DDiskQoS)
+	if !ok {
+		return s
+	}
+	add(HostBar{What: "web p99 ÷ idle", Config: DDiskQoS, Limit: 3, Unit: "x"}, d.WebP99)
+	add(HostBar{What: "light p99 ÷ idle", Config: DDiskQoS, Limit: 3, Unit: "x"}, d.LightP99)
+	add(HostBar{What: "web p99.9 ÷ idle", Config: DDiskQoS, Limit: 10, Unit: "x"}, d.WebP999)
+	add(HostBar{What: "light p99.9 ÷ idle", Config: DDiskQoS, Limit: 10, Unit: "x"}, d.LightP999)
+	add(HostBar{What: "streamer during ÷ no QoS", Config: DDiskQoS, Limit: 0.10, AtLeast: true, Unit: "%"}, d.During)
+	add(HostBar{What: "streamer from 1 s after ÷ no QoS", Config: DDiskQoS, Limit: 0.90, AtLeast: true, Unit: "%"}, d.After)
+	up, n := 0.0, 0.0
+	for _, c := range r.Cells {
+		if c.Config == DDiskQoS {
+			n++
+			if c.Daemon != nil && c.Daemon.Ticks > 0 && len(c.Daemon.Errors) == 0 {
+				up++
+			}
+		}
+	}
+	add(HostBar{What: "the daemon stays up: cells with it ticking and no error", Config: DDiskQoS, Limit: n, AtLeast: true}, Spread{Median: up, Min: up, Max: up, N: 1})
+
+	var web, light []FrontierPoint
+	for _, x := range s.Rows {
+		if _, ok := x.Config.CapShare(); ok && x.During.N > 0 {
+			web = append(web, FrontierPoint{Config: x.Config, Share: x.During.Median, P99: x.WebP99.Median})
+			light = append(light, FrontierPoint{Config: x.Config, Share: x.During.Median, P99: x.LightP99.Median})
+		}
+	}
+	if len(web) > 0 && d.During.N > 0 {
+		for _, f := range []FrontierVerdict{
+			Frontier("web", FrontierPoint{Config: DDiskQoS, Share: d.During.Median, P99: d.WebP99.Median}, web),
+			Frontier("light", FrontierPoint{Config: DDiskQoS, Share: d.During.Median, P99: d.LightP99.Median}, light),
+		} {
+			s.Frontiers = append(s.Frontiers, f)
+			b := HostBar{What: fmt.Sprintf("beyond the static-cap frontier: %s p99 ÷ idle below the frontier's at the streamer's share", f.Victim),
+				Config: DDiskQoS, Value: f.DDiskQoS.P99, Unit: "x", Measured: f.Defined, Met: f.Beyond, Note: f.Between}
+			if f.Defined {
+				b.Limit = f.Frontier
+			}
+			if !b.Met {
+				s.Missed++
+			}
+			s.Bars = append(s.Bars, b)
+		}
+	}
+	add(HostBar{What: "goal past the bar: streamer during ÷ no QoS", Config: DDiskQoS, Limit: 0.25, AtLeast: true, Unit: "%", Goal: true}, d.During)
+	return s
+}
+
+func fmtUnit(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v):
+		return "—"
+	case unit == "%":
+		return fmt.Sprintf("%.0f %%", v*100)
+	case unit == "x":
+		return fmtX(Spread{Median: v, Min: v, Max: v, N: 1})
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// fmtLimit formats a bar's limit: "3×", "10 %".
+func fmtLimit(v float64, unit string) string {
+	switch unit {
+	case "%":
+		return fmt.Sprintf("%g %%", v*100)
+	case "x":
+		return fmt.Sprintf("%g×", v)
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// WriteHostMarkdown writes the host scenario's report; plot names the SVG
+// beside it ("" for none).
+func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
+	p := r.Plan
+	knob := "blkio.throttle.read_bps_device"
+	if r.Cgroup == "v2" {
+		knob = "io.max rbps"
+	}
+	fmt.Fprintf(w, "# Contention on a host: a streamer that never stops, a web service, eight light tenants\n\n")
+	fmt.Fprintf(w, "Regenerate with `%s` (needs root; see `ddiskqos bench contention --help`).\n\n", r.Command)
+	fmt.Fprintf(w, "Commit `%s`, measured %s (%s to %s UTC) on Linux %s, %d CPUs, cgroup %s, a loop device (%s, direct I/O, ext4) over a file in %s; "+
+		"scheduler `%s` in every cell (the device's default is `%s`). %d trial(s), configurations interleaved within each trial; every cell shows the median over trials and, with more than one, the range.\n\n",
+		cmpOr(r.Commit, "unknown"), r.Start.UTC().Format(time.DateOnly), r.Start.UTC().Format("15:04"), r.End.UTC().Format("15:04"),
+		r.Kernel, r.CPUs, r.Cgroup, r.Device, backingDir(r.Backing), r.Scheduler, r.DefaultScheduler, p.Trials)
+	if r.TestVM {
+		fmt.Fprintf(w, "**Run inside the test VM (qemu, software emulation):** absolute figures are the emulator's; only ratios within this run mean anything.\n\n")
+	}
+	if len(s.NotQuiet) > 0 {
+		fmt.Fprintf(w, "**Not a quiet host — written only because of --allow-busy; do not quote these figures:** %s.\n\n", strings.Join(s.NotQuiet, "; "))
+	} else {
+		fmt.Fprintf(w, "Quiet host: the 1-minute load average was %s at the start (at most %g) and idle's web p99 within %g× the unloaded device's.\n\n", r.LoadStart, p.MaxLoad, p.QuietFactor)
+	}
+	fmt.Fprintf(w, "Load average (1 min) %s at the start, %s at the end; the bench and its workloads ran at nice %d.\n\n", r.LoadStart, r.LoadEnd, r.Nice)
+	fmt.Fprintf(w, "At the start, the web reader alone on the device for %s (the unloaded device): p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs.\n\n",
+		p.Probe, r.Unloaded.P50, r.Unloaded.P99, r.Unloaded.P999)
+	fmt.Fprintf(w, "Each cell: the streamer (%s, in a cgroup of its own) starts first and runs all along; with ddiskqos the daemon is up before it. "+
+		"After %s of warm-up a web-like reader (4 KiB O_DIRECT random reads at %.0f/s) and %d light tenants (4 KiB O_DIRECT random reads at %.0f/s each: health checks, logs), "+
+		"each in a new cgroup, run together for %s; during that phase %d cold read(s) each of a 1 MiB and a 10 MiB file (page cache dropped), each from a new cgroup, "+
+		"are spread over its first 80 %%. The streamer keeps running %s after the victims end. Idle is the same victims with no streamer. "+
+		"Latencies are each request's service time; light tenants' requests are pooled into one distribution. Victims are compared with idle, the streamer "+
+		"(its cgroup's counters, sampled every %s) with no QoS (original), each within its trial; \"from 1 s after\" is 1 s to %s after the victims ended.\n\n",
+		SeqRead.Describe(), p.Warmup, p.WebIOPS, p.Light, p.LightIOPS, p.Victims, p.ColdReads, p.After, p.SampleEvery, p.After)
+	if plot != "" {
+		fmt.Fprintf(w, "![victim p99 ÷ idle against the streamer's share: static caps, no QoS, ddiskqos](%s)\n\n", plot)
+	}
+	fmt.Fprintf(w, "Idle: web p50 %s, p99 %s, p99.9 %s; light p99 %s", fmtAbs(s.IdleWebP50us, "µs"), fmtAbs(s.IdleWebP99us, "µs"), fmtAbs(s.IdleWebP999us, "µs"), fmtAbs(s.IdleLightP99us, "µs"))
+	for i, sz := range ColdSizes {
+		if i < len(s.IdleColdMs) && s.IdleColdMs[i].N > 0 {
+			fmt.Fprintf(w, "; cold %d MiB %.1f ms", sz>>20, s.IdleColdMs[i].Median)
+		}
+	}
+	fmt.Fprintf(w, ".\n\n")
+	fmt.Fprintf(w, "| configuration | web p99 ÷ idle | web p99.9 ÷ idle | light p99 ÷ idle | light p99.9 ÷ idle | cold 1 MiB ÷ idle | cold 10 MiB ÷ idle | streamer during ÷ no QoS | streamer from 1 s after ÷ no QoS | web p99 | light p99 | streamer during | cap |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, row := range s.Rows {
+		cold := [2]string{"—", "—"}
+		for i := range min(2, len(row.Cold)) {
+			cold[i] = fmtX(row.Cold[i])
+		}
+		cp := "—"
+		if row.CapMiBs > 0 {
+			cp = fmt.Sprintf("%.0f MiB/s", row.CapMiBs)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f µs | %.0f µs | %.0f MiB/s | %s |\n",
+			row.Config, fmtX(row.WebP99), fmtX(row.WebP999), fmtX(row.LightP99), fmtX(row.LightP999), cold[0], cold[1],
+			fmtPct(row.During), fmtPct(row.After), row.WebP99us, row.LightP99us, row.DuringMiBs, cp)
+	}
+	fmt.Fprintln(w)
+	if len(s.Frontiers) > 0 {
+		fmt.Fprintf(w, "## ddiskqos against the static-cap frontier\n\n")
+		fmt.Fprintf(w, "Each static cap is a point (streamer share while the victims ran, victim p99 ÷ idle); the frontier between two caps is interpolated linearly. "+
+			"ddiskqos's point lies beyond it when its p99 is lower than the frontier's at its share.\n\n")
+		fmt.Fprintf(w, "| victim | ddiskqos: streamer share | ddiskqos: p99 ÷ idle | frontier there | where | beyond |\n| --- | --- | --- | --- | --- | --- |\n")
+		for _, f := range s.Frontiers {
+			fr := "—"
+			if f.Defined {
+				fr = fmtUnit(f.Frontier, "x")
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", f.Victim, fmtUnit(f.DDiskQoS.Share, "%"), fmtUnit(f.DDiskQoS.P99, "x"), fr, f.Between,
+				map[bool]string{true: "yes", false: "**no**"}[f.Beyond])
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "## The bars (issue 20)\n\n")
+	fmt.Fprintf(w, "Judged on the median over trials; idle is `idle`, no QoS is `original`, both of the same trial. A goal is past the bar: reported, not counted.\n\n")
+	fmt.Fprintf(w, "| configuration | bar | measured | verdict |\n| --- | --- | --- | --- |\n")
+	for _, b := range s.Bars {
+		op := "≤"
+		if b.AtLeast {
+			op = "≥"
+		}
+		lim, val := fmtLimit(b.Limit, b.Unit), fmtUnit(b.Value, b.Unit)
+		if !b.Measured {
+			val = "—"
+		}
+		what := fmt.Sprintf("%s %s %s", b.What, op, lim)
+		if strings.HasPrefix(b.What, "beyond") {
+			lim = fmtUnit(b.Limit, b.Unit)
+			if !b.Measured {
+				lim = "not measured"
+			}
+			what = fmt.Sprintf("%s (frontier %s, %s)", b.What, lim, b.Note)
+		}
+		verdict := "met"
+		switch {
+		case !b.Met && b.Goal:
+			verdict = "goal not reached"
+		case !b.Met:
+			verdict = "**missed**"
+		case b.Goal:
+			verdict = "goal reached"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", b.Config, what, val, verdict)
+	}
+	fmt.Fprintf(w, "\n%d of %d bars missed.\n\n", s.Missed, countBars(s.Bars))
+	fmt.Fprintf(w, "## Configurations\n\n")
+	for _, c := range p.Configs {
+		fmt.Fprintf(w, "- `%s`: %s\n", c, HostDescribe(c, r.Cgroup))
+	}
+	fmt.Fprintf(w, "\nThe static caps write %s on the streamer's cgroup.\n", knob)
+}
+
+func countBars(bs []HostBar) int {
+	n := 0
+	for _, b := range bs {
+		if !b.Goal {
+			n++
+		}
+	}
+	return n
+}
+
+// WriteHostSVG draws the frontier: victim p99 ÷ idle (log scale) against
+// the streamer's share while the victims ran, web and light, with the
+// static caps joined by a line and original and ddiskqos marked.
+func WriteHostSVG(w io.Writer, r *HostResult, s HostSummary) {
+	const left, top, chartW, chartH, gap = 60.0, 40.0, 360.0, 260.0, 70.0
+	width, height := left+2*chartW+gap+30, top+chartH+70
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	ys := func(v float64) float64 { // 0.5× .. 1000×, log
+		v = math.Min(math.Max(v, 0.5), 1000)
+		return top + chartH - (math.Log10(v)-math.Log10(0.5))/(3-math.Log10(0.5))*chartH
+	}
+	for k, victim := range []string{"web", "light"} {
+		x0 := left + float64(k)*(chartW+gap)
+		xs := func(share float64) float64 { return x0 + math.Min(math.Max(share, 0), 1.2)/1.2*chartW }
+		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" font-size="13">%s p99 ÷ idle against the streamer's share (dashed: the bar, 3×)</text>`+"\n", x0, top-12, victim)
+		for _, t := range []float64{1, 3, 10, 100, 1000} {
+			fmt.Fprintf(w, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.0f" y="%.1f" text-anchor="end">%g×</text>`+"\n", x0, x0+chartW, ys(t), ys(t), x0-4, ys(t)+4, t)
+		}
+		for _, t := range []float64{0, 0.25, 0.5, 0.75, 1} {
+			fmt.Fprintf(w, `<text x="%.1f" y="%.0f" text-anchor="middle">%.0f %%</text>`+"\n", xs(t), top+chartH+16, t*100)
+		}
+		fmt.Fprintf(w, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="black" stroke-dasharray="4 3"/>`+"\n", x0, x0+chartW, ys(3), ys(3))
+		var caps []FrontierPoint
+		var marks []FrontierPoint
+		for _, row := range s.Rows {
+			v := row.WebP99
+			if victim == "light" {
+				v = row.LightP99
+			}
+			if v.N == 0 || row.During.N == 0 {
+				continue
+			}
+			pt := FrontierPoint{Config: row.Config, Share: row.During.Median, P99: v.Median}
+			if _, ok := row.Config.CapShare(); ok {
+				caps = append(caps, pt)
+			} else {
+				marks = append(marks, pt)
+			}
+		}
+		slices.SortFunc(caps, func(a, b FrontierPoint) int { return int(math.Copysign(1, a.Share-b.Share)) })
+		var path []string
+		for _, c := range caps {
+			path = append(path, fmt.Sprintf("%.1f,%.1f", xs(c.Share), ys(c.P99)))
+			fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="#7f7f7f"><title>%s: %.0f %%, %.3g×</title></circle><text x="%.1f" y="%.1f">%s</text>`+"\n",
+				xs(c.Share), ys(c.P99), c.Config, c.Share*100, c.P99, xs(c.Share)+4, ys(c.P99)-4, c.Config)
+		}
+		if len(path) > 1 {
+			fmt.Fprintf(w, `<polyline points="%s" fill="none" stroke="#7f7f7f"/>`+"\n", strings.Join(path, " "))
+		}
+		for _, m := range marks {
+			fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="5" fill="%s"><title>%s: %.0f %%, %.3g×</title></circle><text x="%.1f" y="%.1f">%s</text>`+"\n",
+				xs(m.Share), ys(m.P99), configColors[m.Config], m.Config, m.Share*100, m.P99, xs(m.Share)+6, ys(m.P99)+12, m.Config)
+		}
+	}
+	fmt.Fprintln(w, "</svg>")
+}
