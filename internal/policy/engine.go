@@ -38,10 +38,10 @@ type state struct {
 	enteredAt    time.Time // zero: not known yet (restored without it)
 	// usage is ModeRecent's count: bytes decayed with the time constant
 	// Window, as of seenAt (zero: no observation yet, nothing to decay).
-	usage  float64
-	seenAt time.Time
-	labels       labelCache
-	forgotten    bool // dropped by Forget: Handles to it are stale
+	usage     float64
+	seenAt    time.Time
+	labels    labelCache
+	forgotten bool // dropped by Forget: Handles to it are stale
 }
 
 // Handle refers to one workload's state in an Engine, so a caller that

@@ -30,7 +30,7 @@ func TestRecentServiceStaysAboveStreamer(t *testing.T) {
 		svcWorst, strBest = Level1, Level4
 		for i := range int(10 * time.Minute / tick) {
 			now := t0.Add(time.Duration(i) * tick)
-			s := e.Observe(now, "web", 40_000, nil)       // 400 KB/s
+			s := e.Observe(now, "web", 40_000, nil)        // 400 KB/s
 			st := e.Observe(now, "bulk", 100_000_000, nil) // 1 GB/s
 			svcWorst, svcEnd = max(svcWorst, s.Level), s.Level
 			if now.Sub(t0) >= time.Second {
