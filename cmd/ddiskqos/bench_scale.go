@@ -52,7 +52,7 @@ Ctrl-C. Needs root.`,
 		f.BoolVar(&o.json, "json", "print the result as JSON")
 		f.StringVar(&o.out, "out", "", "FILE", "also write the JSON result to FILE", cli.Files)
 		f.StringVar(&o.cpuprofile, "cpuprofile", "", "FILE", "write a pprof CPU profile of the steady window", cli.Files)
-		f.StringVar(&o.memprofile, "memprofile", "", "FILE", "write a pprof heap profile at the end of the window", cli.Files)
+		f.StringVar(&o.memprofile, "memprofile", "", "FILE", "write a pprof heap profile at the end of the window (and one at its start to FILE.start: the window's allocations are pprof -base FILE.start FILE)", cli.Files)
 	},
 }
 
@@ -99,6 +99,13 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 		}
 		defer f.Close()
 		c.HeapProfile = f
+		fs, err := os.Create(memprof + ".start")
+		if err != nil {
+			fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)
+			return 1
+		}
+		defer fs.Close()
+		c.HeapProfileStart = fs
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -144,8 +151,8 @@ func printScale(w io.Writer, r scale.Result) {
 		r.Bar.CPUPerTickMS, ok(r.Bar.CPUOK))
 	fmt.Fprintf(&b, "wall per tick    %8.2f ms mean  %8.2f p50  %8.2f p95  %8.2f max\n",
 		r.WallPerTickMS.Mean, r.WallPerTickMS.P50, r.WallPerTickMS.P95, r.WallPerTickMS.Max)
-	fmt.Fprintf(&b, "reads per tick   %8.0f    allocations per tick %.0f (%.0f KiB)    ticks %d\n",
-		r.ReadsPerTick, r.AllocsPerTick, r.AllocKBPerTick, r.Ticks)
+	fmt.Fprintf(&b, "reads per tick   %8.0f    read calls per tick %.0f    allocations per tick %.0f (%.0f KiB)    ticks %d\n",
+		r.ReadsPerTick, r.ReadCallsPerTick, r.AllocsPerTick, r.AllocKBPerTick, r.Ticks)
 	fmt.Fprintf(&b, "rss              %8.1f MiB (peak %.1f, heap %.1f)  bar %.0f MiB: %s    open fds %d (limit %d/%d)\n",
 		r.RSSMiB, r.RSSPeakMiB, r.HeapMiB, r.Bar.RSSMiB, ok(r.Bar.RSSOK), r.OpenFDs, r.NoFile.Soft, r.NoFile.Hard)
 	fmt.Fprintf(&b, "first full scan  %8.0f ms wall, %.0f ms CPU, %d ticks (longest %.1f ms)\n",
