@@ -359,7 +359,7 @@ func (c *Cgroup) read(ios bool) (IOStat, error) {
 	if !same {
 		c.last = append(c.last[:0], data...)
 	}
-	data = c.last // bp is reused below
+	data = c.last       // bp is reused below
 	c.validDevs = false // until this read has parsed everything
 	switch c.h.Version {
 	case 2:

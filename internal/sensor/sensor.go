@@ -112,9 +112,9 @@ type Counters struct {
 	// Pressure is the last io.pressure reading, nil before one (v2 only).
 	Pressure *snapshot.Pressure
 
-	charge   bool // charge the first reading from zero (new since start)
-	seen     bool // the counters have a baseline
-	last     []cgroupfs.DeviceIO
+	charge bool // charge the first reading from zero (new since start)
+	seen   bool // the counters have a baseline
+	last   []cgroupfs.DeviceIO
 	// lastIO is the reading the I/O counts were last taken at, while
 	// later readings had stale counts (ioLag > 0); else it is last.
 	lastIO   []cgroupfs.DeviceIO
