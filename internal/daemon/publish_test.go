@@ -156,8 +156,10 @@ func TestPublishSharesUnchangedApplied(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	d, err := New(Options{
 		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
-		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return appliedActuator{limits: limits}, nil },
-		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
+		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) {
+			return appliedActuator{limits: limits}, nil
+		},
+		Interval: time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
 	})
 	if err != nil {
 		t.Fatal(err)
