@@ -119,6 +119,10 @@ type Options struct {
 	NoFile uint64
 	// Health configures the storage-health sensors (health.go).
 	Health HealthOptions
+	// Activity, when set, says which cgroups did I/O (an eBPF sensor's
+	// maps): a quiet workload it saw is read at the next tick
+	// (sensor.Activity). nil: polling alone.
+	Activity sensor.Activity
 }
 
 // DefaultQuietTicks is the default of Options.QuietMax in intervals.
@@ -291,7 +295,7 @@ func New(opts Options) (*Daemon, error) {
 			"originals", len(st.Originals), "workloads", len(st.Workloads), "written", st.Written)
 	}
 	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
-		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval)}
+		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval), Activity: opts.Activity}
 	if err := d.initHealth(); err != nil {
 		d.closeHealth() // no Apply yet: no throttle loop runs
 		return nil, err
@@ -492,7 +496,7 @@ func (d *Daemon) step() {
 			continue
 		}
 		id := t.w.ID
-		if t.c.Due(d.tick) {
+		if d.sen.Due(t.c, t.ino, d.tick) {
 			read++
 			if !d.sense(start, dt, id, t) {
 				continue

@@ -28,6 +28,9 @@ type Sensor struct {
 	Stacked map[cgroupfs.Dev][]cgroupfs.Dev
 	// MaxPeriod is the longest polling period in ticks (a power of two).
 	MaxPeriod uint32
+	// Activity, when set, makes a quiet workload it saw do I/O due at
+	// once (see Activity and Due).
+	Activity Activity
 
 	deltas []devDelta    // Take's scratch
 	dev    []DeviceBytes // indexed like Devices
@@ -44,6 +47,9 @@ type DeviceBytes struct {
 // BeginTick starts a tick: its device bytes are zero until readings are
 // taken. Call it before the tick's first Take.
 func (s *Sensor) BeginTick() {
+	if s.Activity != nil {
+		s.Activity.BeginTick()
+	}
 	if len(s.dev) != len(s.Devices) {
 		s.dev = make([]DeviceBytes, len(s.Devices))
 	}
