@@ -10,9 +10,13 @@ const StatusColumns = `Columns:
   LEVEL          1 (best served) .. 4; "pinned" when a label fixes it,
                  "exempt" when QoS leaves it alone, "!label" when its label
                  is wrong (see the notes below the table)
-  WEIGHT         the I/O weight (10..1000) its level maps to; on disks that
-                 only take limits (throttle mechanism): the limit in force
-                 now, or "unlimited"
+  ACTION         what ddiskqos does to it now on the disks it used (its
+                 own counters show I/O there): "cap 64MiB/s" (a throttle
+                 limit in force; r.../w... when read and write differ),
+                 "weight 500" (its share of the disk, 10..1000), "no cap"
+                 (throttle, nothing in force now); one or two disks named,
+                 more counted; "no I/O yet" when it used none (what is set
+                 on a disk it never touched does nothing to it), "-" exempt
   IN-LEVEL       bytes moved since it entered its level / the level's
                  allowance ("-": no allowance, the last level)
   READ/s WRITE/s over the last tick

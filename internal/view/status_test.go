@@ -143,3 +143,24 @@ func TestStatusEscapesEveryColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusCapped is what a new user met (issue 19): the status line of a
+// container capped on its own disk shows that cap, not the weight of a
+// disk it never touched; one that did no I/O says so.
+func TestStatusCapped(t *testing.T) {
+	t.Parallel()
+	out := statusText(viewtest.Capped(), viewtest.T0.Add(time.Second), "name", "", "")
+	golden(t, "status/capped.golden", out)
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "app "):
+			if !strings.Contains(l, "vda cap 64MiB/s") || strings.Contains(l, "weight 100") {
+				t.Errorf("app's line %q: want its cap on vda, not the weight of nvme0n1", l)
+			}
+		case strings.HasPrefix(l, "idle "):
+			if !strings.Contains(l, "no I/O yet") {
+				t.Errorf("idle's line %q: want no I/O yet", l)
+			}
+		}
+	}
+}

@@ -188,13 +188,14 @@ var topColumns = []column[*snapshot.Workload]{
 	{head: "LEVEL", min: 6, cell: level},
 	{head: "READ/s", min: 7, right: true, cell: func(w *snapshot.Workload) string { return rateText(w.ReadBps) }},
 	{head: "WRITE/s", min: 7, right: true, cell: func(w *snapshot.Workload) string { return rateText(w.WriteBps) }},
-	{head: "WEIGHT/CAP", min: 6, drop: 2, cell: weight},
+	{head: "ACTION", min: 6, drop: 2, cell: actions},
 	{head: "IN-LEVEL", min: 8, drop: 3, cell: inLevel},
+	// Per-workload latency (issue 19, the eBPF sensor) goes here: a column
+	// (or two, read and write p99) with its drop priority, its cell a
+	// function in workload.go shared with status.
 	{head: "PSI", min: 5, right: true, drop: 4, cell: func(w *snapshot.Workload) string { return pressure(w.Pressure) }},
 	{head: "ID", min: 12, drop: 5, cell: func(w *snapshot.Workload) string { return ShortID(w.ID) }},
-	{head: "MECHANISM", min: 16, drop: 6, edge: true, cell: func(w *snapshot.Workload) string {
-		return mechanisms(w.Applied, !throttleOnly(w))
-	}},
+	{head: "MECHANISM", min: 16, drop: 6, edge: true, cell: func(w *snapshot.Workload) string { return mechanisms(w.Applied) }},
 }
 
 // Render lays the model out on a width × height screen at now. Top to
@@ -243,7 +244,7 @@ func (m *Top) Render(width, height int, now time.Time) []Line {
 		levels += "   errors: " + strings.Join(parts, ", ")
 	}
 	add(Plain, "%s", levels)
-	top = append(top, m.renderDevices()...)
+	top = append(top, m.renderDevices(width)...)
 
 	// The workloads take what the rest leaves, but the changes pane keeps
 	// its heading and up to 6 changes (when 3 workload rows still fit);
@@ -292,7 +293,7 @@ func (m *Top) Render(width, height int, now time.Time) []Line {
 // the capacity the throttle estimates (its caps are shares of it), and
 // how many workloads are capped there now with the lowest cap, so
 // contention shows as "level 1 ... 3 capped".
-func (m *Top) renderDevices() []Line {
+func (m *Top) renderDevices(width int) []Line {
 	s := m.snap
 	if len(s.Devices) == 0 {
 		return []Line{{}, {Text: "no devices", Style: Dim}}
@@ -320,7 +321,7 @@ func (m *Top) renderDevices() []Line {
 			}
 		}
 	}
-	rows := [][]string{{"DEVICE", "DEV", "MECHANISM", "SCHEDULER", "ACTIVE", "READ/s", "WRITE/s", "CAPACITY", "CAPS"}}
+	var rows [][]string
 	devs := slices.Clone(s.Devices)
 	slices.SortFunc(devs, func(a, b snapshot.Device) int { return strings.Compare(a.Name, b.Name) })
 	for _, d := range devs {
@@ -333,7 +334,7 @@ func (m *Top) renderDevices() []Line {
 			capText = "none in force"
 		}
 		if c := capped[d.Name]; c != nil {
-			capText = fmt.Sprintf("%d capped, lowest %s/s", c.n, Bytes(c.lowest))
+			capText = fmt.Sprintf("%d capped, min %s/s", c.n, Bytes(c.lowest))
 		}
 		capacity := "-"
 		if d.CapacityBps > 0 {
@@ -345,16 +346,30 @@ func (m *Top) renderDevices() []Line {
 		rows = append(rows, []string{Cell(d.Name), OrDash(d.Dev), OrDash(d.Mechanism), OrDash(d.Scheduler), active,
 			rateText(d.ReadBps), rateText(d.WriteBps), capacity, capText})
 	}
-	out := []Line{{}}
-	for i, r := range align(rows, []bool{5: true, 6: true, 7: false}) {
-		st := Plain
-		if i == 0 {
-			st = Heading
-		}
-		out = append(out, Line{Text: r, Style: st})
+	cols, widths := fit(deviceColumns, rows, width)
+	out := []Line{{}, {Text: row(cols, widths, heads(cols)), Style: Heading}}
+	cs := make([]string, 0, len(cols))
+	for _, r := range rows {
+		out = append(out, Line{Text: row(cols, widths, cells(cols, r, cs))})
 	}
 	return out
 }
+
+// deviceColumns are the columns of top's devices table, cells by index;
+// on a narrow screen the device's number, its scheduler and the capacity
+// go first, then its rates: what ddiskqos does there (MECHANISM, CAPS)
+// and why (ACTIVE, the best level doing I/O) stay.
+var deviceColumns = func() []column[[]string] {
+	cols := []column[[]string]{
+		{head: "DEVICE"}, {head: "DEV", drop: 6}, {head: "MECHANISM"}, {head: "SCHEDULER", drop: 5}, {head: "ACTIVE"},
+		{head: "READ/s", right: true, drop: 3}, {head: "WRITE/s", right: true, drop: 2}, {head: "CAPACITY", drop: 4},
+		{head: "CAPS"},
+	}
+	for i := range cols {
+		cols[i].cell = func(r []string) string { return r[i] }
+	}
+	return cols
+}()
 
 // renderChanges is the changes pane: its heading, then one line per
 // change, newest first.

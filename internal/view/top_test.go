@@ -129,8 +129,8 @@ func TestTopSortKeys(t *testing.T) {
 }
 
 // The columns follow the width: all at 140, the least needed dropped
-// first as it shrinks; no line is ever wider than the screen; the title
-// bar spans it.
+// first as it shrinks, what ddiskqos does (ACTION) kept at 80; no line is
+// ever wider than the screen; the title bar spans it.
 func TestTopWidth(t *testing.T) {
 	t.Parallel()
 	m := newTopT(viewtest.Fixture())
@@ -138,13 +138,13 @@ func TestTopWidth(t *testing.T) {
 		width      int
 		want, gone []string
 	}{
-		{140, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "WEIGHT/CAP", "IN-LEVEL", "PSI", "ID", "MECHANISM"}, nil},
-		{100, []string{"ID", "MECHANISM"}, nil},
-		{90, []string{"NAME", "WEIGHT/CAP", "IN-LEVEL", "PSI", "ID"}, []string{"MECHANISM"}},
-		{80, []string{"NAME", "WEIGHT/CAP", "IN-LEVEL", "PSI"}, []string{"MECHANISM", "ID"}},
-		{60, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "WEIGHT/CAP"}, []string{"IN-LEVEL", "PSI", "ID", "MECHANISM"}},
-		{40, []string{"NAME", "LEVEL", "READ/s", "WRITE/s"}, []string{"WEIGHT/CAP"}},
-		{30, []string{"NAME", "LEVEL"}, []string{"WEIGHT/CAP"}}, // cut at the edge
+		{140, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "ACTION", "IN-LEVEL", "PSI", "ID", "MECHANISM"}, nil},
+		{100, []string{"ACTION", "IN-LEVEL", "PSI"}, []string{"ID", "MECHANISM"}},
+		{90, []string{"NAME", "ACTION", "IN-LEVEL", "PSI"}, []string{"MECHANISM", "ID"}},
+		{80, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "ACTION"}, []string{"IN-LEVEL", "PSI", "ID", "MECHANISM"}},
+		{60, []string{"NAME", "LEVEL", "READ/s", "WRITE/s"}, []string{"ACTION", "IN-LEVEL", "PSI", "ID", "MECHANISM"}},
+		{40, []string{"NAME", "LEVEL", "READ/s", "WRITE/s"}, []string{"ACTION"}},
+		{30, []string{"NAME", "LEVEL"}, []string{"ACTION"}}, // cut at the edge
 	}
 	for _, tt := range tests {
 		lines := m.Render(tt.width, 40, viewtest.T0)
@@ -257,4 +257,50 @@ func TestTopGolden(t *testing.T) {
 	}))
 	got := topText(m.Render(120, 30, s1.At.Add(1500*time.Millisecond)))
 	golden(t, "top/120x30.golden", got)
+}
+
+// TestTopGolden80 is the whole screen at 80×30, the classic terminal: the
+// least needed columns of both tables gone, what ddiskqos does to each
+// workload (ACTION) and the caps on each device (CAPS) still there.
+func TestTopGolden80(t *testing.T) {
+	t.Parallel()
+	s1 := viewtest.Fixture()
+	s1.Devices[0].CapacityBps, s1.Devices[0].CapacityIOPS = 200<<20, 1500 // sda, throttled
+	got := topText(newTopT(s1).Render(80, 30, s1.At.Add(time.Second)))
+	golden(t, "top/80x30.golden", got)
+	for _, want := range []string{"CAPS", "2 capped, min 10MiB/s", "ACTION", "loop3 weight 10, sda cap 10MiB/s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("80 columns: no %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestTopCapped is what a new user met (issue 19): at 80 columns the
+// capped container shows its cap on its own disk, not the weight on a
+// disk it never touched, and the disk shows the cap in force.
+func TestTopCapped(t *testing.T) {
+	t.Parallel()
+	s := viewtest.Capped()
+	got := topText(newTopT(s).Render(80, 24, s.At.Add(time.Second)))
+	golden(t, "top/capped-80x24.golden", got)
+	app := rowOf(got, "app ")
+	if !strings.Contains(app, "vda cap 64MiB/s") || strings.Contains(app, "weight 100") {
+		t.Errorf("app's row %q: want its cap on vda, no weight of an untouched disk", app)
+	}
+	if idle := rowOf(got, "idle "); !strings.Contains(idle, "no I/O yet") {
+		t.Errorf("idle's row %q: want no I/O yet", idle)
+	}
+	if vda := rowOf(got, "vda "); !strings.Contains(vda, "1 capped, min 64MiB/s") {
+		t.Errorf("vda's row %q: want its cap", vda)
+	}
+}
+
+// rowOf is the first line of out that starts with prefix.
+func rowOf(out, prefix string) string {
+	for l := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }

@@ -28,39 +28,60 @@ func level(w *snapshot.Workload) string {
 	return s
 }
 
-// throttleOnly: every disk of w takes only limits, no weights.
-func throttleOnly(w *snapshot.Workload) bool {
-	for _, a := range w.Applied {
-		if a.Mechanism != "throttle" {
-			return false
-		}
+// action is what ddiskqos does to a workload on one device: "cap
+// 64MiB/s" (a throttle limit in force now, as limit shows it), "weight
+// 500" (its share of the disk), or "no cap" (the throttle, nothing in
+// force now); "!" marks a failure to apply (the notes say which).
+func action(a snapshot.Applied) string {
+	var s string
+	switch l := limit(a); {
+	case l != "":
+		s = "cap " + l
+	case a.Weight > 0:
+		s = "weight " + strconv.Itoa(a.Weight)
+	default:
+		s = "no cap"
 	}
-	return len(w.Applied) > 0
+	if a.Error != "" {
+		s += "!"
+	}
+	return s
 }
 
-// weight is the weight, or for a workload every disk of which takes only
-// limits, the limit in force.
-func weight(w *snapshot.Workload) string {
-	if w.Exempt {
+// actions is the ACTION cell: what ddiskqos does to w on the disks w used
+// (its own counters show I/O there), not on disks it never touched: one
+// disk named ("sda cap 64MiB/s"), two listed, more counted when the
+// action is the same on each ("weight 500 on 3 disks"); "-" for an
+// exempt workload or one with nothing applied, "no I/O yet" when it used
+// none of the disks.
+func actions(w *snapshot.Workload) string {
+	if w.Exempt || len(w.Applied) == 0 {
 		return "-"
 	}
-	if !throttleOnly(w) {
-		return strconv.Itoa(w.Weight)
-	}
-	var limits []string
+	var used []snapshot.Applied
 	for _, a := range w.Applied {
-		l := limit(a)
-		if l == "" {
-			l = "unlimited"
-		}
-		if !slices.Contains(limits, l) {
-			limits = append(limits, l)
+		if a.Used {
+			used = append(used, a)
 		}
 	}
-	if len(limits) > 1 {
-		return "mixed (--json)"
+	slices.SortFunc(used, func(a, b snapshot.Applied) int { return strings.Compare(a.Device, b.Device) })
+	switch {
+	case len(used) == 0:
+		return "no I/O yet"
+	case len(used) <= 2:
+		parts := make([]string, len(used))
+		for i, a := range used {
+			parts[i] = Cell(a.Device) + " " + action(a)
+		}
+		return strings.Join(parts, ", ")
 	}
-	return limits[0]
+	first := action(used[0])
+	for _, a := range used[1:] {
+		if action(a) != first {
+			return fmt.Sprintf("mixed on %d disks (--json)", len(used))
+		}
+	}
+	return fmt.Sprintf("%s on %d disks", first, len(used))
 }
 
 // limit is the throttle limit in force on one device, "" when none:
@@ -101,10 +122,9 @@ func pressure(p *snapshot.Pressure) string {
 	return strconv.FormatFloat(p.SomeAvg10, 'f', 1, 64) + "%"
 }
 
-// mechanisms is "dev:mechanism" per disk, with the limit in force on a
-// throttled disk when the WEIGHT column shows a weight; past three disks,
-// the mechanisms with their disk counts.
-func mechanisms(applied []snapshot.Applied, weightShown bool) string {
+// mechanisms is "dev:mechanism" per disk (what ACTION shows is done
+// through them); past three disks, the mechanisms with their disk counts.
+func mechanisms(applied []snapshot.Applied) string {
 	if len(applied) == 0 {
 		return "-"
 	}
@@ -119,11 +139,7 @@ func mechanisms(applied []snapshot.Applied, weightShown bool) string {
 	var parts []string
 	if len(as) <= 3 {
 		for _, a := range as {
-			p := Cell(a.Device) + ":" + Cell(a.Mechanism)
-			if l := limit(a); l != "" && weightShown {
-				p += "(" + l + ")"
-			}
-			parts = append(parts, p+mark(a))
+			parts = append(parts, Cell(a.Device)+":"+Cell(a.Mechanism)+mark(a))
 		}
 		return strings.Join(parts, " ")
 	}

@@ -21,7 +21,7 @@ var T0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // level without allowance, a name that sorts differently from its rate.
 func Fixture() *snapshot.Snapshot {
 	bfq := func(w int) snapshot.Applied {
-		return snapshot.Applied{Device: "loop3", Dev: "7:3", Mechanism: "bfq-weight", Weight: w}
+		return snapshot.Applied{Device: "loop3", Dev: "7:3", Mechanism: "bfq-weight", Weight: w, Used: true}
 	}
 	return &snapshot.Snapshot{
 		At: T0, Tick: 1234, Interval: time.Second, TickDuration: 3210 * time.Microsecond,
@@ -31,7 +31,7 @@ func Fixture() *snapshot.Snapshot {
 				ID: "0a1b2c3d4e5f67890a1b2c3d4e5f67890a1b2c3d4e5f67890a1b2c3d4e5f6789", Name: "backup",
 				Level: 4, BytesInLevel: 3 << 30, Weight: 10,
 				ReadBps: 180 << 20, WriteBps: 2 << 20,
-				Applied:  []snapshot.Applied{bfq(10), {Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 10 << 20, WriteBps: 10 << 20, Throttled: true}},
+				Applied:  []snapshot.Applied{bfq(10), {Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 10 << 20, WriteBps: 10 << 20, Throttled: true, Used: true}},
 				Pressure: &snapshot.Pressure{SomeAvg10: 42.5, FullAvg10: 30.1},
 			},
 			{
@@ -45,14 +45,14 @@ func Fixture() *snapshot.Snapshot {
 				ID: "2222222222223333333333334444444444445555555555556666666666667777", Name: "etl",
 				Level: 3, BytesInLevel: 700 << 20, Allowance: 2 << 30, Weight: 100,
 				ReadBps: 20 << 20, WriteBps: 40 << 20, LabelError: `ddiskqos.level "fast": want 1..4 or exempt`,
-				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", WriteBps: 20 << 20, Throttled: true, Error: "write io.max: device or resource busy"}},
+				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", WriteBps: 20 << 20, Throttled: true, Error: "write io.max: device or resource busy", Used: true}},
 			},
 			{ID: "3333333333334444444444445555555555556666666666667777777777778888", Name: "ssh", Exempt: true},
 			{
 				ID: "4444444444445555555555556666666666667777777777778888888888889999", Name: "web-1",
 				Level: 2, BytesInLevel: 900, Allowance: 64 << 20, Weight: 500, ReadBps: 512,
 				Applied: []snapshot.Applied{
-					{Device: "sda", Dev: "8:0", Mechanism: "throttle"},
+					{Device: "sda", Dev: "8:0", Mechanism: "throttle", Used: true},
 					{Device: "nvme0n1", Dev: "259:0", Mechanism: "iocost-weight", Weight: 500},
 					bfq(500),
 					{Device: "loop4", Dev: "7:4", Mechanism: "bfq-weight", Weight: 500},
@@ -68,6 +68,39 @@ func Fixture() *snapshot.Snapshot {
 		Errors:       []snapshot.ErrorCount{{Cause: "sense", Count: 1}, {Cause: "actuate", Count: 3}},
 		HostPressure: &snapshot.Pressure{SomeAvg10: 12.34, FullAvg10: 5.5},
 		Health:       healthFixture(),
+	}
+}
+
+// Capped is what a new user met (issue 19): a container ("app") reading
+// from its own disk (vda, throttle) at level 3, capped there at 64 MiB/s
+// because a better level ("web") reads there too, with a weight of 100 on
+// a disk it never touched (nvme0n1); a container ("idle") that did no I/O
+// at all; vda's capacity measured.
+func Capped() *snapshot.Snapshot {
+	untouched := func(w int) snapshot.Applied {
+		return snapshot.Applied{Device: "nvme0n1", Dev: "259:0", Mechanism: "iocost-weight", Weight: w}
+	}
+	return &snapshot.Snapshot{
+		At: T0, Tick: 77, Interval: time.Second, TickDuration: 900 * time.Microsecond,
+		Source: "docker", Actuator: "cgroup", CgroupMode: "v1",
+		Workloads: []*snapshot.Workload{
+			{ID: "a1a1a1a1a1a1b2b2b2b2b2b2c3c3c3c3c3c3d4d4d4d4d4d4e5e5e5e5e5e5f6f6", Name: "app", Level: 3, Weight: 100,
+				BytesInLevel: 900 << 20, Allowance: 2 << 30, ReadBps: 64 << 20,
+				Applied: []snapshot.Applied{untouched(100),
+					{Device: "vda", Dev: "254:0", Mechanism: "throttle", ReadBps: 64 << 20, WriteBps: 64 << 20, Throttled: true, Used: true}}},
+			{ID: "0f0f0f0f0f0f1e1e1e1e1e1e2d2d2d2d2d2d3c3c3c3c3c3c4b4b4b4b4b4b5a5a", Name: "idle", Level: 1, Weight: 1000,
+				Allowance: 8 << 20,
+				Applied:   []snapshot.Applied{untouched(1000), {Device: "vda", Dev: "254:0", Mechanism: "throttle"}}},
+			{ID: "9e9e9e9e9e9e8d8d8d8d8d8d7c7c7c7c7c7c6b6b6b6b6b6b5a5a5a5a5a5a4949", Name: "web", Level: 1, Weight: 1000,
+				BytesInLevel: 3 << 20, Allowance: 8 << 20, ReadBps: 400 << 10,
+				Applied: []snapshot.Applied{untouched(1000), {Device: "vda", Dev: "254:0", Mechanism: "throttle", Used: true}}},
+		},
+		Devices: []snapshot.Device{
+			{Name: "nvme0n1", Dev: "259:0", Scheduler: "none", Mechanism: "iocost-weight", WeightsEffective: true},
+			{Name: "vda", Dev: "254:0", Scheduler: "mq-deadline", Mechanism: "throttle", TopActiveLevel: 1,
+				ReadBps: 64<<20 + 400<<10, CapacityBps: 180 << 20, CapacityIOPS: 2400},
+		},
+		Levels: [5]int{0, 2, 0, 1, 0},
 	}
 }
 
@@ -145,7 +178,7 @@ func HostileFixture() (*snapshot.Snapshot, []string) {
 		w := &snapshot.Workload{ID: h.In + "0123456789abcdef", Name: h.In + "-w", Level: 1 + i%4, Weight: 100,
 			LabelError: "label " + h.In,
 			Applied: []snapshot.Applied{{Device: "dev" + h.In, Dev: "7:" + h.In, Mechanism: "mech" + h.In,
-				Error: "err " + h.In}}}
+				Error: "err " + h.In, Used: true}}}
 		snap.Workloads = append(snap.Workloads, w)
 	}
 	snap.Levels = [5]int{}
