@@ -572,10 +572,13 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	}
 	d.senseDState(t, rd.Delta > 0)
 	// The descriptors of the detail files follow the polling: kept while
-	// the counters move, given back while they stand still.
+	// the counters move, given back once they have stood still long
+	// enough to be polled least often (not at the first still reading:
+	// a paced or capped stream has still ticks, and closing and opening
+	// its file again each time cost more than the file is read).
 	if rd.Busy {
 		d.keepDetail(t)
-	} else if rd.BackedOff {
+	} else if rd.Settled {
 		d.dropDetail(t)
 	}
 	if t.cg.DetailKept() && d.details > d.maxDetails() {

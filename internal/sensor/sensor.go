@@ -168,8 +168,8 @@ type Reading struct {
 	Delta uint64
 	// Busy: the counters moved (or this was the first reading); the
 	// workload is read every tick again. BackedOff: they stood still and
-	// the polling period grew.
-	Busy, BackedOff bool
+	// the polling period grew; Settled: to the longest (MaxPeriod).
+	Busy, BackedOff, Settled bool
 	// PressureDue says whether io.pressure should be read now: when the
 	// counters moved, every PressureEvery-th reading otherwise.
 	PressureDue bool
@@ -290,6 +290,7 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 	} else if c.period < s.MaxPeriod {
 		c.period *= 2
 		rd.BackedOff = true
+		rd.Settled = c.period >= s.MaxPeriod
 	}
 	return rd
 }

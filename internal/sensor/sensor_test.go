@@ -44,7 +44,7 @@ func TestTakeBaselineChargeAndBackoff(t *testing.T) {
 	// Standing still: period 2, 4, 4 (MaxPeriod); Due follows the slot.
 	for i, want := range []uint32{2, 4, 4} {
 		rd := s.Take(old, t0.Add(time.Duration(i+1)*time.Second), 1, stat(1<<20, 1<<20))
-		if rd.Delta != 0 || old.period != want || rd.BackedOff != (i < 2) {
+		if rd.Delta != 0 || old.period != want || rd.BackedOff != (i < 2) || rd.Settled != (i == 1) {
 			t.Fatalf("still reading %d: %+v period %d, want %d", i, rd, old.period, want)
 		}
 	}
