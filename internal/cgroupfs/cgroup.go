@@ -297,7 +297,7 @@ func (c *Cgroup) preadFD(fd int32, bp *[]byte, name string) ([]byte, error) {
 		}
 		// Full: grow and read the whole file again from 0, so the result
 		// is one consistent generation of it.
-		*bp = make([]byte, 2*len(*bp))
+		*bp = make([]byte, max(2*len(*bp), initialBuf))
 	}
 }
 

@@ -284,3 +284,26 @@ func TestReadBytesV1(t *testing.T) {
 	st, err = c.ReadIO()
 	check("ReadIO, bytes as before", st, err, false, DeviceIO{Dev: Dev{7, 0}, RBytes: 8192, RIOs: 2}, DeviceIO{Dev: Dev{8, 0}, WBytes: 512, WIOs: 1})
 }
+
+// TestReadKnobKeepsBufferWhole: a knob read hands its (pooled) buffer back
+// whole, also after an empty file: the counter reads that take the buffer
+// next read into its length, and a zero-length buffer made their grow loop
+// spin (found by the throttle's tests hanging).
+func TestReadKnobKeepsBufferWhole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, body := range []string{"", "8:0 100\n", string(make([]byte, 3*initialBuf))} {
+		p := filepath.Join(dir, "knob")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, initialBuf)
+		data, err := readKnobInto(p, &buf)
+		if err != nil || string(data) != body {
+			t.Fatalf("read %d bytes: got %d, %v", len(body), len(data), err)
+		}
+		if len(buf) != cap(buf) || len(buf) < initialBuf || len(buf) < len(body) {
+			t.Fatalf("after a %d-byte file the buffer is %d long of %d, want whole", len(body), len(buf), cap(buf))
+		}
+	}
+}
