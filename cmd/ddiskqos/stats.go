@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/config"
@@ -170,7 +171,7 @@ func statsTargets(ctx context.Context, r *stats.Reader, args []string, dockerHos
 			continue
 		}
 		if src == nil {
-			cli, err := dockerClient(config.Config{DockerHost: dockerHost})
+			cli, err := app.DockerClient(dockerHost)
 			if err != nil {
 				return nil, fmt.Errorf("container %q: %w", a, err)
 			}

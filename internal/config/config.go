@@ -261,6 +261,20 @@ func (c Config) Policy() policy.Config {
 	return pc
 }
 
+// SetPolicy sets the policy's keys of c (thresholds, weights, boost_after,
+// policy, usage_window) from pc: the inverse of Policy, for a benchmark
+// that runs the daemon with a policy of its own.
+func (c *Config) SetPolicy(pc policy.Config) {
+	c.Thresholds = c.Thresholds[:0:0]
+	for _, a := range pc.Allowances {
+		c.Thresholds = append(c.Thresholds, Size(a))
+	}
+	c.Weights = append([]uint16(nil), pc.Weights[:]...)
+	c.BoostAfter = pc.BoostAfter
+	c.PolicyMode = pc.Mode.String()
+	c.UsageWindow = pc.Window
+}
+
 // clone returns c with its slices copied, so the result and c can be
 // changed independently.
 func (c Config) clone() Config {

@@ -16,7 +16,7 @@
 // the host's I/O hierarchy (v2: see v2.go); every workload is a process
 // (`ddiskqos workload`) placed in a new child cgroup before it issues any
 // I/O. ddiskqos runs in-process with the cgroup-directory source over that
-// parent, built by wiring as `ddiskqos run` builds it. The neighbour's
+// parent, built by app.Build as `ddiskqos run` builds it. The neighbour's
 // throughput is read from its cgroup's counters every few milliseconds.
 // Everything it creates — processes, cgroups, loop device, scheduler — is
 // removed or restored at the end, also on failure or cancellation.
