@@ -70,10 +70,10 @@ func TestBuildRefuses(t *testing.T) {
 		{"auto without engine", func(c *config.Config, dir string) {
 			c.DockerHost = "unix://" + filepath.Join(dir, "no-docker.sock")
 		}, "--source auto: the Docker engine does not answer"},
-		{"parent missing", func(c *config.Config, string) {
+		{"parent missing", func(c *config.Config, _ string) {
 			c.Source, c.CgroupParent = config.SourceCgroup, "/nosuch"
 		}, "--cgroup-parent /nosuch"},
-		{"no device", func(c *config.Config, string) {
+		{"no device", func(c *config.Config, _ string) {
 			c.Source, c.CgroupParent, c.Devices = config.SourceCgroup, "/lxc.payload", []string{"nvme9n9"}
 		}, "no block device to shape"},
 	} {
