@@ -18,7 +18,6 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
-	"github.com/ddiskqos/ddiskqos/internal/config"
 	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
 )
