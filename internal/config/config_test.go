@@ -294,7 +294,7 @@ func TestLoadStrict(t *testing.T) {
 		{"syntax error", "interval: 1s\n  weights: [\n",
 			[]string{"yaml: line"}},
 		{"all problems at once", "intervall: 1s\nweights: [1000, x, 250, 100]\nlog: {level: loud, colour: red}\n",
-			[]string{":1: intervall: unknown key", `:2: weights[1]="x"`, ":3: log.colour: unknown key"}},
+			[]string{":1: intervall: unknown key", `:2: weights[1]="x"`, `:3: log.level="loud": must be debug, info, warn or error`, ":3: log.colour: unknown key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

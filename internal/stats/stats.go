@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
-	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
 // Target is what to read: a cgroup, and what it is known as.

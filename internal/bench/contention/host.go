@@ -250,7 +250,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		cell.Wall = time.Since(t0).Seconds()
 	}()
 	if c == DDiskQoS {
-		d, err := startDaemon(ctx, b.o.Roots, b.h, b.vol.Name, b.parent)
+		d, err := startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent)
 		if err != nil {
 			return cell, fmt.Errorf("start ddiskqos: %w", err)
 		}
