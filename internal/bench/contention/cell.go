@@ -209,18 +209,8 @@ func (b *bench) cell(ctx context.Context, res *Result, trial int, c Config, nb N
 	vEnd := time.Now()
 
 	if nb != "" {
-		if !sleepCtx(ctx, b.p.After) {
-			return cell, ctx.Err()
-		}
-		if err := nbProc.Stop(); err != nil {
-			return cell, err
-		}
-		r, err := b.wait(nbProc)
+		r, err := b.stopLoad(ctx, nbProc, smp, b.p.After, "neighbour")
 		if err != nil {
-			return cell, fmt.Errorf("neighbour: %w", err)
-		}
-		smp.stop()
-		if err := smp.err(); err != nil {
 			return cell, err
 		}
 		s := cell.NB
@@ -249,4 +239,21 @@ func cellLine(c Cell) string {
 		s += fmt.Sprintf(", neighbour %.0f/%.0f/%.0f MiB/s warm/during/after", c.NB.Warm.Cgroup/(1<<20), c.NB.During.Cgroup/(1<<20), c.NB.After2.Cgroup/(1<<20))
 	}
 	return s
+}
+
+// stopLoad ends a cell's load (the neighbour, the streamer) after its after
+// period and its sampler with it, and returns what the load did.
+func (b *bench) stopLoad(ctx context.Context, p *workload.Proc, smp *sampler, after time.Duration, what string) (workload.Result, error) {
+	if !sleepCtx(ctx, after) {
+		return workload.Result{}, ctx.Err()
+	}
+	if err := p.Stop(); err != nil {
+		return workload.Result{}, err
+	}
+	r, err := b.wait(p)
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", what, err)
+	}
+	smp.stop()
+	return r, smp.err()
 }

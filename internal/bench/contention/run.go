@@ -150,47 +150,16 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	res = &Result{Command: o.Command, Plan: o.Plan, CPUs: runtime.NumCPU(), Start: time.Now(), LoadStart: loadAvg(o.Roots.Proc),
 		TestVM: os.Getenv("DDISKQOS_IN_VM") == "1"}
-	var uts syscall.Utsname
-	if syscall.Uname(&uts) == nil {
-		res.Kernel = utsString(uts.Release[:])
-	}
-	layout, err := host.Layout(o.Roots)
-	if err != nil {
-		return res, err
-	}
-	if b.h, err = layout.IOHierarchy(); err != nil {
-		return res, err
-	}
-	res.Cgroup = fmt.Sprintf("v%d", b.h.Version)
-	if b.h.Version != 1 && b.h.Version != 2 {
-		return res, fmt.Errorf("cgroup v%d at %s: want v1 blkio or v2", b.h.Version, b.h.Mount)
-	}
-	res.Nice = raisePriority(Nice)
-	removeStale(b.h.Mount)
-	b.parent = "/" + ParentPrefix + strconv.Itoa(os.Getpid())
 	defer func() {
 		if terr := b.teardown(); terr != nil {
 			err = errors.Join(err, fmt.Errorf("teardown: %w", terr))
 		}
 		res.End, res.LoadEnd = time.Now(), loadAvg(o.Roots.Proc)
 	}()
-	if _, err := b.h.Create(b.parent); err != nil {
-		return res, err
-	}
-	if b.h.Version == 2 {
-		if res.Memory, err = enableV2Controllers(b.h, b.parent); err != nil {
-			return res, err
-		}
-	}
-	b.log("creating a %d MiB volume", b.p.VolumeSize()>>20)
-	if b.vol, err = volume.Create(ctx, volume.Options{Dir: o.Dir, Size: b.p.VolumeSize(), Sys: o.Roots.Sys}); err != nil {
-		return res, err
-	}
-	res.Device, res.DefaultScheduler, res.Backing = b.vol.Name, b.vol.DefaultScheduler, b.vol.Backing
-	if err := b.h.EnableV1Accounting(b.vol.Dev); err != nil {
-		return res, fmt.Errorf("enable v1 accounting on %s: %w", b.vol.Name, err)
-	}
-	if err := b.writeFiles(ctx); err != nil {
+	m, err := b.open(ctx, o.Roots, o.Dir)
+	res.Kernel, res.Cgroup, res.Nice, res.Memory = m.kernel, m.cgroup, m.nice, m.memory
+	res.Device, res.DefaultScheduler, res.Backing = m.device, m.defaultScheduler, m.backing
+	if err != nil {
 		return res, err
 	}
 	if b.h.Version == 2 && slices.Contains(b.p.Configs, DDiskQoS) {
@@ -333,6 +302,58 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// machine is what a run records of the machine it prepared.
+type machine struct {
+	kernel, cgroup                    string
+	nice                              int
+	memory                            bool // v2: memory enabled for the children
+	device, defaultScheduler, backing string
+}
+
+// open prepares a run, for both scenarios: it reads the kernel and the I/O
+// hierarchy, raises the bench's priority, removes what a killed run left,
+// makes the run's parent cgroup (with the v2 controllers on for its
+// children), and creates the volume, its files written. What it made is
+// undone by teardown, also after an error; what it found so far is
+// returned with the error.
+func (b *bench) open(ctx context.Context, roots host.Roots, dir string) (m machine, err error) {
+	var uts syscall.Utsname
+	if syscall.Uname(&uts) == nil {
+		m.kernel = utsString(uts.Release[:])
+	}
+	layout, err := host.Layout(roots)
+	if err != nil {
+		return m, err
+	}
+	if b.h, err = layout.IOHierarchy(); err != nil {
+		return m, err
+	}
+	m.cgroup = fmt.Sprintf("v%d", b.h.Version)
+	if b.h.Version != 1 && b.h.Version != 2 {
+		return m, fmt.Errorf("cgroup v%d at %s: want v1 blkio or v2", b.h.Version, b.h.Mount)
+	}
+	m.nice = raisePriority(Nice)
+	removeStale(b.h.Mount)
+	b.parent = "/" + ParentPrefix + strconv.Itoa(os.Getpid())
+	if _, err := b.h.Create(b.parent); err != nil {
+		return m, err
+	}
+	if b.h.Version == 2 {
+		if m.memory, err = enableV2Controllers(b.h, b.parent); err != nil {
+			return m, err
+		}
+	}
+	b.log("creating a %d MiB volume", b.p.VolumeSize()>>20)
+	if b.vol, err = volume.Create(ctx, volume.Options{Dir: dir, Size: b.p.VolumeSize(), Sys: roots.Sys}); err != nil {
+		return m, err
+	}
+	m.device, m.defaultScheduler, m.backing = b.vol.Name, b.vol.DefaultScheduler, b.vol.Backing
+	if err := b.h.EnableV1Accounting(b.vol.Dev); err != nil {
+		return m, fmt.Errorf("enable v1 accounting on %s: %w", b.vol.Name, err)
+	}
+	return m, b.writeFiles(ctx)
 }
 
 // teardown stops every process, removes the run's cgroups and the volume.
