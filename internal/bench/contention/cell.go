@@ -227,14 +227,21 @@ func (b *bench) cell(ctx context.Context, res *Result, trial int, c Config, nb N
 	return cell, nil
 }
 
+// coldPart is the cold reads' medians for a cell's progress line.
+func coldPart(cold [][]float64) string {
+	var s string
+	for i, sz := range ColdSizes {
+		if len(cold) > i && len(cold[i]) > 0 {
+			s += fmt.Sprintf(", cold %d MiB %.1f ms", sz>>20, median(cold[i]))
+		}
+	}
+	return s
+}
+
 // cellLine is the progress line of a cell.
 func cellLine(c Cell) string {
 	s := fmt.Sprintf("trial %d %-14s %-11s web p50 %7.0f µs p99 %8.0f µs", c.Trial, c.Config, cmpOr(string(c.Neighbour), "-"), c.Web.P50, c.Web.P99)
-	for i, sz := range ColdSizes {
-		if len(c.Cold) > i && len(c.Cold[i]) > 0 {
-			s += fmt.Sprintf(", cold %d MiB %.1f ms", sz>>20, median(c.Cold[i]))
-		}
-	}
+	s += coldPart(c.Cold)
 	if c.NB != nil {
 		s += fmt.Sprintf(", neighbour %.0f/%.0f/%.0f MiB/s warm/during/after", c.NB.Warm.Cgroup/(1<<20), c.NB.During.Cgroup/(1<<20), c.NB.After2.Cgroup/(1<<20))
 	}

@@ -390,11 +390,7 @@ func pooled(us []float64) workload.Latency {
 // hostCellLine is the progress line of a host cell.
 func hostCellLine(c HostCell) string {
 	s := fmt.Sprintf("trial %d %-10s web p99 %7.0f µs p99.9 %7.0f µs, light p99 %7.0f µs", c.Trial, c.Config, c.Web.P99, c.Web.P999, c.Light.P99)
-	for i, sz := range ColdSizes {
-		if len(c.Cold) > i && len(c.Cold[i]) > 0 {
-			s += fmt.Sprintf(", cold %d MiB %.1f ms", sz>>20, median(c.Cold[i]))
-		}
-	}
+	s += coldPart(c.Cold)
 	if c.Streamer != nil {
 		s += fmt.Sprintf(", streamer %.0f/%.0f/%.0f MiB/s warm/during/after", c.Streamer.Warm.Cgroup/(1<<20), c.Streamer.During.Cgroup/(1<<20), c.Streamer.AfterRest.Cgroup/(1<<20))
 	}
