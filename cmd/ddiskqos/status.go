@@ -18,6 +18,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -492,7 +493,7 @@ func statusLevel(w *snapshot.Workload) string {
 // statusThrottleOnly: every disk of w takes only limits, no weights.
 func statusThrottleOnly(w *snapshot.Workload) bool {
 	for _, a := range w.Applied {
-		if a.Mechanism != "throttle" {
+		if mech.HasWeight(a.Mechanism) {
 			return false
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rivo/uniseg"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
@@ -450,7 +451,7 @@ func (m *topModel) renderDevices() []topLine {
 			active = "level " + strconv.Itoa(d.TopActiveLevel)
 		}
 		capText := "-"
-		if strings.Contains(d.Mechanism, "throttle") {
+		if mech.HasCaps(d.Mechanism) {
 			capText = "none in force"
 		}
 		if c := capped[d.Name]; c != nil {

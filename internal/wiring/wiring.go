@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
@@ -157,7 +158,17 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
 	for i := range o.Actuator.Devices {
 		d := &o.Actuator.Devices[i]
-		d.Throttle = cfg.ThrottleWithWeights && (d.Mech == host.MechBFQWeight || d.Mech == host.MechCFQWeight)
+		d.Also = alsoOn(cfg, *d)
 	}
 	return o
+}
+
+// alsoOn chooses the mechanisms that run on d beside its own: the throttle
+// beside a scheduler's weight (throttle_with_weights).
+func alsoOn(cfg config.Config, d actuate.Device) []mech.Name {
+	var also []mech.Name
+	if cfg.ThrottleWithWeights && (d.Mech == mech.BFQWeight || d.Mech == mech.CFQWeight) {
+		also = append(also, mech.Throttle)
+	}
+	return also
 }
