@@ -161,6 +161,10 @@ var flagDefs = []flagDef{
 			}
 			return err
 		}},
+	{name: "io-latency-target", key: "io_latency_target", arg: "DUR",
+		help: "cgroup v2: level-1 workloads get this io.latency target, so the kernel cuts the queue depth of their worse-level siblings while their requests take longer; 0 = off",
+		get:  func(c *Config) string { return fmtDuration(c.IOLatencyTarget) },
+		set:  durationSetter(func(c *Config) *time.Duration { return &c.IOLatencyTarget })},
 	{name: "reassert", key: "reassert", arg: "DUR",
 		help: "values already in place are skipped, but rewritten this often in case someone else changed them; 0 = never",
 		get:  func(c *Config) string { return fmtDuration(c.Reassert) },

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
@@ -125,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.ThrottleBurst < 0 {
 		bad("throttle_burst", c.ThrottleBurst, "must be 0 (no bound) or a positive duration such as 5ms")
+	}
+	if c.IOLatencyTarget < 0 || (c.IOLatencyTarget > 0 && c.IOLatencyTarget < time.Microsecond) || c.IOLatencyTarget > 10*time.Second {
+		bad("io_latency_target", c.IOLatencyTarget, "must be 0 (off) or 1µs..10s, such as 20ms")
 	}
 	if c.Reassert != 0 && c.Reassert < c.Interval {
 		bad("reassert", c.Reassert, "must be 0 (never) or at least interval (%s): values are only written once per interval", c.Interval)

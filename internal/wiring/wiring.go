@@ -155,20 +155,35 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
 	}
 	hst.Devices.Apply(&o)
+	o.Actuator.Params = mech.Params{LatencyTarget: cfg.IOLatencyTarget.Microseconds()}
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
 	for i := range o.Actuator.Devices {
 		d := &o.Actuator.Devices[i]
-		d.Also = alsoOn(cfg, *d)
+		d.Also = alsoOn(cfg, o.Actuator.Params, hst.Hierarchy, *d, log)
 	}
 	return o
 }
 
 // alsoOn chooses the mechanisms that run on d beside its own: the throttle
-// beside a scheduler's weight (throttle_with_weights).
-func alsoOn(cfg config.Config, d actuate.Device) []mech.Name {
+// beside a scheduler's weight (throttle_with_weights), and each mechanism
+// the configuration turns on (io_latency_target) where its probe lets it
+// (else a WARN says why not).
+func alsoOn(cfg config.Config, p mech.Params, h cgroupfs.Hierarchy, d actuate.Device, log *slog.Logger) []mech.Name {
 	var also []mech.Name
 	if cfg.ThrottleWithWeights && (d.Mech == mech.BFQWeight || d.Mech == mech.CFQWeight) {
 		also = append(also, mech.Throttle)
+	}
+	for _, m := range mech.All() {
+		if m.Role != mech.Target || m.On == nil || !m.On(p) {
+			continue
+		}
+		if err := m.Probe(mech.Env{H: h, Dev: d.Dev, Name: d.Name, Scheduler: d.Scheduler}); err != nil {
+			if log != nil {
+				log.Warn("mechanism not in force on this device", "mechanism", m.Name, "device", d.Name, "reason", err)
+			}
+			continue
+		}
+		also = append(also, m.Name)
 	}
 	return also
 }
