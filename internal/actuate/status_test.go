@@ -54,7 +54,6 @@ func TestNewRefusesMechanisms(t *testing.T) {
 		{Device{Name: "sda", Mech: "nope"}, `no mechanism "nope"`},
 		{Device{Name: "sda", Mech: mech.IOCostWeight}, "iocost-weight has no weight file on cgroup v1"},
 		{Device{Name: "sda", Mech: mech.DockerWeight}, "Docker actuator"},
-		{Device{Name: "sda", Mech: mech.Throttle, Also: []mech.Name{mech.IOLatency}}, "cgroup v2 only"},
 	} {
 		if _, err := New(Config{Hierarchy: h, Devices: []Device{c.dev}}, nil); err == nil || !strings.Contains(err.Error(), c.want) ||
 			!strings.Contains(err.Error(), "sda") {
@@ -62,7 +61,7 @@ func TestNewRefusesMechanisms(t *testing.T) {
 		}
 	}
 	for _, o := range []Original{{Cgroup: "/a", Knob: "docker-blkio-weight", DevStr: "7:0"}, {Cgroup: "/a", Knob: "nope", DevStr: "7:0"},
-		{Cgroup: "/a", Knob: "io.latency", DevStr: "7:0"}} {
+		{Cgroup: "/a", Knob: "iocost", DevStr: "7:0"}} {
 		if _, err := New(Config{Hierarchy: h}, []Original{o}); err == nil || !strings.Contains(err.Error(), "/a") {
 			t.Errorf("adopted %+v: %v, want an error naming it", o, err)
 		}

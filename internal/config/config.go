@@ -112,10 +112,10 @@ type Config struct {
 	// ThrottleWithWeights: on devices whose mechanism is a scheduler's
 	// weight (BFQ, CFQ), the throttle runs too.
 	ThrottleWithWeights bool `yaml:"throttle_with_weights"`
-	// IOLatencyTarget: on cgroup v2 devices whose kernel has io.latency,
-	// level-1 workloads get this latency target (the mechanism
-	// mech.IOLatency); 0: off.
-	IOLatencyTarget time.Duration `yaml:"io_latency_target"`
+	// LevelLimits are static caps, bytes/s per level 1..4 on reads and on
+	// writes each (the mechanism mech.LevelLimit, on devices the throttle
+	// does not run on); 0 or empty: none.
+	LevelLimits []Size `yaml:"level_limits"`
 	// Reassert: values already in place are not rewritten, except once
 	// per Reassert in case someone else changed them; 0 means never.
 	Reassert time.Duration `yaml:"reassert"`

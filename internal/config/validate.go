@@ -9,7 +9,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
@@ -127,8 +126,15 @@ func (c Config) Validate() error {
 	if c.ThrottleBurst < 0 {
 		bad("throttle_burst", c.ThrottleBurst, "must be 0 (no bound) or a positive duration such as 5ms")
 	}
-	if c.IOLatencyTarget < 0 || (c.IOLatencyTarget > 0 && c.IOLatencyTarget < time.Microsecond) || c.IOLatencyTarget > 10*time.Second {
-		bad("io_latency_target", c.IOLatencyTarget, "must be 0 (off) or 1µs..10s, such as 20ms")
+	if n := len(c.LevelLimits); n != 0 && n != policy.NumLevels {
+		bad("level_limits", c.LevelLimits, "must list %d caps, one per level (0: none), or none", policy.NumLevels)
+	} else if n > 0 && c.LevelLimits[0] != 0 {
+		bad("level_limits[0]", c.LevelLimits[0], "must be 0: level 1 is never capped")
+	}
+	for i, l := range c.LevelLimits {
+		if l != 0 && l < 4096 {
+			bad(fmt.Sprintf("level_limits[%d]", i), l, "must be 0 (none) or at least 4KiB per second")
+		}
 	}
 	if c.Reassert != 0 && c.Reassert < c.Interval {
 		bad("reassert", c.Reassert, "must be 0 (never) or at least interval (%s): values are only written once per interval", c.Interval)

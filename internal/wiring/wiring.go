@@ -155,7 +155,9 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
 	}
 	hst.Devices.Apply(&o)
-	o.Actuator.Params = mech.Params{LatencyTarget: cfg.IOLatencyTarget.Microseconds()}
+	for _, l := range cfg.LevelLimits {
+		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))
+	}
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
 	for i := range o.Actuator.Devices {
 		d := &o.Actuator.Devices[i]
@@ -166,8 +168,8 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 
 // alsoOn chooses the mechanisms that run on d beside its own: the throttle
 // beside a scheduler's weight (throttle_with_weights), and each mechanism
-// the configuration turns on (io_latency_target) where its probe lets it
-// (else a WARN says why not).
+// the configuration turns on (level_limits) where its probe lets it (else
+// a WARN says why not).
 func alsoOn(cfg config.Config, p mech.Params, h cgroupfs.Hierarchy, d actuate.Device, log *slog.Logger) []mech.Name {
 	var also []mech.Name
 	if cfg.ThrottleWithWeights && (d.Mech == mech.BFQWeight || d.Mech == mech.CFQWeight) {
@@ -177,7 +179,8 @@ func alsoOn(cfg config.Config, p mech.Params, h cgroupfs.Hierarchy, d actuate.De
 		if m.Role != mech.Target || m.On == nil || !m.On(p) {
 			continue
 		}
-		if err := m.Probe(mech.Env{H: h, Dev: d.Dev, Name: d.Name, Scheduler: d.Scheduler}); err != nil {
+		env := mech.Env{H: h, Dev: d.Dev, Name: d.Name, Scheduler: d.Scheduler, Mechs: append([]mech.Name{d.Mech}, also...)}
+		if err := m.Probe(env); err != nil {
 			if log != nil {
 				log.Warn("mechanism not in force on this device", "mechanism", m.Name, "device", d.Name, "reason", err)
 			}

@@ -83,22 +83,24 @@ type Leveled interface {
 
 // Params are the mechanisms' parameters, from the configuration.
 type Params struct {
-	// LatencyTarget is the io.latency target of level-1 workloads; 0
-	// turns the mechanism off (config key io_latency_target).
-	LatencyTarget int64 // microseconds
+	// LevelLimits are LevelLimit's caps in bytes/s, by level-1 (0: none;
+	// none at all turns the mechanism off; config key level_limits).
+	LevelLimits []uint64
 }
 
-// Env is what a Probe looks at: the hierarchy and the device.
+// Env is what a Probe looks at: the hierarchy, the device and the
+// mechanisms already chosen for it.
 type Env struct {
 	H         cgroupfs.Hierarchy
 	Dev       cgroupfs.Dev
 	Name      string // e.g. vda
 	Scheduler string
+	Mechs     []Name
 }
 
 // table is the registry, in the host's order of preference for a
 // device's main mechanism; extras (Role Target) after.
-var table = [...]*Mech{&bfq, &iocost, &cfq, &throttle, &dockerWeight, &ioLatency}
+var table = [...]*Mech{&bfq, &iocost, &cfq, &throttle, &dockerWeight, &levelLimit}
 
 // All returns every mechanism, in table order.
 func All() []*Mech { return table[:] }

@@ -37,7 +37,7 @@ func TestTable(t *testing.T) {
 		}
 		for v := 1; v <= 2; v++ {
 			h := cgroupfs.Hierarchy{Version: v, Mount: t.TempDir()}
-			k, err := m.Open(h, cgroupfs.Dev{Major: 7}, Params{LatencyTarget: 1000})
+			k, err := m.Open(h, cgroupfs.Dev{Major: 7}, Params{LevelLimits: []uint64{0, 0, 0, 1 << 20}})
 			if (err == nil) != (len(m.Files(v)) > 0) {
 				t.Errorf("%s on v%d: Open error %v with files %q", m.Name, v, err, m.Files(v))
 			}
@@ -62,7 +62,7 @@ func TestRoles(t *testing.T) {
 	}{
 		{Join([]Name{BFQWeight, Throttle}), true, true},
 		{"throttle", false, true},
-		{Join([]Name{Throttle, IOLatency}), false, true},
+		{Join([]Name{BFQWeight, LevelLimit}), true, false},
 		{string(DockerWeight), true, false},
 		{string(IOCostWeight), true, false},
 		{"", false, false},
@@ -72,7 +72,7 @@ func TestRoles(t *testing.T) {
 			t.Errorf("%q: weight %v caps %v, want %v %v", c.joined, HasWeight(c.joined), HasCaps(c.joined), c.weight, c.cap)
 		}
 	}
-	if !IsWeight(CFQWeight) || IsWeight(Throttle) || !IsCaps(Throttle) || IsCaps(IOLatency) {
+	if !IsWeight(CFQWeight) || IsWeight(Throttle) || !IsCaps(Throttle) || IsCaps(LevelLimit) {
 		t.Error("IsWeight/IsCaps disagree with the table")
 	}
 }
@@ -157,62 +157,60 @@ func TestLimitsValue(t *testing.T) {
 	}
 }
 
-// TestLatencyKnob: io.latency's entry of the device as "target=N", none
-// as ""; level 1 wants the target, the others none; "" is written as
-// target=max.
-func TestLatencyKnob(t *testing.T) {
+// TestLevelLimitKnob: each level wants its cap on reads and writes in
+// the throttle's words, "" where it has none; the value goes to the v2
+// io.max line as it is.
+func TestLevelLimitKnob(t *testing.T) {
 	t.Parallel()
 	dev := cgroupfs.Dev{Major: 8, Minor: 16}
-	h, path := fakeKnob(t, 2, "io.latency", "8:0 target=100\n8:16 target=20000\n")
-	k, err := ioLatency.Open(h, dev, Params{LatencyTarget: 5000})
+	h, path := fakeKnob(t, 2, "io.max", "8:0 rbps=100 wbps=max riops=max wiops=max\n8:16 rbps=max wbps=5000 riops=max wiops=max\n")
+	k, err := levelLimit.Open(h, dev, Params{LevelLimits: []uint64{0, 0, 4 << 20, 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := k.Read("/c"); err != nil || got != "target=20000" {
+	if got, err := k.Read("/c"); err != nil || got != "rbps=max wbps=5000 riops=max wiops=max" {
 		t.Errorf("Read = %q, %v", got, err)
 	}
 	lk := k.(Leveled)
-	if lk.Want(1, 1000) != "target=5000" || lk.Want(2, 500) != "" || lk.Want(4, 100) != "" {
-		t.Errorf("Want: %q %q %q", lk.Want(1, 1000), lk.Want(2, 500), lk.Want(4, 100))
-	}
-	for v, line := range map[string]string{"": "8:16 target=max", "target=5000": "8:16 target=5000"} {
-		if err := k.Write("/c", v); err != nil {
-			t.Fatal(err)
-		}
-		if b, _ := os.ReadFile(path); string(b) != line {
-			t.Errorf("Write(%q) wrote %q, want %q", v, b, line)
+	for level, want := range map[int]string{1: "", 2: "", 3: "rbps=4194304 wbps=4194304 riops=max wiops=max",
+		4: "rbps=1048576 wbps=1048576 riops=max wiops=max", 5: "", 0: ""} {
+		if got := lk.Want(level, 100); got != want {
+			t.Errorf("Want(level %d) = %q, want %q", level, got, want)
 		}
 	}
-	os.WriteFile(path, []byte("8:0 target=100\n"), 0o644)
-	if got, err := k.Read("/c"); err != nil || got != "" {
-		t.Errorf("no entry: Read = %q, %v", got, err)
+	if err := k.Write("/c", lk.Want(4, 100)); err != nil {
+		t.Fatal(err)
 	}
-	os.WriteFile(path, []byte("8:16 target=x\n"), 0o644)
-	if _, err := k.Read("/c"); err == nil {
-		t.Error("a bad target: no error")
+	if b, _ := os.ReadFile(path); string(b) != "8:16 rbps=1048576 wbps=1048576 riops=max wiops=max" {
+		t.Errorf("wrote %q", b)
 	}
-	if err := k.Write("/c", "20000"); err == nil || !strings.Contains(err.Error(), "20000") {
+	if err := k.Write("/c", "rbps=fast"); err == nil || !strings.Contains(err.Error(), "rbps=fast") {
 		t.Errorf("bad value written: %v", err)
 	}
-	if _, err := ioLatency.Open(cgroupfs.Hierarchy{Version: 1, Mount: "/x"}, dev, Params{}); err == nil {
-		t.Error("opened on v1")
+	if levelLimit.On(Params{LevelLimits: []uint64{0, 0, 0, 0}}) || !levelLimit.On(Params{LevelLimits: []uint64{0, 0, 0, 1}}) {
+		t.Error("On: off without a cap, on with one")
 	}
 }
 
-// TestLatencyProbe: each reason io.latency cannot work is named.
-func TestLatencyProbe(t *testing.T) {
+// TestLevelLimitProbe: each reason it cannot run on a device is named.
+func TestLevelLimitProbe(t *testing.T) {
 	t.Parallel()
-	h, _ := fakeKnob(t, 2, "io.latency", "")
+	v2, _ := fakeKnob(t, 2, "io.max", "")
+	v1 := cgroupfs.Hierarchy{Version: 1, Mount: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(v1.Mount, "blkio.throttle.read_bps_device"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		e    Env
 		want string
 	}{
-		{Env{H: h, Name: "vda", Scheduler: "none"}, ""},
-		{Env{H: cgroupfs.Hierarchy{Version: 1, Mount: h.Mount}, Name: "vda", Scheduler: "bfq"}, "v2 only"},
-		{Env{H: h, Name: "dm-0"}, "dm-0 has no request queue"},
-		{Env{H: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Name: "vda", Scheduler: "none"}, "CONFIG_BLK_CGROUP_IOLATENCY"},
+		{Env{H: v2, Name: "vda", Mechs: []Name{BFQWeight}}, ""},
+		{Env{H: v1, Name: "sda", Mechs: []Name{BFQWeight}}, ""},
+		{Env{H: v2, Name: "vda", Mechs: []Name{BFQWeight, Throttle}}, "the throttle runs on vda"},
+		{Env{H: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Name: "vda"}, "CONFIG_BLK_DEV_THROTTLING"},
+		{Env{H: cgroupfs.Hierarchy{Version: 1, Mount: t.TempDir()}, Name: "sda"}, "blkio.throttle.read_bps_device"},
 	} {
-		err := probeLatency(c.e)
+		err := probeLevelLimit(c.e)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: %v, want %q", c.e, err, c.want)
 		}
