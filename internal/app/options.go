@@ -8,7 +8,6 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
-	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
@@ -29,10 +28,13 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
 	}
 	hst.Devices.Apply(&o)
+	for _, l := range cfg.LevelLimits {
+		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))
+	}
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
 	for i := range o.Actuator.Devices {
 		d := &o.Actuator.Devices[i]
-		d.Throttle = cfg.ThrottleWithWeights && (d.Mech == host.MechBFQWeight || d.Mech == host.MechCFQWeight)
+		d.Also = alsoOn(cfg, o.Actuator.Params, hst.Hierarchy, *d, log)
 	}
 	return o
 }
