@@ -31,8 +31,10 @@ type effect struct {
 	victim   workload.Spec // ends by itself
 	warm     time.Duration // the streamer alone before the victim starts
 	pairs    int           // phases without, then with, the daemon
-	// The bars: the victim's worst p99 with the daemon at most
-	// 1/p99Ratio of its best without it; the streamer's rate while the
+	// The bars: the median over the phases of the victim's p99 with the
+	// daemon at most 1/p99Ratio of the median without it (a median, so
+	// that one phase hit by a burst of the host's own I/O does not decide
+	// alone); the streamer's rate while the
 	// victim reads, with the daemon ÷ without (pairs summed), at least
 	// minShare.
 	p99Ratio float64
@@ -76,16 +78,24 @@ func latencyEffect(t *testing.T, r *runRig, e effect) {
 			without, bulkWithout = append(without, p.victim.Latency.P99), bulkWithout+p.bulk
 		}
 	}
-	worstWith, bestWithout := slices.Max(with), slices.Min(without)
+	medWith, medWithout := median(with), median(without)
 	share := bulkWith / math.Max(bulkWithout, 1)
-	t.Logf("idle p99 %.0f µs; p99 worst with the daemon %.0f µs, best without %.0f µs (%.1f×, bar %.1f×); streamer share with ÷ without %.0f %% (bar %.0f %%); %v",
-		idle.Latency.P99, worstWith, bestWithout, bestWithout/worstWith, e.p99Ratio, 100*share, 100*e.minShare, time.Since(start).Round(time.Second))
-	if worstWith*e.p99Ratio > bestWithout {
-		t.Errorf("the victim's p99 with the daemon (worst %.0f µs) is not %.1f× below without it (best %.0f µs)", worstWith, e.p99Ratio, bestWithout)
+	t.Logf("idle p99 %.0f µs; median p99 with the daemon %.0f µs, without %.0f µs (%.1f×, bar %.1f×; worst with ÷ best without %.1f×); streamer share with ÷ without %.0f %% (bar %.0f %%); %v",
+		idle.Latency.P99, medWith, medWithout, medWithout/medWith, e.p99Ratio, slices.Min(without)/slices.Max(with),
+		100*share, 100*e.minShare, time.Since(start).Round(time.Second))
+	if medWith*e.p99Ratio > medWithout {
+		t.Errorf("the victim's median p99 with the daemon (%.0f µs) is not %.1f× below without it (%.0f µs)", medWith, e.p99Ratio, medWithout)
 	}
 	if share < e.minShare {
 		t.Errorf("the streamer kept %.1f %% of its rate while the victim read with the daemon, want at least %.0f %%", 100*share, 100*e.minShare)
 	}
+}
+
+// median of xs (not empty): the middle value, or the mean of the two.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	return (s[(n-1)/2] + s[n/2]) / 2
 }
 
 // respP99 is the p99 of a paced job's response time, 0 without one.
@@ -206,7 +216,8 @@ func effectSpecs(dev string, span int64, iodepth int, iops float64, d time.Durat
 // run` with its defaults from the start, a QD32 1 MiB O_DIRECT streamer and
 // a 4 KiB O_DIRECT reader at 100/s arriving 5 s later, each in a new
 // cgroup; two pairs without and with the daemon. The reader's p99 with the
-// daemon must be far below without it, and the streamer keep a share.
+// daemon must be far below without it (median of the phases, 3×), and the
+// streamer keep a share (3 %).
 func TestRealV1LatencyEffect(t *testing.T) {
 	r := newRunRig(t) // skips in the VM
 	testkit.SetScheduler(t, r.loop.Name, "none")
