@@ -23,10 +23,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -46,40 +48,8 @@ func newV2Rig(t *testing.T, sched string) v2Rig {
 	if !testkit.InVM() {
 		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
 	}
-	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.Need(t, l.Mode == cgroupfs.ModeV2, "the VM should mount cgroup2 only, layout is %s", l.Mode)
-	path := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, path != "", "DDISKQOS_VM_DISK is not set by the VM's init")
-	r := v2Rig{h: cgroupfs.Hierarchy{Version: 2, Mount: l.Unified}, name: filepath.Base(path), path: path,
-		base: fmt.Sprintf("/ddiskqos-test-actuate-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid())}
-	for file, dst := range map[string]any{"dev": &r.dev, "size": &r.size} {
-		b, err := os.ReadFile(filepath.Join("/sys/block", r.name, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := strings.TrimSpace(string(b))
-		switch d := dst.(type) {
-		case *cgroupfs.Dev:
-			if *d, err = cgroupfs.ParseDev(s); err != nil {
-				t.Fatal(err)
-			}
-		case *int64:
-			sectors, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				t.Fatalf("/sys/block/%s/size: %v", r.name, err)
-			}
-			*d = sectors * 512
-		}
-	}
-	testkit.SetScheduler(t, r.name, sched)
-	p, _ := r.h.Path(r.base)
-	testkit.Cgroup(t, p)
-	if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
-		t.Fatalf("enable io for the children of %s: %v", r.base, err)
-	}
+	rc := realcg.New(t, realcg.Options{Scheduler: sched})
+	r := v2Rig{h: rc.H, base: rc.Parent, name: rc.Disk.Name, path: rc.Disk.Path, dev: rc.Dev, size: rc.Disk.Size}
 	return r
 }
 
@@ -207,9 +177,9 @@ func newFastLoopRig(t *testing.T, ctx context.Context) fastLoopRig {
 			t.Error(err)
 		}
 	})
-	f.a, f.th = a, a.mechs[0][0].(*throttle)
+	f.a, f.th = a, a.devs[0].thr
 	f.apply = func(hiLevel, loLevel int) {
-		if err := a.Apply(time.Now(), []Target{
+		if _, err := a.Apply(time.Now(), []Target{
 			{ID: "hi", Cgroup: f.hi, Level: hiLevel, Weight: 1000},
 			{ID: "lo", Cgroup: f.lo, Level: loLevel, Weight: 100},
 		}); err != nil {
@@ -221,7 +191,7 @@ func newFastLoopRig(t *testing.T, ctx context.Context) fastLoopRig {
 	// Alone, the stream is not capped, and the device's capacity is learnt
 	// (the first child of a fresh VM takes a while to get going).
 	waitFor(t, 10*time.Second, "the device's capacity learnt from /sys/block/"+r.name+"/stat",
-		func() bool { bps, _ := a.Capacity(0); return bps > 0 })
+		func() bool { bps, _ := a.devs[0].thr.Capacity(); return bps > 0 })
 	time.Sleep(3 * DefaultThrottleHold)
 	if got := r.limits(t, f.lo); !got.IsZero() {
 		t.Fatalf("lo capped %+v with nobody better doing I/O", got)
@@ -316,8 +286,8 @@ func TestRealV2ThrottleFastLoop(t *testing.T) {
 		steps = append(steps, x.steps)
 	}
 	got := f.limits(t, f.lo)
-	bps, iops := f.a.Capacity(0)
-	t.Logf("capacity %.1f MiB/s %.0f IOPS; lo's cap while hi reads: %s", bps/(1<<20), iops, Setting{Limits: capped})
+	bps, iops := f.th.Capacity()
+	t.Logf("capacity %.1f MiB/s %.0f IOPS; lo's cap while hi reads: %s", bps/(1<<20), iops, mech.Show(mech.LimitsValue(capped)))
 	t.Logf("victim's request start -> cap read back from io.max: %s", spread(start))
 	t.Logf("victim's request end -> cap read back (negative: before it ended): %s", spread(end))
 	t.Logf("fast-loop steps from the read's end to the cap seen: %v", steps)
@@ -577,17 +547,25 @@ func TestRealV2IOCostFirstRequest(t *testing.T) {
 		iocost(false)
 		r.h.WriteCostModel(r.dev.String() + " ctrl=auto")
 	})
-	m := &weightMech{h: r.h, dev: r.dev, kind: cgroupfs.WeightIOCost, mech: host.MechIOCostWeight}
+	im, err := mech.Lookup(mech.IOCostWeight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := im.Open(r.h, r.dev, mech.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := k.(mech.Leveled)
 	levels := policy.DefaultConfig().Weights
 	setLevel := func(cg string, level int) {
-		s := Setting{}
+		s := ""
 		if level > 0 {
-			s = m.Want(&Target{Weight: cgroupfs.Weight(levels[level-1])})
+			s = m.Want(level, cgroupfs.Weight(levels[level-1]))
 		}
 		if err := m.Write(cg, s); err != nil {
 			t.Fatal(err)
 		}
-		if err := verify(m, cg, s); err != nil {
+		if err := mech.Verify(m, im.Knob, cg, s); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,23 +1,14 @@
-// Package wiring is the composition root: it turns a configuration and the
-// host's facts into the daemon's options the one way `ddiskqos run` and the
-// benchmarks use — which block devices are shaped and with which
-// mechanism, which are counted, which stack on which, and every default.
-// Keeping it in one place means a benchmark measures exactly what an
-// operator runs.
-package wiring
+package app
 
 import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
-	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
-	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
 // Devices is what the daemon needs to know of the host's block devices.
@@ -58,21 +49,10 @@ func HostDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *
 		if d.Target {
 			out.Sense = append(out.Sense, dev)
 		}
-		if len(globs) > 0 {
-			match := false
-			for _, g := range globs {
-				if ok, _ := filepath.Match(g, d.Name); ok {
-					match = true
-				}
+		if !host.Shaped(d, globs) {
+			if host.Selected(d, globs) {
+				log.Warn("device skipped: no cgroup mechanism reaches it", "device", d.Name, "reason", d.Reason)
 			}
-			if !match {
-				continue
-			}
-		} else if !d.Target {
-			continue
-		}
-		if d.Mechanism == host.MechNone || d.Mechanism == "" {
-			log.Warn("device skipped: no cgroup mechanism reaches it", "device", d.Name, "reason", d.Reason)
 			continue
 		}
 		log.Info("device", "name", d.Name, "dev", d.Dev, "scheduler", d.Scheduler, "mechanism", d.Mechanism,
@@ -132,32 +112,4 @@ func ReadHost(roots host.Roots, globs []string, log *slog.Logger) (Host, error) 
 		return Host{}, err
 	}
 	return Host{Roots: roots, Layout: layout, Hierarchy: h, Devices: devs}, nil
-}
-
-// Options builds the daemon's options from a configuration, the host and a
-// workload source: the composition root of `ddiskqos run` and of every
-// benchmark, so that each default lives in config.Default alone and a
-// benchmark measures exactly what an operator runs. Callers add what is
-// theirs (an Observer, NewActuator for the Docker actuator).
-func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) daemon.Options {
-	var shares [4]float64
-	copy(shares[:], cfg.ThrottleShares)
-	o := daemon.Options{
-		Hierarchy: hst.Hierarchy, CgroupMode: string(hst.Layout.Mode), Source: src, Policy: cfg.Policy(),
-		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
-			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst, Reads: cfg.ThrottleReads}},
-		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
-		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
-		Health: daemon.HealthOptions{SysRoot: hst.Roots.Sys, ProcRoot: hst.Roots.Proc, Models: cfg.HealthModels(),
-			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
-			ProbeInterval: cfg.Health.SyncProbeInterval, HoldBelow: cfg.Health.BurstHoldBelow,
-			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
-	}
-	hst.Devices.Apply(&o)
-	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
-	for i := range o.Actuator.Devices {
-		d := &o.Actuator.Devices[i]
-		d.Throttle = cfg.ThrottleWithWeights && (d.Mech == host.MechBFQWeight || d.Mech == host.MechCFQWeight)
-	}
-	return o
 }
