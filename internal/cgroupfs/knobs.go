@@ -131,6 +131,17 @@ func readParsed[T any](path string, parse func([]byte) (T, error)) (T, error) {
 	return v, nil
 }
 
+// readKnob reads the whole of the knob file path into a buffer of its own
+// (the caller keeps it).
+func readKnob(path string) ([]byte, error) {
+	buf := make([]byte, 512)
+	data, err := readKnobInto(path, &buf)
+	if err != nil {
+		return nil, err
+	}
+	return data[:len(data):len(data)], nil
+}
+
 // readKnobInto reads the whole of the knob file path into *bp (grown as
 // needed) with raw system calls: open, read to the end, close. os.Open
 // registers a kernfs file with the runtime's poller and os.ReadAll
