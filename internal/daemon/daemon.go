@@ -119,6 +119,8 @@ type Options struct {
 	NoFile uint64
 	// Health configures the storage-health sensors (health.go).
 	Health HealthOptions
+	// Latency configures the I/O latency sensor (latency.go).
+	Latency LatencyOptions
 }
 
 // DefaultQuietTicks is the default of Options.QuietMax in intervals.
@@ -203,7 +205,8 @@ type Daemon struct {
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	hl health // the storage-health stage (health.go)
+	hl  health  // the storage-health stage (health.go)
+	lat latency // the I/O latency stage (latency.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -296,6 +299,7 @@ func New(opts Options) (*Daemon, error) {
 		d.closeHealth() // no Apply yet: no throttle loop runs
 		return nil, err
 	}
+	d.initLatency()
 	return d, nil
 }
 
@@ -445,6 +449,7 @@ func (d *Daemon) shutdown() error {
 		d.closeCgroup(t)
 	}
 	d.closeHealth()
+	d.closeLatency()
 	if err := d.store.Write(nil); err != nil {
 		errs = append(errs, err)
 	}
@@ -511,6 +516,7 @@ func (d *Daemon) step() {
 	}
 	d.sortOrder()
 	d.healthTick(start)
+	d.latencyTick()
 	d.obs.ObserveSense(read, skipped)
 	for i, dv := range d.sen.EndTick() {
 		d.act.ObservePeak(i, float64(dv.Bytes)/dt)
@@ -604,6 +610,7 @@ func (d *Daemon) sortOrder() {
 	if d.orderOK {
 		return
 	}
+	d.lat.stale = true
 	d.order = d.order[:0]
 	for _, t := range d.work {
 		d.order = append(d.order, t)

@@ -152,6 +152,7 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
 			ProbeInterval: cfg.Health.SyncProbeInterval, HoldBelow: cfg.Health.BurstHoldBelow,
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
+		Latency: latencyOptions(hst.Roots),
 	}
 	hst.Devices.Apply(&o)
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)

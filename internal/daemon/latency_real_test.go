@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/iolat"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+// TestRealV1LatencyInSnapshot: the daemon with the eBPF sensor (v1 on the
+// host, v2 in the VM) shows a paced reader's requests in its workload's
+// record — every one of them, on its disk — with a p50 while it reads that
+// is the reader's own to the histogram's resolution and the system call
+// around it, and the per-level histogram counts them at the reader's level.
+func TestRealV1LatencyInSnapshot(t *testing.T) {
+	if testkit.InVM() {
+		t.Skip("v1 host test")
+	}
+	latencyInSnapshot(t)
+}
+
+// TestRealV2LatencyInSnapshot is the same on cgroup v2 in the test VM.
+func TestRealV2LatencyInSnapshot(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	latencyInSnapshot(t)
+}
+
+func latencyInSnapshot(t *testing.T) {
+	r := newRig(t, "none", host.MechThrottle)
+	cg := r.child(t, "web")
+	opts := r.options(t, filepath.Join(t.TempDir(), "state.json"))
+	opts.Interval = 250 * time.Millisecond
+	opts.Latency = LatencyOptions{Open: func() (LatencySensor, error) {
+		s, err := iolat.OpenReader(iolat.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := d.latencySnapshot(); l == nil || !l.Available {
+		testkit.Need(t, false, "the I/O latency sensor cannot run here: %+v", l)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, d, "web tracked", func(s *snapshot.Snapshot) bool { _, ok := workloadNamed(s, "web"); return ok })
+
+	// While it reads, the daemon's p50 of each tick is sampled.
+	var p50s []float64
+	sampling, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tk := time.NewTicker(opts.Interval)
+		defer tk.Stop()
+		for {
+			select {
+			case <-sampling:
+				return
+			case <-tk.C:
+				if w, ok := workloadNamed(d.Snapshot(), "web"); ok {
+					for _, l := range w.Latency {
+						if l.Device == r.dev.Name && l.Read.TickRequests >= 10 {
+							p50s = append(p50s, l.Read.P50)
+						}
+					}
+				}
+			}
+		}
+	}()
+	res, err := workload.RunIn(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+		[]string{"--wait-stdin", "--json", "--direct", "--bs", "4k", "--bytes", "1200KiB", "--span", "32MiB", "--iops", "100",
+			"--keep-latencies", "randread", r.path},
+		func(pid int) error { return r.h.AddProcess(cg, pid) })
+	close(sampling)
+	<-sampled
+	if err != nil || res.Ops != 300 {
+		t.Fatalf("reader: %+v, %v; want 300 reads", res, err)
+	}
+	s := waitFor(t, d, "web's 300 reads counted", func(s *snapshot.Snapshot) bool {
+		w, _ := workloadNamed(s, "web")
+		for _, l := range w.Latency {
+			if l.Device == r.dev.Name && l.Read.Requests >= 300 {
+				return true
+			}
+		}
+		return false
+	})
+	w, _ := workloadNamed(s, "web")
+	var gen iolat.Hist
+	for _, us := range res.Latencies {
+		gen[iolat.Bucket(uint64(us*1e3))]++
+	}
+	g := gen.Quantile(0.5).Seconds()
+	t.Logf("web: %+v; the reader's p50 %.6fs; the daemon's tick p50s %v", w.Latency, g, p50s)
+	for _, l := range w.Latency {
+		if l.Device == r.dev.Name && (l.Read.Requests != 300 || l.Read.Bytes != 300*4096 || l.Write.Requests != 0) {
+			t.Errorf("web on %s: %+v; want 300 reads of 4 KiB and no write", l.Device, l)
+		}
+	}
+	if len(p50s) == 0 {
+		t.Fatal("no tick showed 10 or more of web's requests")
+	}
+	// The median tick's p50 against the reader's (see iolat's runPair).
+	slices.Sort(p50s)
+	med := p50s[len(p50s)/2]
+	if med > g*1.25 || med < g*0.75-100e-6 {
+		t.Errorf("the daemon's p50 %.6fs, the reader's %.6fs: further apart than the resolution and the system call", med, g)
+	}
+	var atLevel uint64
+	for _, se := range s.Latency.Series {
+		if se.Device == r.dev.Name && se.Operation == "read" && se.Level == "1" {
+			atLevel = se.Requests
+		}
+	}
+	if atLevel < 300 {
+		t.Errorf("level 1 reads on %s: %d, want web's 300 at least", r.dev.Name, atLevel)
+	}
+}
