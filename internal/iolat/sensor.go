@@ -120,7 +120,7 @@ func Open(o Options) (*Sensor, error) {
 	vmlinux := filepath.Join(sys, "kernel", "btf", "vmlinux")
 	kernel, err := btf.LoadSpec(vmlinux)
 	if err != nil {
-		return nil, unavailable(fmt.Errorf("read %w %s: %w", errNoBTF, vmlinux, err))
+		return nil, unavailable(fmt.Errorf("%w: %w", errNoBTF, err))
 	}
 	// Before 5.11 BPF maps are charged to RLIMIT_MEMLOCK; since, to the
 	// memory cgroup, and this does nothing.
