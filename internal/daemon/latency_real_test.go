@@ -161,6 +161,9 @@ func latencyInSnapshot(t *testing.T) {
 		lo = s.Latency.Buckets[i]
 	}
 	t.Logf("the levels' median is in (%gs, %gs]; the reader's p50 %gs (real-time: %v)", lo, hi, g, rt)
+	if testkit.InVM() {
+		hi *= 3 // emulation: see iolat's runPair
+	}
 	if rt == nil && (g < lo*0.75 || g > hi*1.25+50e-6) {
 		t.Errorf("the reader's p50 %gs is not in the per-level histograms' median bucket (%gs, %gs], to a quarter and 50µs", g, lo, hi)
 	}

@@ -125,7 +125,7 @@ func (r *Reader) Read(dst []Delta) ([]Delta, Drops, error) {
 		d := Delta{Key: k.key(), Count: v.Count - p.v.Count, Bytes: v.Bytes - p.v.Bytes,
 			Total: time.Duration(v.TotalNs - p.v.TotalNs), Queue: time.Duration(v.QueueNs - p.v.QueueNs),
 			InFlight: inFlight}
-		for b := range v.Hist {
+		for b := range NumBuckets {
 			d.Hist[b] = uint64(v.Hist[b] - p.v.Hist[b]) // 32-bit counters wrap; a tick adds less
 		}
 		dst = append(dst, d)

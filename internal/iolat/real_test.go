@@ -194,10 +194,18 @@ func runPair(t *testing.T, r *iolat.Reader, p pair) pairResult {
 	// loaded machine is most of it unless the reader is a real-time
 	// task: measured at load 26 on 2 cores, a reader of normal priority
 	// saw a p50 of 600 µs for requests the kernel timed at 167 µs.
+	// Under the test VM's emulation (TCG) the system call, the emulated
+	// interrupt and the wake-up cost about as much as the request itself
+	// (measured: kernel p50 408 µs, reader 835 µs): there the kernel's
+	// p50 must be a third of the reader's at least.
 	g, s := gen.Quantile(0.5), sen.Quantile(0.5)
+	slack := g/4 + 50*time.Microsecond
+	if testkit.InVM() {
+		slack = g * 2 / 3
+	}
 	if out.rt != nil {
 		t.Logf("web is not SCHED_FIFO (%v): its times include waiting for a CPU; the p50s are not compared", out.rt)
-	} else if slack := g/4 + 50*time.Microsecond; s < g-slack {
+	} else if s < g-slack {
 		t.Errorf("web p50: kernel %v, reader %v: more than %v apart", s, g, slack)
 	}
 	return out

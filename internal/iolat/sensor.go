@@ -30,7 +30,7 @@ import (
 
 // DefaultMaxKeys bounds the kernel's table of aggregates: one key per
 // (cgroup, disk, operation) that did I/O and was not yet found idle. At
-// 472 bytes a key (allocated as keys appear), 32,768 keys are 15 MiB of
+// 560 bytes a key (allocated as keys appear), 32,768 keys are 17.5 MiB of
 // kernel memory at most: 10,000 containers reading and writing one disk
 // each, with room for the host's own cgroups.
 const DefaultMaxKeys = 32768
@@ -93,9 +93,12 @@ type rawKey struct {
 type rawValue struct {
 	Count, Bytes, Issued, Retired uint64
 	TotalNs, QueueNs              uint64
-	Hist                          [NumBuckets]uint32
-	_                             uint32
+	Hist                          [histSlots]uint32 // NumBuckets used
 }
+
+// histSlots is iolat.c's HIST_SLOTS: the histogram's array, a power of two
+// long for the verifier's sake.
+const histSlots = 128
 
 func (k rawKey) key() Key {
 	return Key{Cgroup: k.Cgroup, Dev: cgroupfs.Dev{Major: k.Dev >> 20, Minor: k.Dev & (1<<20 - 1)}, Op: Op(k.Op)}
