@@ -67,7 +67,6 @@ func benchReads(b *testing.B, path string, parallel bool) {
 			b.Fatal(err)
 		}
 	}
-	start := time.Now()
 	b.ResetTimer()
 	if parallel {
 		b.RunParallel(func(pb *testing.PB) {
@@ -82,7 +81,7 @@ func benchReads(b *testing.B, path string, parallel bool) {
 			read(r, buf)
 		}
 	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "IOPS")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "IOPS")
 }
 
 // aligned is a 4 KiB buffer aligned for O_DIRECT.
