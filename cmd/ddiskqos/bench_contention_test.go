@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -338,31 +337,6 @@ func TestBenchContentionUsage(t *testing.T) {
 	stdout.Reset()
 	if code := run([]string{"bench", "--help"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "contention") {
 		t.Errorf("bench --help does not list contention: %s", stdout.String())
-	}
-}
-
-func TestBuildCommit(t *testing.T) {
-	t.Parallel()
-	bi := func(kv ...string) *debug.BuildInfo {
-		b := &debug.BuildInfo{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			b.Settings = append(b.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
-		}
-		return b
-	}
-	for _, c := range []struct {
-		bi   *debug.BuildInfo
-		ok   bool
-		want string
-	}{
-		{bi("vcs.revision", "35af497", "vcs.modified", "false"), true, "35af497"},
-		{bi("vcs.revision", "35af497", "vcs.modified", "true"), true, "35af497-dirty"},
-		{bi("vcs.modified", "true"), true, "unknown"},
-		{nil, false, "unknown"},
-	} {
-		if got := buildCommit(c.bi, c.ok); got != c.want {
-			t.Errorf("buildCommit(%+v) = %q, want %q", c.bi, got, c.want)
-		}
 	}
 }
 

@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/scale"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
 // benchScaleOptions are the flags of "ddiskqos bench scale".
@@ -23,22 +23,7 @@ type benchScaleOptions struct {
 }
 
 var benchScaleCmd = &cli.Cmd[benchScaleOptions]{
-	Info: cli.Info{
-		Parent: "bench", Name: "scale",
-		Summary: "N real cgroups (1,000 to 10,000) under the daemon: CPU, wall time, allocations and RSS per tick, scan and churn costs, /metrics time",
-		Description: `Measure what the daemon costs with N workloads (--workloads is required):
-create N real cgroups under a parent of the bench's own (cgroup v1 blkio or
-v2, whatever this host's I/O hierarchy is), have a fraction of them read
-from a loop device the bench attaches, run the daemon in this process with
-the cgroup source on them, and report per tick its CPU (user+sys of this
-process; the readers are child processes and do not count), wall time and
-allocations, its RSS, the first full scan, the scan after churn, and
-/metrics. Everything created is removed at the end, also on failure and
-Ctrl-C. Needs root.`,
-		Examples: `  ddiskqos bench scale --workloads 1000 --duration 30s
-  ddiskqos bench scale --workloads 10000 --out scale.json \
-      --cpuprofile cpu.pprof`,
-	},
+	Info: scale.Info,
 	Flags: func(o *benchScaleOptions, f *cli.FlagSet) {
 		c := &o.Config
 		f.IntVar(&c.Workloads, "workloads", 0, "N", "cgroups to create (required)")
@@ -76,7 +61,7 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 	}
 	c.Log = stderr
 	var err error
-	if c.LoadExe, c.LoadArgs, err = benchLoadExe(); err != nil {
+	if c.LoadExe, c.LoadArgs, err = workload.Exe(); err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)
 		return 1
 	}
@@ -123,41 +108,6 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(js)
 		return 0
 	}
-	printScale(stdout, res)
+	scale.WriteText(stdout, res)
 	return 0
-}
-
-// printScale writes the result for a person.
-func printScale(w io.Writer, r scale.Result) {
-	ok := func(b bool) string {
-		if b {
-			return "ok"
-		}
-		return "MISSED"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "ddiskqos bench scale: %d workloads (%d reading) on cgroup %s, %s (%s), interval %s\n",
-		r.Workloads, r.IOWorkloads, r.Cgroup, r.Device, r.Mechanism, r.Interval)
-	fmt.Fprintf(&b, "host: %s, %d CPUs, %d MiB, kernel %s, %s\n", r.Host.CPU, r.Host.CPUs, r.Host.MemMiB, r.Host.Kernel, r.Host.Go)
-	fmt.Fprintf(&b, "cpu per tick     %8.2f ms mean  %8.2f p50  %8.2f p95  %8.2f max  (user %.2f, sys %.2f; %.2f %% of one core)  bar %.0f ms: %s\n",
-		r.CPUPerTickMS.Mean, r.CPUPerTickMS.P50, r.CPUPerTickMS.P95, r.CPUPerTickMS.Max, r.UserPerTickMS, r.SysPerTickMS, r.CPUPercent,
-		r.Bar.CPUPerTickMS, ok(r.Bar.CPUOK))
-	fmt.Fprintf(&b, "wall per tick    %8.2f ms mean  %8.2f p50  %8.2f p95  %8.2f max\n",
-		r.WallPerTickMS.Mean, r.WallPerTickMS.P50, r.WallPerTickMS.P95, r.WallPerTickMS.Max)
-	fmt.Fprintf(&b, "reads per tick   %8.0f    allocations per tick %.0f (%.0f KiB)    ticks %d\n",
-		r.ReadsPerTick, r.AllocsPerTick, r.AllocKBPerTick, r.Ticks)
-	fmt.Fprintf(&b, "rss              %8.1f MiB (peak %.1f, heap %.1f)  bar %.0f MiB: %s    open fds %d (limit %d/%d)\n",
-		r.RSSMiB, r.RSSPeakMiB, r.HeapMiB, r.Bar.RSSMiB, ok(r.Bar.RSSOK), r.OpenFDs, r.NoFile.Soft, r.NoFile.Hard)
-	fmt.Fprintf(&b, "first full scan  %8.0f ms wall, %.0f ms CPU, %d ticks (longest %.1f ms)\n",
-		r.FirstScan.WallMS, r.FirstScan.CPUMS, r.FirstScan.Ticks, r.FirstScan.TickMaxMS)
-	fmt.Fprintf(&b, "after churn      %8.0f ms wall, %.0f ms CPU, %d ticks (longest %.1f ms): -%d +%d\n",
-		r.Churn.WallMS, r.Churn.CPUMS, r.Churn.Ticks, r.Churn.TickMaxMS, r.Churn.Removed, r.Churn.Added)
-	fmt.Fprintf(&b, "/metrics         %8.1f ms wall, %.1f ms CPU plain (%d B, %d samples); %.1f ms wall, %.1f ms CPU gzip (%d B)  bar %.0f ms: %s\n",
-		r.MetricsPlain.WallMS, r.MetricsPlain.CPUMS, r.MetricsPlain.Bytes, r.Series, r.MetricsGzip.WallMS, r.MetricsGzip.CPUMS,
-		r.MetricsGzip.Bytes, r.Bar.MetricsMS, ok(r.Bar.MetricsOK))
-	fmt.Fprintf(&b, "/v1/workloads    %8.1f ms wall, %.1f ms CPU (%d B)\n", r.WorkloadsJSON.WallMS, r.WorkloadsJSON.CPUMS, r.WorkloadsJSON.Bytes)
-	for _, e := range r.Errors {
-		fmt.Fprintf(&b, "errors           %s: %d\n", e.Cause, e.Count)
-	}
-	io.WriteString(w, b.String())
 }

@@ -43,8 +43,9 @@ var v2OnlyFamilies = []string{
 
 // TestRealMetricsPromtoolAndDashboard starts the daemon on a loop device
 // whose scheduler is none (the throttle mechanism) with a bulk stream at
-// level 4 and a paced reader above it, so that per-workload, per-device
-// (throughput and caps), host PSI, error and level-change series are all
+// level 4 and a paced reader above it, so that per-workload (the bulk
+// stream's cap too), per-device (throughput, caps, the disk's own
+// counters), host PSI, error and level-change series are all
 // there; and a second daemon whose Docker engine is unreachable, for the
 // source's series. promtool must find nothing in either output, and every
 // metric the dashboard queries must be among those exported.
@@ -127,7 +128,8 @@ func metricsPromtoolAndDashboard(t *testing.T, r *runRig, wantToo ...string) {
 	want := []string{
 		"ddiskqos_info", "ddiskqos_workload_level", "ddiskqos_workload_io_bytes_total",
 		"ddiskqos_device_info", "ddiskqos_device_io_bytes_total", "ddiskqos_device_level_cap_bytes_per_second",
-		"ddiskqos_device_capacity_bytes_per_second",
+		"ddiskqos_device_capacity_bytes_per_second", "ddiskqos_workload_cap_bytes_per_second",
+		"ddiskqos_device_disk_io_bytes_total", "ddiskqos_device_disk_io_time_seconds_total",
 		"ddiskqos_host_pressure_io_waiting_seconds_total", "ddiskqos_scan_errors_total",
 		"ddiskqos_level_changes_total", "ddiskqos_tick_duration_seconds", "ddiskqos_sense_workloads_total",
 		"ddiskqos_build_info",

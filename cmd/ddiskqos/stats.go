@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -20,6 +17,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
+	"github.com/ddiskqos/ddiskqos/internal/view"
 )
 
 // statsOptions are the flags of "ddiskqos stats".
@@ -136,14 +134,14 @@ func statsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			s, err := r.Read(t)
 			if err != nil {
 				if t.ID != "" {
-					return fail("container %s (%s): %v", statusCell(t.Name), shortID(t.ID), err)
+					return fail("container %s (%s): %v", view.Cell(t.Name), view.ShortID(t.ID), err)
 				}
 				return fail("%v", err)
 			}
 			stats.Rate(prev[i], s)
 			cur[i] = s
 		}
-		if err := writeStats(stdout, cur, o.json, o.watch, n == 1); err != nil {
+		if err := view.Stats(stdout, cur, o.json, o.watch, n == 1); err != nil {
 			return fail("%v", err)
 		}
 		prev = cur
@@ -191,136 +189,4 @@ func statsTargets(ctx context.Context, r *stats.Reader, args []string, dockerHos
 		out = append(out, stats.Target{Name: wl.Name, ID: wl.ID, Cgroup: wl.Cgroup, Pid: wl.Pid})
 	}
 	return out, nil
-}
-
-// writeStats prints one reading of every target.
-func writeStats(w io.Writer, ss []*stats.Stats, asJSON, watch, first bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		for _, s := range ss {
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	if watch {
-		fmt.Fprintf(tw, "--- %s\n", ss[0].Time.Format("15:04:05.000"))
-	}
-	for i, s := range ss {
-		if i > 0 {
-			fmt.Fprintln(tw)
-		}
-		writeOneStats(tw, s, !watch || first)
-	}
-	return tw.Flush()
-}
-
-func writeOneStats(w io.Writer, s *stats.Stats, notes bool) {
-	head := statusCell(s.Name)
-	if s.ID != "" {
-		head += "  container " + shortID(s.ID)
-	}
-	if s.Cgroup != s.Name {
-		head += "  cgroup " + statusCell(s.Cgroup)
-	}
-	fmt.Fprintf(w, "%s  (cgroup v%d)\n", head, s.CgroupVersion)
-	if r := s.Rates; r != nil {
-		fmt.Fprintf(w, "  RATES\tcpu %.1f%%, throttled %.0f%% of periods;  read %s/s, %.0f ops/s;  write %s/s, %.0f ops/s;  net rx %s/s, tx %s/s;  faults %.0f/s\n",
-			r.CPUPercent, r.CPUThrottledPercent,
-			humanBytes(rate(r.ReadBps)), r.ReadIOPS, humanBytes(rate(r.WriteBps)), r.WriteIOPS,
-			humanBytes(rate(r.RxBps)), humanBytes(rate(r.TxBps)), r.PgFaultsPerSec)
-	}
-	if c := s.CPU; c != nil {
-		line := fmt.Sprintf("used %s (user %s, system %s)", nsText(c.UsageNs), nsText(c.UserNs), nsText(c.SystemNs))
-		if t := c.Throttling; t != nil {
-			line += fmt.Sprintf(";  throttled %d of %d periods, %s", t.Throttled, t.Periods, nsText(t.ThrottledNs))
-		}
-		fmt.Fprintf(w, "  CPU\t%s%s\n", line, pressureText(c.Pressure))
-	}
-	if m := s.Memory; m != nil {
-		fmt.Fprintf(w, "  MEMORY\tusage %s, peak %s, limit %s;  cache %s, anon %s;  faults %d (major %d), oom kills %d%s\n",
-			humanBytes(m.UsageBytes), orNone(m.PeakBytes, humanBytes), orNone(m.LimitBytes, humanBytes),
-			humanBytes(m.CacheBytes), humanBytes(m.AnonBytes), m.PgFault, m.PgMajFault, m.OOMKills, pressureText(m.Pressure))
-	}
-	if p := s.Pids; p != nil {
-		fmt.Fprintf(w, "  PIDS\t%d, limit %s\n", p.Current, orNone(p.Limit, func(n uint64) string { return strconv.FormatUint(n, 10) }))
-	}
-	if io := s.IO; io != nil {
-		fmt.Fprintf(w, "  IO\t%s%s\n", io.File, pressureText(io.Pressure))
-		shown := 0
-		for _, d := range io.Devices {
-			if d.ReadBytes == 0 && d.WriteBytes == 0 && d.ReadOps == 0 && d.WriteOps == 0 {
-				continue // a v1 row of a disk this cgroup never used
-			}
-			if shown == 0 {
-				fmt.Fprintf(w, "\tDEVICE\tREAD\tWRITE\tREAD-OPS\tWRITE-OPS\n")
-			}
-			shown++
-			name := d.Dev
-			if d.Name != "" {
-				name = d.Name + " " + d.Dev
-			}
-			if len(d.Lowers) > 0 {
-				name += " (over " + strings.Join(d.Lowers, ",") + ")"
-			}
-			fmt.Fprintf(w, "\t%s\t%s\t%s\t%d\t%d\n", name, humanBytes(d.ReadBytes), humanBytes(d.WriteBytes), d.ReadOps, d.WriteOps)
-		}
-		if shown == 0 {
-			fmt.Fprintf(w, "\tno I/O counted on any disk\n")
-		}
-	}
-	if n := s.Net; n != nil {
-		var ns string
-		switch n.SharedWith {
-		case "":
-			ns = "a namespace of its own"
-		case "pid 1":
-			ns = "the host's namespace (pid 1's): the host's interfaces"
-		case "reader":
-			ns = "the namespace ddiskqos runs in: the host's interfaces, unless ddiskqos runs in a container"
-		default:
-			ns = "not compared with the host's"
-		}
-		fmt.Fprintf(w, "  NET\tpid %d, %s (%s)\n", n.Pid, orDash(n.Netns), ns)
-		fmt.Fprintf(w, "\tIFACE\tRX\tRX-PKTS\tTX\tTX-PKTS\tERRORS\tDROPPED\n")
-		for _, i := range n.Interfaces {
-			fmt.Fprintf(w, "\t%s\t%s\t%d\t%s\t%d\t%d\t%d\n", statusCell(i.Name), humanBytes(i.RxBytes), i.RxPackets,
-				humanBytes(i.TxBytes), i.TxPackets, i.RxErrors+i.TxErrors, i.RxDropped+i.TxDropped)
-		}
-	}
-	if notes {
-		for _, m := range s.Missing {
-			fmt.Fprintf(w, "  missing: %s\n", statusCell(m))
-		}
-		for _, m := range s.Notes {
-			fmt.Fprintf(w, "  note: %s\n", statusCell(m))
-		}
-	}
-}
-
-// nsText is a duration in nanoseconds, to the millisecond.
-func nsText(ns uint64) string {
-	return time.Duration(min(ns, 1<<63-1)).Round(time.Millisecond).String()
-}
-
-// orNone is "none" for 0, else f(n).
-func orNone(n uint64, f func(uint64) string) string {
-	if n == 0 {
-		return "none"
-	}
-	return f(n)
-}
-
-// pressureText is ", pressure some X% full Y%" from the 10 s averages.
-func pressureText(p *stats.Pressure) string {
-	if p == nil {
-		return ""
-	}
-	s := fmt.Sprintf(";  pressure some %.2f%%", p.Some.Avg10)
-	if p.Full != nil {
-		s += fmt.Sprintf(" full %.2f%%", p.Full.Avg10)
-	}
-	return s + " (avg10), stalled " + time.Duration(min(p.Some.TotalUs, (1<<63-1)/1000)*1000).Round(time.Millisecond).String()
 }

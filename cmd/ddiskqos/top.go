@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/view"
+	"github.com/ddiskqos/ddiskqos/internal/view/tui"
 )
 
 // topOptions are the flags of "ddiskqos top".
@@ -37,9 +37,7 @@ promoted, exempted, gone; levels passed within one --refresh show as one
 step, L1 → L3), newest first. The columns are those of "ddiskqos status",
 with the capacity the throttle estimates per disk; on a narrow terminal
 the less needed columns go first.`,
-		More: `Keys:
-  r  sort by rate (most I/O first)     l  by level (best served first)
-  n  by name                           q  (or Ctrl-C) quit`,
+		More: view.TopKeys,
 		Examples: `  ddiskqos top
   ddiskqos top --sort level --refresh 500ms
   ddiskqos top --addr 10.0.0.5:9191    # a daemon listening beyond loopback`,
@@ -61,8 +59,8 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	bad := func(format string, a ...any) int { return cli.Usagef(stderr, "ddiskqos top", format, a...) }
-	if !slices.Contains(statusSorts, o.sort) {
-		return bad("--sort %q: want one of %s", o.sort, strings.Join(statusSorts, ", "))
+	if !slices.Contains(view.Sorts, o.sort) {
+		return bad("--sort %q: want one of %s", o.sort, strings.Join(view.Sorts, ", "))
 	}
 	if o.refresh < 50*time.Millisecond {
 		return bad("--refresh %s: want at least 50ms", o.refresh)
@@ -80,11 +78,11 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 	// error on the plain terminal, as with status.
 	first, err := fetch()
 	if err != nil {
-		fmt.Fprintf(stderr, "ddiskqos top: %v\n", statusExplain(err, o.addr))
+		fmt.Fprintf(stderr, "ddiskqos top: %v\n", view.Explain(err, o.addr))
 		return 1
 	}
-	m := newTopModel(o.addr, o.sort)
-	m.observe(first)
+	m := view.NewTop(o.addr, o.sort)
+	m.Observe(first)
 
 	scr, err := tcell.NewScreen()
 	if err == nil {
@@ -97,102 +95,5 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 	// Fini leaves the alternate screen and restores the terminal's modes,
 	// also when the loop panics.
 	defer scr.Fini()
-	return topLoop(scr, m, fetch, o.refresh)
-}
-
-// topFetched is one answer of the daemon.
-type topFetched struct {
-	snap *snapshot.Snapshot
-	err  error
-	at   time.Time
-}
-
-// topLoop draws m on scr and redraws it on every answer of the daemon
-// (asked every refresh), every resize and every key, until q, Ctrl-C,
-// SIGINT or SIGTERM.
-func topLoop(scr tcell.Screen, m *topModel, fetch func() (*snapshot.Snapshot, error), refresh time.Duration) int {
-	scr.HideCursor()
-	stop := make(chan struct{})
-	defer close(stop)
-	fetched := make(chan topFetched, 1)
-	go func() {
-		t := time.NewTicker(refresh)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			s, err := fetch()
-			select {
-			case fetched <- topFetched{s, err, time.Now()}:
-			case <-stop:
-				return
-			}
-		}
-	}()
-	// In raw mode Ctrl-C is a key; a signal from elsewhere (kill) also
-	// restores the terminal.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	events := make(chan tcell.Event, 16)
-	go scr.ChannelEvents(events, stop)
-
-	draw := func() {
-		w, h := scr.Size()
-		topDraw(scr, m.render(w, h, time.Now()))
-	}
-	draw()
-	// The age in the title moves even between answers.
-	clock := time.NewTicker(100 * time.Millisecond)
-	defer clock.Stop()
-	for {
-		select {
-		case ev := <-events:
-			switch ev := ev.(type) {
-			case *tcell.EventResize:
-				scr.Sync()
-			case *tcell.EventKey:
-				if ev.Key() == tcell.KeyCtrlC || ev.Key() == tcell.KeyEscape {
-					return 0
-				}
-				if ev.Key() == tcell.KeyRune && m.key(ev.Rune()) {
-					return 0
-				}
-			}
-		case f := <-fetched:
-			if f.err != nil {
-				m.fetchFailed(f.err, f.at)
-			} else {
-				m.observe(f.snap)
-			}
-		case <-clock.C:
-		case <-sigs:
-			return 0
-		}
-		draw()
-	}
-}
-
-// topDraw puts lines on the screen, each cleared to its end.
-func topDraw(scr tcell.Screen, lines []topLine) {
-	scr.Clear()
-	base := tcell.StyleDefault
-	for y, l := range lines {
-		st := base
-		switch l.Style {
-		case topTitle:
-			st = base.Reverse(true)
-		case topHeading:
-			st = base.Bold(true)
-		case topAlert:
-			st = base.Foreground(tcell.ColorRed).Bold(true)
-		case topDim:
-			st = base.Dim(true)
-		}
-		scr.PutStrStyled(0, y, l.Text, st)
-	}
-	scr.Show()
+	return tui.Loop(scr, m, fetch, o.refresh)
 }

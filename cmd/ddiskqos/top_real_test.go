@@ -154,9 +154,12 @@ func TestRealTopInTmux(t *testing.T) {
 	if w := x.pane("#{pane_width}"); w != "80" {
 		t.Fatalf("pane width %s after resize-window -x 80", w)
 	}
-	lines = x.waitScreen("the 80-column layout", 10*time.Second, func(l []string) bool {
-		return uniseg.StringWidth(l[0]) == 80 && screenHas(l, regexp.MustCompile(`^NAME\s+LEVEL\s`)) &&
-			!screenHas(l, regexp.MustCompile(`^NAME\s.*MECHANISM`))
+	// What ddiskqos does stays at 80 columns: each workload's ACTION,
+	// each device's CAPS (the last column: not cut). Until top redraws,
+	// tmux shows the 120-column screen cut at 80.
+	lines = x.waitScreen("the 80-column layout, ACTION and CAPS in it", 10*time.Second, func(l []string) bool {
+		return uniseg.StringWidth(l[0]) == 80 && screenHas(l, regexp.MustCompile(`^NAME\s+LEVEL\s.*\sACTION(\s|$)`)) &&
+			!screenHas(l, regexp.MustCompile(`^NAME\s.*MECHANISM`)) && screenHas(l, regexp.MustCompile(`^DEVICE\s.*\sCAPS\s*$`))
 	})
 	checkWidth(80, lines)
 	if !screenHas(lines, row("bulk")) || !screenHas(lines, demoted) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -17,10 +16,12 @@ import (
 )
 
 // The throttle mechanism: throttle.go is its fast loop (reads the
-// counters, decides who is active, writes the caps); throttlecaps.go its
-// pure arithmetic (capacity estimate, caps, held-back judgement) and the
-// Ceiling; throttleaccount.go its account of its own caps in the device
-// sensor; throttleconfig.go its configuration.
+// counters, decides who is active, writes and re-arms the caps);
+// throttlecaps.go its pure arithmetic (capacity estimate, caps, held-back
+// judgement) and the Ceiling; throttleload.go who is heavy (takes a large
+// share of the device) and so may be capped; throttleaccount.go its
+// account of its own caps in the device sensor; throttleconfig.go its
+// configuration.
 
 // levels is the number of levels, the policy's.
 const levels = policy.NumLevels
@@ -31,7 +32,7 @@ type throttle struct {
 	cfg     Throttle
 	name    string
 	sysRoot string        // where an own device sensor is opened; "" for none
-	slice   time.Duration // blk-throttle's slice on this device
+	slice   time.Duration // blk-throttle's slice (throttleSlice)
 	dryRun  bool
 	log     *slog.Logger
 	now     func() time.Time
@@ -68,11 +69,15 @@ type throttle struct {
 	// The caps' accounting (account): the last period, and the start of
 	// the window over which a capped workload is judged held back.
 	lastStep, heldAt time.Time
-
-	steps   uint64 // fast-loop periods run (tests count in them)
-	running bool
-	stop    chan struct{}
-	done    chan struct{}
+	// The device's last reading and period (for the depth estimate).
+	devLast   devsensor.Reading
+	devLastOK bool
+	devPer    devPeriod
+	rearms    uint64 // caps re-armed (written again unchanged)
+	steps     uint64 // fast-loop periods run (tests count in them)
+	running   bool
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 type tmember struct {
@@ -88,9 +93,17 @@ type tmember struct {
 	winBytes, winIOs uint64
 	winOK, winIOsOK  bool
 	allowB, allowIO  float64
+	allowSecs        float64   // of the window, with a cap in force
 	active           time.Time // last I/O seen by the fast loop
 	limits           cgroupfs.Limits
 	err              error
+	// Its load (throttleload.go): the last period's bytes (dOK: a
+	// difference of two reads), smoothed rate and depth; heldAt: the last
+	// window its cap held it back; heavyAt: the last period it was heavy.
+	dBytes          float64
+	dOK             bool
+	load            load
+	heldAt, heavyAt time.Time
 }
 
 type tparent struct {
@@ -114,26 +127,16 @@ func newThrottle(cfg Config, d Device, sen *devsensor.Device) *throttle {
 	if tc.Period == 0 {
 		tc.Period = DefaultThrottlePeriod
 	}
-	t := &throttle{limitsKnob: limitsKnob{h: cfg.Hierarchy, dev: d.Dev}, cfg: tc, name: d.Name,
+	if tc.Light == 0 {
+		tc.Light = DefaultThrottleLight
+	}
+	t := &throttle{limitsKnob: limitsKnob{h: cfg.Hierarchy, dev: d.Dev}, cfg: tc, name: d.Name, slice: throttleSlice,
 		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}, sen: sen}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
 	if sen == nil && d.Name != "" {
 		t.sysRoot = cfg.SysRoot
-	}
-	t.slice = sliceRotational // unknown: assume the longer one
-	if cfg.SysRoot != "" && d.Name != "" {
-		// A partition has no queue of its own: its disk's is one up.
-		for _, q := range []string{path.Join(cfg.SysRoot, "class", "block", d.Name, "queue", "rotational"),
-			path.Join(cfg.SysRoot, "class", "block", d.Name, "..", "queue", "rotational")} {
-			if b, err := os.ReadFile(q); err == nil {
-				if strings.TrimSpace(string(b)) == "0" {
-					t.slice = sliceNonRotational
-				}
-				break
-			}
-		}
 	}
 	return t
 }
@@ -344,6 +347,7 @@ func (t *throttle) step() time.Duration {
 	}
 	sumD2, n := t.readDemoted(now, false)
 	reads += n
+	t.observeLoad(now)
 	lo, hi := sumP-sumD2, sumP-sumD1
 	switch {
 	case !t.baseOK:
@@ -372,7 +376,7 @@ func (t *throttle) step() time.Duration {
 			}
 		}
 	}
-	t.applyCaps(now)
+	reads += t.applyCaps(now)
 	period := t.cfg.Period
 	if budget := time.Duration(reads) * time.Second / time.Duration(t.cfg.Reads); budget > period {
 		period = budget
@@ -406,6 +410,7 @@ func (t *throttle) readDemoted(now time.Time, mark bool) (sum int64, reads int) 
 			if m.lastOK && b != m.last {
 				m.active = now
 			}
+			m.dBytes, m.dOK = float64(sub(b, m.last)), m.lastOK
 			m.last, m.lastIOs, m.lastOK = b, d.RIOs+d.WIOs, true
 		}
 		sum += int64(b)
@@ -430,17 +435,34 @@ func (t *throttle) measure(now time.Time) {
 	}
 	r, err := t.sen.Read(now)
 	if err != nil {
+		t.devPer = devPeriod{}
 		return
 	}
 	t.cap.observe(r.Stat, r.At, t.cappedAt)
+	// A reading another consumer took (the same At) is no new period.
+	t.devPer = devPeriod{}
+	if t.devLastOK && r.At.After(t.devLast.At) {
+		t.devPer = periodOf(t.devLast.Stat, r.Stat, r.At.Sub(t.devLast.At))
+	}
+	if !t.devLastOK || r.At.After(t.devLast.At) {
+		t.devLast, t.devLastOK = r, true
+	}
 }
 
-// applyCaps writes each demoted workload's cap where it changed.
-func (t *throttle) applyCaps(now time.Time) {
-	calc := capCalc{cfg: t.cfg, slice: t.slice, top: t.top, ceil: t.ceil, bps: t.cap.bps, iops: t.cap.iops}
+// applyCaps writes each demoted workload's cap where it changed, and
+// re-arms the caps in force of the active ones (see Throttle); it returns
+// how many files it wrote.
+func (t *throttle) applyCaps(now time.Time) (writes int) {
+	calc := capCalc{cfg: t.cfg, slice: t.slice, top: t.top, ceil: t.ceil, bps: t.cap.bps, iops: t.cap.iops, light: t.cfg.Light}
 	ins := make([]capIn, len(t.watch))
 	for i, m := range t.watch {
-		ins[i] = capIn{level: m.level, active: !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold}
+		active := !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold
+		held := (!m.heldAt.IsZero() && now.Sub(m.heldAt) < t.cfg.Hold) || ranAtCap(m.load.rate, m.limits)
+		ins[i] = capIn{level: m.level, active: active, rate: m.load.rate, depth: m.load.depth, held: held}
+		if calc.heavy(ins[i]) {
+			m.heavyAt = now
+		}
+		ins[i].lately = !m.heavyAt.IsZero() && now.Sub(m.heavyAt) < t.cfg.Hold
 	}
 	wants := calc.caps(ins, nil)
 	capped := false
@@ -460,16 +482,21 @@ func (t *throttle) applyCaps(now time.Time) {
 		capped = capped || !m.limits.IsZero()
 		want := wants[i]
 		capped = capped || !want.IsZero()
-		if want == m.limits && m.err == nil {
-			continue
-		}
 		if !m.durable {
 			continue // its original is not durable yet: never write
+		}
+		if want == m.limits && m.err == nil {
+			if !want.IsZero() && ins[i].active && !t.dryRun {
+				writes++
+				t.rearm(m)
+			}
+			continue
 		}
 		if t.dryRun {
 			m.limits = want
 			continue
 		}
+		writes++
 		err := t.Write(m.cgroup, Setting{Limits: want})
 		if err == nil {
 			err = verify(t.limitsKnob, m.cgroup, Setting{Limits: want})
@@ -491,6 +518,7 @@ func (t *throttle) applyCaps(now time.Time) {
 		}
 		m.limits, m.err = want, nil
 	}
+	return writes
 }
 
 // rebuildWatch lists the members a period looks at: the demoted, and

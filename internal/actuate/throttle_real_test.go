@@ -33,6 +33,40 @@ func (r v1Rig) inCgroup(t *testing.T, ctx context.Context, rel string, ddArgs st
 	return cmd
 }
 
+// shIn runs the shell script in cgroup rel until ctx ends (or the script
+// does): the shell moves itself into the cgroup first, so every child it
+// starts is charged there.
+func (r v1Rig) shIn(t *testing.T, ctx context.Context, rel, script string) {
+	t.Helper()
+	dir, err := r.h.Path(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf("echo $$ > %s/cgroup.procs && %s", dir, script))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+}
+
+// streamIn keeps a 1 MiB O_DIRECT reader of the whole device running in
+// cgroup rel until ctx ends (one dd reads the small test device in a few
+// milliseconds: a stream is dd over and over).
+func (r v1Rig) streamIn(t *testing.T, ctx context.Context, rel string) {
+	t.Helper()
+	r.shIn(t, ctx, rel, fmt.Sprintf("while :; do dd if=/dev/%s of=/dev/null bs=1M iflag=direct status=none || exit 1; done", r.loop.Name))
+}
+
+// lightIn keeps a light reader running in cgroup rel until ctx ends: one
+// 4 KiB O_DIRECT read at block skip, then a 10 ms pause, over and over
+// (under 100 reads/s, ≤ 400 KB/s: a web service's or a health check's
+// pace).
+func (r v1Rig) lightIn(t *testing.T, ctx context.Context, rel string, skip int) {
+	t.Helper()
+	r.shIn(t, ctx, rel, fmt.Sprintf("while :; do dd if=/dev/%s of=/dev/null bs=4k count=1 skip=%d iflag=direct status=none || exit 1; sleep 0.01; done",
+		r.loop.Name, skip))
+}
+
 // waitFor polls cond every millisecond for up to limit and returns how long
 // it took, failing the test with what when it did not come true.
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
@@ -95,7 +129,7 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := "/dev/" + r.loop.Name
-	r.inCgroup(t, ctx, lo, fmt.Sprintf("if=%s bs=1M iflag=direct count=100000", dev))
+	r.streamIn(t, ctx, lo)
 	// Alone, the stream is not capped, and the device's capacity is learnt.
 	time.Sleep(3 * DefaultThrottleHold)
 	if got := limits(lo); !got.IsZero() {
@@ -226,7 +260,7 @@ func TestRealV1BFQWeightsAndThrottle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dev := "/dev/" + r.loop.Name
-	r.inCgroup(t, ctx, lo, fmt.Sprintf("if=%s bs=1M iflag=direct count=100000", dev))
+	r.streamIn(t, ctx, lo)
 	time.Sleep(3 * DefaultThrottleHold)
 	if l := limits(); !l.IsZero() {
 		t.Fatalf("lo capped %+v with nobody better doing I/O", l)
@@ -340,5 +374,116 @@ func TestRealV1ThrottleCapacityBesideReader(t *testing.T) {
 	}
 	if lowest < c0/2 {
 		t.Errorf("capacity fell from %.0f to %.0f MiB/s while the device delivered what the caps let through", c0/(1<<20), lowest/(1<<20))
+	}
+}
+
+// TestRealV1ThrottleCapsWhoMakesOthersWait (issue 20 item 2): on a real v1
+// tree and a brand-new loop device with scheduler none, the throttle with
+// the daemon's defaults (shares, 8 MiB/s floor, 5 ms burst bound), a
+// level-4 streamer, a light level-2 reader and a light level-1 reader (one
+// 4 KiB read every ~10 ms each). The streamer's cap appears in
+// blkio.throttle.read_bps_device and stays while the readers read,
+// re-armed period after period, and still limits it (re-arming a cap that
+// stops limiting is the failure measured at 50 %); the light level-2
+// reader never has a cap, looked at every millisecond for 3 s — it used
+// to be capped to protect the level-1 reader, for being at level 2.
+func TestRealV1ThrottleCapsWhoMakesOthersWait(t *testing.T) {
+	r := newV1Rig(t, "none")
+	if err := r.h.EnableV1Accounting(r.dev); err != nil {
+		t.Fatal(err)
+	}
+	hi, light, lo := r.child(t, "hi"), r.child(t, "light"), r.child(t, "lo")
+	a, err := New(Config{Hierarchy: r.h, SysRoot: "/sys",
+		Devices:  []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechThrottle}},
+		Throttle: Throttle{Shares: DefaultThrottleShares(), Min: 8 << 20, MaxBurst: DefaultThrottleBurst}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.RestoreAll(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := a.Apply(time.Now(), []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000},
+		{ID: "light", Cgroup: light, Level: 2, Weight: 500}, {ID: "lo", Cgroup: lo, Level: 4, Weight: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	th := a.mechs[0][0].(*throttle)
+	limits := func(cg string) cgroupfs.Limits {
+		l, err := r.h.ReadLimits(cg, r.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	loBytes := func() uint64 {
+		cg, err := r.h.Open(lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cg.Close()
+		st, err := cg.ReadIO()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cgroupfs.DeviceIn(st.Devices, r.dev).RBytes
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.streamIn(t, ctx, lo)
+	time.Sleep(3 * DefaultThrottleHold) // the capacity is learnt from the stream alone
+	if l := limits(lo); !l.IsZero() {
+		t.Fatalf("the streamer capped %+v with nobody better doing I/O", l)
+	}
+	capBps, _ := a.Capacity(0)
+	if capBps == 0 {
+		t.Fatal("no capacity learnt from the stream alone")
+	}
+
+	r.lightIn(t, ctx, light, 1000)
+	r.lightIn(t, ctx, hi, 2000)
+	waitFor(t, time.Second, "the streamer capped while the readers read", func() bool { return !limits(lo).IsZero() })
+	rearms := func() uint64 { th.mu.Lock(); defer th.mu.Unlock(); return th.rearms }
+	r0, b0, t0 := rearms(), loBytes(), time.Now()
+	looks, capped := 0, 0
+	var capIn cgroupfs.Limits
+	for time.Since(t0) < 3*time.Second {
+		if l := limits(light); !l.IsZero() {
+			t.Fatalf("the light level-2 reader capped %+v (look %d) beside a level-1 reader and a streamer", l, looks)
+		}
+		if l := limits(lo); !l.IsZero() {
+			capped++
+			capIn = l
+		}
+		looks++
+		time.Sleep(time.Millisecond)
+	}
+	secs, moved, n := time.Since(t0).Seconds(), loBytes()-b0, rearms()-r0
+	th.mu.Lock()
+	lightLoad, loLoad := th.members[light].load, th.members[lo].load
+	th.mu.Unlock()
+	t.Logf("capacity %.0f MiB/s; streamer capped in %d of %d looks at %+v, moved %.1f MiB/s; %d re-arms in %.1f s; "+
+		"load: light %.2f MiB/s depth %.2f, streamer %.1f MiB/s depth %.2f",
+		capBps/(1<<20), capped, looks, capIn, float64(moved)/secs/(1<<20), n, secs,
+		lightLoad.rate/(1<<20), lightLoad.depth, loLoad.rate/(1<<20), loLoad.depth)
+	// Most of the time, not all: on a loaded host (load 177) a reader's
+	// dd can pause beyond the Hold, and the cap is rightly lifted then.
+	if capped < looks/2 {
+		t.Errorf("the streamer capped in only %d of %d looks while both readers read", capped, looks)
+	}
+	// The cap: 5 % of the capacity (5 ms of the 100 ms slice), at least
+	// the 8 MiB/s floor.
+	capEnd, _ := a.Capacity(0)
+	want := max(uint64(0.05*capEnd), 8<<20)
+	if capIn.RBps < want*9/10 || capIn.RBps > want*11/10 {
+		t.Errorf("the streamer's cap %d B/s, want ≈ %d (5 %% of %.0f B/s, at least 8 MiB/s)", capIn.RBps, want, capEnd)
+	}
+	if float64(n) < 20*secs {
+		t.Errorf("%d re-arms in %.1f s of a capped active streamer, want one a period (10 ms), at least 20/s under load", n, secs)
+	}
+	// Still limiting: uncapped, the stream moves ~20 times its cap.
+	if limit := 3 * float64(capIn.RBps) * secs; float64(moved) > limit {
+		t.Errorf("the capped streamer moved %.1f MiB in %.1f s, over 3× its cap (%.1f MiB): the re-armed cap does not limit",
+			float64(moved)/(1<<20), secs, limit/(1<<20))
 	}
 }

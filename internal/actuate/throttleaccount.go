@@ -13,8 +13,8 @@ import (
 // imposed from the device's.
 
 // account adds what the caps in force since the last period allowed to
-// the device sensor's Caps, and every capacityWindow judges whether a
-// capped workload ran at its cap (was held back by it).
+// the device sensor's Caps, and every capacityWindow judges whether each
+// workload capped over the window ran at its cap (was held back by it).
 func (t *throttle) account(now time.Time) {
 	dt := now.Sub(t.lastStep).Seconds()
 	first := t.lastStep.IsZero()
@@ -32,6 +32,7 @@ func (t *throttle) account(now time.Time) {
 		c.IOs += float64(m.limits.RIOps) * dt
 		m.allowB += float64(m.limits.RBps) * dt
 		m.allowIO += float64(m.limits.RIOps) * dt
+		m.allowSecs += dt
 		if !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold {
 			c.CappedSecs = dt
 		}
@@ -41,7 +42,7 @@ func (t *throttle) account(now time.Time) {
 		for _, m := range t.watch {
 			capped := m.allowB > 0 || m.allowIO > 0
 			if !t.Wants(m.level) || !m.lastOK {
-				m.winOK, m.winIOsOK, m.allowB, m.allowIO = false, false, 0, 0
+				m.winOK, m.winIOsOK, m.allowB, m.allowIO, m.allowSecs = false, false, 0, 0, 0
 				continue
 			}
 			var ios uint64
@@ -49,15 +50,22 @@ func (t *throttle) account(now time.Time) {
 			if capped || !m.limits.IsZero() {
 				ios, iosOK = t.memberIOs(m)
 			}
-			if capped && m.winOK && !held {
+			// Judged only when capped over (nearly) the whole window: what
+			// it moved while uncapped part of it is no sign of its cap's
+			// holding it back.
+			if capped && m.winOK && m.allowSecs >= heldFrac*win.Seconds() {
 				n := -1.0
 				if iosOK && m.winIOsOK {
 					n = float64(sub(ios, m.winIOs))
 				}
-				held = heldBack(float64(sub(m.last, m.winBytes)), n, m.allowB, m.allowIO)
+				// Each capped workload's own verdict: held back, it stays
+				// heavy (throttleload.go) though its rate is the cap's.
+				if heldBack(float64(sub(m.last, m.winBytes)), n, m.allowB, m.allowIO) {
+					m.heldAt, held = now, true
+				}
 			}
 			m.winBytes, m.winOK, m.winIOs, m.winIOsOK = m.last, true, ios, iosOK
-			m.allowB, m.allowIO = 0, 0
+			m.allowB, m.allowIO, m.allowSecs = 0, 0, 0
 		}
 		if held {
 			c.HeldSecs = win.Seconds()

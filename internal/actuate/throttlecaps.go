@@ -15,10 +15,16 @@ import (
 const (
 	// throttleMinIOPS is the lowest IOPS cap set on a workload.
 	throttleMinIOPS = 50
-	// blk-throttle's slices: HZ/10 on rotational devices, HZ/50 on others
-	// (block/blk-throttle.c, DFL_THROTL_SLICE_HD and _SSD).
-	sliceRotational    = 100 * time.Millisecond
-	sliceNonRotational = 20 * time.Millisecond
+	// throttleSlice is blk-throttle's slice: HZ/10 on every device on
+	// 6.18.2+ and 6.19 ("block/blk-throttle: Fix throttle slice time for
+	// SSDs", DFL_THROTL_SLICE) and on 6.1 without
+	// CONFIG_BLK_DEV_THROTTLING_LOW. Only 6.10–6.18.1 used HZ/50 on a
+	// device that was non-rotational at its first limit: assuming the
+	// longer slice there makes a cap smaller than MaxBurst allows, never a
+	// burst longer (and re-arming shrinks the burst on every kernel).
+	// The 20 ms once assumed for non-rotational devices made a 25 % cap a
+	// 25 ms burst on the host's 6.18 (issue 20).
+	throttleSlice = 100 * time.Millisecond
 	// capacityWindow is the span over which the device's rate is measured.
 	capacityWindow = 200 * time.Millisecond
 	// slowedLatency: a busy device delivering less is taken to have slowed
@@ -99,6 +105,11 @@ func sub(cur, prev uint64) uint64 {
 type capIn struct {
 	level  int
 	active bool // did I/O on the device within Hold
+	// Its load (throttleload.go): bytes/s and requests in flight, smoothed
+	// over shareWindow; held: its cap in force holds it back; lately: it
+	// was heavy within Hold.
+	rate, depth  float64
+	held, lately bool
 }
 
 // capCalc is what the caps of one period depend on besides the workloads.
@@ -109,6 +120,7 @@ type capCalc struct {
 	ceil  Ceiling
 	bps   float64 // the device's capacity
 	iops  float64
+	light float64 // Throttle.Light: the share below which a workload is light
 }
 
 // wants reports whether the throttle manages level (Shares below 1).
@@ -117,24 +129,28 @@ func (c capCalc) wants(level int) bool {
 }
 
 // caps returns each workload's limits (in ms's order, appended to out): a
-// workload of a managed level worse than top gets its level's share of the
-// capacity, split evenly among its level's active workloads, several
-// capped levels' shares scaled so their sum is the largest of them, each
-// share at most MaxBurst/slice; never below Min bytes/s and
-// throttleMinIOPS. The Ceiling bounds the held levels' workloads further,
-// a better level active or not. The zero Limits is uncapped.
+// heavy workload (see heavy) of a managed level worse than top gets its
+// level's share of the capacity, split evenly among its level's active
+// heavy workloads, several capped levels' shares scaled so their sum is
+// the largest of them, each share at most MaxBurst/slice; never below Min
+// bytes/s and throttleMinIOPS. A light workload is not capped, whatever
+// its level. The Ceiling bounds the held levels' workloads further, a
+// better level active or not, heavy or not. The zero Limits is uncapped.
 func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
-	var active [levels]int
+	var active, heavy [levels]int
 	for _, m := range ms {
 		if c.wants(m.level) && m.active {
 			active[m.level-1]++
+			if c.heavy(m) {
+				heavy[m.level-1]++
+			}
 		}
 	}
 	// The capped levels' shares, their sum scaled to the largest.
 	var scale [levels]float64
 	sum, top := 0.0, 0.0
 	for l := 2; l <= levels; l++ {
-		if c.top != 0 && l > c.top && active[l-1] > 0 {
+		if c.top != 0 && l > c.top && heavy[l-1] > 0 {
 			sum += c.cfg.Shares[l-1]
 			top = max(top, c.cfg.Shares[l-1])
 		}
@@ -153,8 +169,8 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 	}
 	for _, m := range ms {
 		want := cgroupfs.Limits{}
-		if c.wants(m.level) && c.top != 0 && m.level > c.top && c.bps > 0 {
-			n := float64(max(active[m.level-1], 1))
+		if c.wants(m.level) && c.top != 0 && m.level > c.top && c.bps > 0 && c.heavy(m) {
+			n := float64(max(heavy[m.level-1], 1))
 			share := scale[m.level-1]
 			if c.cfg.MaxBurst > 0 {
 				share = min(share, c.cfg.MaxBurst.Seconds()/c.slice.Seconds())

@@ -11,11 +11,22 @@ import (
 // TestCapCalc: the cap arithmetic, case by case.
 func TestCapCalc(t *testing.T) {
 	shares := [4]float64{1, 0.6, 0.45, 0.3}
-	base := capCalc{cfg: Throttle{Shares: shares, Min: 1 << 20}, slice: sliceNonRotational, top: 1, bps: 1000 << 20, iops: 1000}
+	mib := uint64(1 << 20)
+	base := capCalc{cfg: Throttle{Shares: shares, Min: 1 << 20}, slice: throttleSlice, top: 1, bps: 1000 << 20, iops: 1000,
+		light: DefaultThrottleLight}
 	lim := func(bps, iops uint64) cgroupfs.Limits {
 		return cgroupfs.Limits{RBps: bps, WBps: bps, RIOps: iops, WIOps: iops}
 	}
-	mib := uint64(1 << 20)
+	// A stream moving half the device, a light reader (400 KB/s, a
+	// request in flight now and then), an idle workload.
+	stream := func(level int) capIn { return capIn{level: level, active: true, rate: 500 << 20, depth: 1} }
+	light := func(level int) capIn { return capIn{level: level, active: true, rate: 400 << 10, depth: 0.02} }
+	idle := func(level int) capIn { return capIn{level: level} }
+	// MaxBurst's share of a slice, computed as the code does (5 ms / 100 ms
+	// in float64 is a hair under 0.05).
+	burst := (5 * time.Millisecond).Seconds() / throttleSlice.Seconds()
+	// The share threshold: 5 % of 1000 MiB/s.
+	edge := 0.05 * float64(1000<<20)
 	for _, c := range []struct {
 		name string
 		calc func(capCalc) capCalc
@@ -23,36 +34,62 @@ func TestCapCalc(t *testing.T) {
 		want []cgroupfs.Limits
 	}{
 		{"no better level active: nobody capped", func(c capCalc) capCalc { c.top = 0; return c },
-			[]capIn{{4, true}, {2, true}}, []cgroupfs.Limits{{}, {}}},
+			[]capIn{stream(4), stream(2)}, []cgroupfs.Limits{{}, {}}},
 		{"one level-4 stream: its share of the capacity", nil,
-			[]capIn{{4, true}}, []cgroupfs.Limits{lim(300*mib, 300)}},
-		{"two active at level 4 split it", nil,
-			[]capIn{{4, true}, {4, true}}, []cgroupfs.Limits{lim(150*mib, 150), lim(150*mib, 150)}},
-		{"an idle one does not count in the split", nil,
-			[]capIn{{4, true}, {4, false}}, []cgroupfs.Limits{lim(300*mib, 300), lim(300*mib, 300)}},
-		{"levels 2 and 4 active: shares scaled to the largest (0.6)", nil,
-			[]capIn{{2, true}, {4, true}}, []cgroupfs.Limits{lim(uint64(0.4*float64(1000*mib)), 400), lim(uint64(0.2*float64(1000*mib)), 200)}},
-		{"level 2 active at the top: level 2 free, level 3 capped", func(c capCalc) capCalc { c.top = 2; return c },
-			[]capIn{{2, true}, {3, true}}, []cgroupfs.Limits{{}, lim(uint64(0.45*float64(1000*mib)), 450)}},
+			[]capIn{stream(4)}, []cgroupfs.Limits{lim(300*mib, 300)}},
+		{"a light level-2 reader beside a level-1 one: nobody capped", nil,
+			[]capIn{light(2)}, []cgroupfs.Limits{{}}},
+		{"a light reader at level 4 beside a level-1 one: not capped either", nil,
+			[]capIn{light(4)}, []cgroupfs.Limits{{}}},
+		{"a streamer beside a light level-2 (the best active level): streamer capped, reader not",
+			func(c capCalc) capCalc { c.top = 2; return c },
+			[]capIn{light(2), stream(4)}, []cgroupfs.Limits{{}, lim(300*mib, 300)}},
+		{"a light level-2 beside a streamer and a level-1: the streamer keeps its whole share", nil,
+			[]capIn{light(2), stream(4)}, []cgroupfs.Limits{{}, lim(300*mib, 300)}},
+		{"two streamers at level 4 split it", nil,
+			[]capIn{stream(4), stream(4)}, []cgroupfs.Limits{lim(150*mib, 150), lim(150*mib, 150)}},
+		{"two streamers, levels 3 and 4, the level-3 one the best active: level 4 capped below it",
+			func(c capCalc) capCalc { c.top = 3; return c },
+			[]capIn{stream(3), stream(4)}, []cgroupfs.Limits{{}, lim(300*mib, 300)}},
+		{"an idle one is not capped and does not count in the split", nil,
+			[]capIn{stream(4), idle(4)}, []cgroupfs.Limits{lim(300*mib, 300), {}}},
+		{"levels 2 and 4 streaming: shares scaled to the largest (0.6)", nil,
+			[]capIn{stream(2), stream(4)}, []cgroupfs.Limits{lim(uint64(0.4*float64(1000*mib)), 400), lim(uint64(0.2*float64(1000*mib)), 200)}},
+		{"share exactly at the threshold: heavy", nil,
+			[]capIn{{level: 4, active: true, rate: edge}}, []cgroupfs.Limits{lim(300*mib, 300)}},
+		{"share just below the threshold: light", nil,
+			[]capIn{{level: 4, active: true, rate: edge - 1}}, []cgroupfs.Limits{{}}},
+		{"a higher threshold (Light 0.1) frees a 5 % workload", func(c capCalc) capCalc { c.light = 0.1; return c },
+			[]capIn{{level: 4, active: true, rate: edge}}, []cgroupfs.Limits{{}}},
+		{"few bytes but a deep queue (4 in flight): heavy", nil,
+			[]capIn{{level: 4, active: true, rate: 1 << 20, depth: deepInFlight}}, []cgroupfs.Limits{lim(300*mib, 300)}},
+		{"few bytes, just under the depth: light", nil,
+			[]capIn{{level: 4, active: true, rate: 1 << 20, depth: deepInFlight - 0.01}}, []cgroupfs.Limits{{}}},
+		{"held back by its cap, its own rate low: stays heavy", nil,
+			[]capIn{{level: 4, active: true, rate: 1 << 20, held: true}}, []cgroupfs.Limits{lim(300*mib, 300)}},
+		{"heavy lately, idle now (a stream between files): stays capped", nil,
+			[]capIn{{level: 4, lately: true}}, []cgroupfs.Limits{lim(300*mib, 300)}},
+		{"level 2 at the top: level 2 free, level 3 capped", func(c capCalc) capCalc { c.top = 2; return c },
+			[]capIn{stream(2), stream(3)}, []cgroupfs.Limits{{}, lim(uint64(0.45*float64(1000*mib)), 450)}},
 		{"a level of share 1 is not managed", func(c capCalc) capCalc { c.cfg.Shares[1] = 1; return c },
-			[]capIn{{2, true}}, []cgroupfs.Limits{{}}},
-		{"MaxBurst bounds the share: 5 ms of a 20 ms slice", func(c capCalc) capCalc { c.cfg.MaxBurst = 5 * time.Millisecond; return c },
-			[]capIn{{4, true}}, []cgroupfs.Limits{lim(250*mib, 250)}},
+			[]capIn{stream(2)}, []cgroupfs.Limits{{}}},
+		{"MaxBurst bounds the share: 5 ms of the 100 ms slice", func(c capCalc) capCalc { c.cfg.MaxBurst = 5 * time.Millisecond; return c },
+			[]capIn{stream(4)}, []cgroupfs.Limits{lim(uint64(burst*float64(1000*mib)), throttleMinIOPS)}},
 		{"never below Min bytes/s and the IOPS floor", func(c capCalc) capCalc { c.bps, c.iops = 2*float64(mib), 20; return c },
-			[]capIn{{4, true}}, []cgroupfs.Limits{lim(mib, throttleMinIOPS)}},
+			[]capIn{stream(4)}, []cgroupfs.Limits{lim(mib, throttleMinIOPS)}},
 		{"capacity unknown: no cap", func(c capCalc) capCalc { c.bps, c.iops = 0, 0; return c },
-			[]capIn{{4, true}}, []cgroupfs.Limits{{}}},
+			[]capIn{stream(4)}, []cgroupfs.Limits{{}}},
 		{"IOPS unknown: bytes alone", func(c capCalc) capCalc { c.iops = 0; return c },
-			[]capIn{{4, true}}, []cgroupfs.Limits{{RBps: 300 * mib, WBps: 300 * mib}}},
-		{"ceiling without a better level: held levels share it, IOPS alone",
+			[]capIn{stream(4)}, []cgroupfs.Limits{{RBps: 300 * mib, WBps: 300 * mib}}},
+		{"ceiling without a better level: held levels share it, IOPS alone, light or heavy",
 			func(c capCalc) capCalc { c.top = 0; c.ceil = Ceiling{From: 3, IOPS: 100}; return c },
-			[]capIn{{2, true}, {3, true}, {4, true}}, []cgroupfs.Limits{{}, {RIOps: 50, WIOps: 50}, {RIOps: 50, WIOps: 50}}},
+			[]capIn{stream(2), light(3), stream(4)}, []cgroupfs.Limits{{}, {RIOps: 50, WIOps: 50}, {RIOps: 50, WIOps: 50}}},
 		{"ceiling lowers a share's cap", func(c capCalc) capCalc { c.ceil = Ceiling{From: 2, IOPS: 100, Bps: 10 * float64(mib)}; return c },
-			[]capIn{{4, true}}, []cgroupfs.Limits{lim(10*mib, 100)}},
+			[]capIn{stream(4)}, []cgroupfs.Limits{lim(10*mib, 100)}},
 		{"ceiling above the share's cap changes nothing", func(c capCalc) capCalc { c.ceil = Ceiling{From: 2, IOPS: 10000}; return c },
-			[]capIn{{4, true}}, []cgroupfs.Limits{lim(300*mib, 300)}},
+			[]capIn{stream(4)}, []cgroupfs.Limits{lim(300*mib, 300)}},
 		{"ceiling's floor: 2 IOPS, 4 KiB/s", func(c capCalc) capCalc { c.top = 0; c.ceil = Ceiling{From: 2, IOPS: 1, Bps: 100}; return c },
-			[]capIn{{4, true}}, []cgroupfs.Limits{lim(ceilingMinBps, ceilingMinIOPS)}},
+			[]capIn{stream(4)}, []cgroupfs.Limits{lim(ceilingMinBps, ceilingMinIOPS)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			calc := base

@@ -138,7 +138,7 @@ var flagDefs = []flagDef{
 			return err
 		}},
 	{name: "throttle-burst", key: "throttle_burst", arg: "DUR",
-		help: "on a throttle-only device, while a better level is active: the longest a capped workload's burst may keep the device busy (blk-throttle lets a whole 100 ms slice go at once, 20 ms on non-rotational devices); 0 = no bound",
+		help: "on a throttle-only device, while a better level is active: the longest a capped workload's burst may keep the device busy (blk-throttle lets a whole 100 ms slice go at once, on every device of 6.18.2+; the fast loop re-arms the cap every period, so a tenth of that goes at once while it keeps up); 0 = no bound",
 		get:  func(c *Config) string { return fmtDuration(c.ThrottleBurst) },
 		set:  durationSetter(func(c *Config) *time.Duration { return &c.ThrottleBurst })},
 	{name: "throttle-reads", key: "throttle_reads", arg: "N",

@@ -324,6 +324,11 @@ func (d *Daemon) healthSnapshot() *snapshot.Health {
 		dh := snapshot.DeviceHealth{Name: hd.name, Dev: hd.dev, State: st.State.String(), Since: st.Since, Reason: st.Reason,
 			IOPS: st.IOPS, Bps: st.Bps, Util: st.Util, QueueDepth: st.QueueDepth, PeakIOPS: st.PeakIOPS, PeakBps: st.PeakBps,
 			FloorIOPS: st.FloorIOPS, FloorBps: st.FloorBps, CapIOPS: st.CapIOPS, CapBps: st.CapBps, HeldByCaps: st.HeldByCaps}
+		if hd.havePrev {
+			c := hd.prev.Stat
+			dh.ReadIOs, dh.WriteIOs, dh.ReadBytes, dh.WriteBytes = c.ReadIOs, c.WriteIOs, c.ReadSectors*512, c.WriteSectors*512
+			dh.IOTime, dh.IOTimeWeighted = float64(c.IOTicksMs)/1e3, float64(c.TimeInQueueMs)/1e3
+		}
 		if st.Modeled {
 			m := &snapshot.BurstModel{Name: hd.model.Name, Balance: st.Balance, BalanceIOs: st.BalanceIOs,
 				BalanceBytes: st.BalanceBytes, DrainIOPS: st.DrainIOPS, DrainBps: st.DrainBps}

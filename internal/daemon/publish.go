@@ -99,7 +99,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	}
 	for _, ap := range applied {
 		a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: ap.Device.Mechanisms(),
-			ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero()}
+			ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero(), Used: t.c.Used(ap.Device.Dev)}
 		if isWeightMech(string(ap.Device.Mech)) {
 			a.Weight = int(ap.Weight)
 		}

@@ -20,7 +20,7 @@ type Collector struct {
 
 	info, workloads, byLevel, lastTick                  *prometheus.Desc
 	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight        *prometheus.Desc
-	wlWaiting, wlStalled                                *prometheus.Desc
+	wlWaiting, wlStalled, wlCap                         *prometheus.Desc
 	devInfo, devTopLevel, devBytes, devCap, devCapacity *prometheus.Desc
 	hostWaiting, hostStalled                            *prometheus.Desc
 }
@@ -50,6 +50,7 @@ const (
 	helpWlWeight   = "I/O weight (10..1000) the workload's level maps to; 0 when exempt."
 	helpWlWaiting  = "Time at least one of the workload's tasks waited on I/O (cgroup io.pressure, some)."
 	helpWlStalled  = "Time all of the workload's tasks stalled on I/O at once (cgroup io.pressure, full)."
+	helpWlCap      = "Byte-rate cap the throttle has in force on the workload on a device it used, at the last tick; only workloads capped now carry the series."
 	labelOperation = "operation"
 )
 
@@ -75,6 +76,7 @@ func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
 		wlWeight:  d("workload_weight", helpWlWeight, "id", "name"),
 		wlWaiting: d("workload_pressure_io_waiting_seconds_total", helpWlWaiting, "id", "name"),
 		wlStalled: d("workload_pressure_io_stalled_seconds_total", helpWlStalled, "id", "name"),
+		wlCap:     d("workload_cap_bytes_per_second", helpWlCap, "id", "name", "device", labelOperation),
 		devInfo: d("device_info",
 			"A block device the daemon actuates on, with its scheduler and the mechanism in use; always 1.",
 			"device", "major", "minor", "scheduler", "mechanism", "weights_effective"),
@@ -104,7 +106,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	if c.part != onlyHost {
-		for _, d := range []*prometheus.Desc{c.wlLevel, c.wlBytes, c.wlIOs, c.wlInLevel, c.wlWeight, c.wlWaiting, c.wlStalled} {
+		for _, d := range []*prometheus.Desc{c.wlLevel, c.wlBytes, c.wlIOs, c.wlInLevel, c.wlWeight, c.wlWaiting, c.wlStalled, c.wlCap} {
 			ch <- d
 		}
 	}
@@ -253,6 +255,38 @@ func (c *Collector) collectWorkload(ch chan<- prometheus.Metric, w *snapshot.Wor
 		add(c.wlWaiting, true, usToSeconds(p.SomeTotal), plain)
 		add(c.wlStalled, true, usToSeconds(p.FullTotal), plain)
 	}
+	for _, cp := range capsOf(w) {
+		ch <- prometheus.MustNewConstMetric(c.wlCap, prometheus.GaugeValue, float64(cp.bps), ws.id, ws.name, cp.device, cp.op)
+	}
+}
+
+// workloadCap is one series of ddiskqos_workload_cap_bytes_per_second.
+type workloadCap struct {
+	device, op string
+	bps        uint64
+}
+
+// capsOf is the caps in force on w: per device it used (Applied.Used)
+// and direction with a cap, none for every other workload. What bounds
+// the series at 10,000 workloads: a workload carries them only while
+// the throttle caps it on a disk it does I/O on — a demoted stream while
+// a better level is active there — so an idle host has none, and a busy
+// one a few per capped stream, not one per workload and device.
+func capsOf(w *snapshot.Workload) []workloadCap {
+	var out []workloadCap
+	for _, a := range w.Applied {
+		if !a.Throttled || !a.Used {
+			continue
+		}
+		dev := validUTF8(a.Device)
+		if a.ReadBps > 0 {
+			out = append(out, workloadCap{dev, valRead, a.ReadBps})
+		}
+		if a.WriteBps > 0 {
+			out = append(out, workloadCap{dev, valWrite, a.WriteBps})
+		}
+	}
+	return out
 }
 
 // sample is one gauge or counter whose label pairs (sorted by name, as

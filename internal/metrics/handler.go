@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,23 +165,27 @@ func acceptsGzip(header string) bool {
 
 // writeText writes the families gathered and the snapshot's per-workload
 // families in the text format, all sorted by name as the registry sorts
-// them: the workload families go in just before the first gathered family
-// whose name sorts after theirs.
+// them: each workload family goes in just before the first gathered
+// family whose name sorts after its own.
 func writeText(w *bufio.Writer, format expfmt.Format, mfs []*dto.MetricFamily, snap *snapshot.Snapshot) error {
 	enc := expfmt.NewEncoder(w, format)
-	done := snap == nil || len(snap.Workloads) == 0
-	for _, mf := range mfs {
-		if !done && mf.GetName() > workloadFamilies[0].name {
-			writeWorkloads(w, snap)
-			done = true
+	var wt *workloadText
+	if snap != nil && len(snap.Workloads) > 0 {
+		wt = newWorkloadText(snap)
+	}
+	next := 0 // the next workload family to write
+	flush := func(before string) {
+		for ; wt != nil && next < len(wt.families) && (before == "" || wt.families[next].name < before); next++ {
+			wt.families[next].write(w)
 		}
+	}
+	for _, mf := range mfs {
+		flush(mf.GetName())
 		if err := enc.Encode(mf); err != nil {
 			return err
 		}
 	}
-	if !done {
-		writeWorkloads(w, snap)
-	}
+	flush("")
 	return nil
 }
 
@@ -220,41 +225,110 @@ var workloadFamilies = [...]struct {
 	}},
 }
 
-// writeWorkloads writes the per-workload families of snap. Workloads are
-// in ID, then name order (the registry's order: it sorts by label
-// values); a workload with the same ID and name as the one before would be
-// a duplicate series and is left out, as the registry leaves it out.
-// Write errors stick in w (bufio) and are returned by its Flush.
-func writeWorkloads(w *bufio.Writer, snap *snapshot.Snapshot) {
-	order := idOrder(snap)
-	ids := make([]string, len(snap.Workloads))
-	names := make([]string, len(snap.Workloads))
+// workloadText writes the per-workload families of one snapshot.
+// Workloads are in ID, then name order (the registry's order: it sorts by
+// label values); a workload with the same ID and name as the one before
+// would be a duplicate series and is left out, as the registry leaves it
+// out. Write errors stick in w (bufio) and are returned by its Flush.
+type workloadText struct {
+	snap       *snapshot.Snapshot
+	order      []int32
+	ids, names []string
+	families   []textFamily // in name order; only those with series
+}
+
+// textFamily is one family to write.
+type textFamily struct {
+	name  string
+	write func(w *bufio.Writer)
+}
+
+func newWorkloadText(snap *snapshot.Snapshot) *workloadText {
+	wt := &workloadText{snap: snap, order: idOrder(snap),
+		ids: make([]string, len(snap.Workloads)), names: make([]string, len(snap.Workloads))}
 	for i := range snap.Workloads {
-		ids[i], names[i] = validUTF8(snap.Workloads[i].ID), validUTF8(snap.Workloads[i].Name)
+		wt.ids[i], wt.names[i] = validUTF8(snap.Workloads[i].ID), validUTF8(snap.Workloads[i].Name)
+	}
+	if caps := wt.caps(); len(caps) > 0 {
+		wt.families = append(wt.families, textFamily{capFamily, func(w *bufio.Writer) { writeCaps(w, caps) }})
 	}
 	psi := anyPressure(snap)
 	for _, f := range workloadFamilies {
 		if f.psi && !psi {
 			continue // no series: no family, as the registry does
 		}
-		w.WriteString("# HELP ")
-		w.WriteString(f.name)
-		w.WriteByte(' ')
-		writeEscaped(w, f.help, false)
-		w.WriteString("\n# TYPE ")
-		w.WriteString(f.name)
-		w.WriteByte(' ')
-		w.WriteString(f.typ)
-		w.WriteByte('\n')
-		prev := -1
-		for _, i := range order {
-			if prev >= 0 && ids[i] == ids[prev] && names[i] == names[prev] {
-				continue
-			}
-			prev = int(i)
-			f.write(w, f.name, snap.Workloads[i], ids[i], names[i])
-		}
+		wt.families = append(wt.families, textFamily{f.name, func(w *bufio.Writer) {
+			writeHead(w, f.name, f.help, f.typ)
+			wt.each(func(wl *snapshot.Workload, id, name string) { f.write(w, f.name, wl, id, name) })
+		}})
 	}
+	return wt
+}
+
+// each calls fn for every workload in order, duplicates left out.
+func (wt *workloadText) each(fn func(wl *snapshot.Workload, id, name string)) {
+	prev := -1
+	for _, i := range wt.order {
+		if prev >= 0 && wt.ids[i] == wt.ids[prev] && wt.names[i] == wt.names[prev] {
+			continue
+		}
+		prev = int(i)
+		fn(wt.snap.Workloads[i], wt.ids[i], wt.names[i])
+	}
+}
+
+// capFamily is the per-workload caps' family (capsOf says which
+// workloads carry it).
+const capFamily = namespace + "_workload_cap_bytes_per_second"
+
+// capSample is one series of the caps' family.
+type capSample struct {
+	id, name string
+	workloadCap
+}
+
+// caps is every workload's caps in the registry's order: by label values
+// in the order of the label names (device, id, name, operation).
+func (wt *workloadText) caps() []capSample {
+	var out []capSample
+	wt.each(func(wl *snapshot.Workload, id, name string) {
+		for _, c := range capsOf(wl) {
+			out = append(out, capSample{id, name, c})
+		}
+	})
+	slices.SortStableFunc(out, func(a, b capSample) int { return strings.Compare(a.device, b.device) })
+	return out
+}
+
+func writeCaps(w *bufio.Writer, caps []capSample) {
+	writeHead(w, capFamily, helpWlCap, "gauge")
+	for _, c := range caps {
+		w.WriteString(capFamily)
+		w.WriteString(`{device="`)
+		writeEscaped(w, c.device, true)
+		w.WriteString(`",id="`)
+		writeEscaped(w, c.id, true)
+		w.WriteString(`",name="`)
+		writeEscaped(w, c.name, true)
+		w.WriteString(`",operation="`)
+		w.WriteString(c.op)
+		w.WriteString(`"} `)
+		writeFloat(w, float64(c.bps))
+		w.WriteByte('\n')
+	}
+}
+
+// writeHead writes a family's HELP and TYPE lines.
+func writeHead(w *bufio.Writer, name, help, typ string) {
+	w.WriteString("# HELP ")
+	w.WriteString(name)
+	w.WriteByte(' ')
+	writeEscaped(w, help, false)
+	w.WriteString("\n# TYPE ")
+	w.WriteString(name)
+	w.WriteByte(' ')
+	w.WriteString(typ)
+	w.WriteByte('\n')
 }
 
 func anyPressure(s *snapshot.Snapshot) bool {

@@ -7,7 +7,9 @@ import (
 )
 
 // healthCollector sends the storage-health series of the newest snapshot:
-// per device (label device) its state, rate, utilisation, queue depth and,
+// per device (label device) its state, its own counters (requests and
+// bytes completed, time busy, that time weighted by the queue: rate()
+// gives the IOPS, throughput, utilisation and mean queue depth) and,
 // with a burst model, the balance, drain and time to empty; the host's
 // blocked tasks; the sync-write probe as a histogram; per workload the
 // tasks in D state (only workloads that have some: a 0 for each of
@@ -15,7 +17,7 @@ import (
 type healthCollector struct {
 	current func() *snapshot.Snapshot
 
-	state, iops, bps, util, depth, balance, drain, tte, hold, blocked, probe, probePending, dtasks *prometheus.Desc
+	state, ops, bytes, ioTime, ioTimeWeighted, balance, drain, tte, hold, blocked, probe, probePending, dtasks *prometheus.Desc
 }
 
 var healthStates = []string{"normal", "draining", "exhausted", "recovering"}
@@ -28,10 +30,14 @@ func newHealthCollector(current func() *snapshot.Snapshot) *healthCollector {
 		state: d("device_health_state",
 			"Health of the device from its own counters: 1 for the state it is in (normal, draining, exhausted: a steady floor while busy, recovering), 0 for the others.",
 			"device", "state"),
-		iops:    d("device_iops", "Requests the device completed per second over the last tick.", "device"),
-		bps:     d("device_bytes_per_second", "Bytes the device read and wrote per second over the last tick.", "device"),
-		util:    d("device_utilization_ratio", "Share of the last tick the device had I/O in flight (io_ticks).", "device"),
-		depth:   d("device_queue_depth", "Mean requests in flight over the last tick (time_in_queue).", "device"),
+		ops: d("device_disk_io_operations_total",
+			"Requests the device completed, from its own counters (/sys/block/<dev>/stat: every process's I/O, not only the workloads').", "device", "operation"),
+		bytes: d("device_disk_io_bytes_total",
+			"Bytes the device read or wrote, from its own counters (/sys/block/<dev>/stat: every process's I/O, not only the workloads').", "device", "operation"),
+		ioTime: d("device_disk_io_time_seconds_total",
+			"Time the device had I/O in flight (io_ticks); its rate is the utilisation.", "device"),
+		ioTimeWeighted: d("device_disk_io_time_weighted_seconds_total",
+			"Time the device had I/O in flight weighted by the requests in flight (time_in_queue); its rate is the mean queue depth.", "device"),
 		balance: d("device_burst_balance_ratio", "Modelled burst-credit balance, 0..1 of the bucket that runs out first (devices with a burst model).", "device"),
 		drain: d("device_burst_drain_per_second",
 			"Modelled net burst credit spent per second, in I/Os (unit iops) or bytes (unit bytes); negative while refilling.", "device", "unit"),
@@ -51,7 +57,7 @@ func newHealthCollector(current func() *snapshot.Snapshot) *healthCollector {
 }
 
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.state, c.iops, c.bps, c.util, c.depth, c.balance, c.drain, c.tte, c.hold, c.blocked, c.probe, c.probePending, c.dtasks} {
+	for _, d := range []*prometheus.Desc{c.state, c.ops, c.bytes, c.ioTime, c.ioTimeWeighted, c.balance, c.drain, c.tte, c.hold, c.blocked, c.probe, c.probePending, c.dtasks} {
 		ch <- d
 	}
 }
@@ -61,7 +67,10 @@ func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 	if s == nil {
 		return
 	}
-	const gauge = prometheus.GaugeValue
+	const (
+		gauge   = prometheus.GaugeValue
+		counter = prometheus.CounterValue
+	)
 	for _, w := range s.Workloads {
 		if w.DTasks > 0 {
 			ch <- prometheus.MustNewConstMetric(c.dtasks, gauge, float64(w.DTasks), validUTF8(w.ID), validUTF8(w.Name))
@@ -81,10 +90,12 @@ func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.state, gauge, v, name, st)
 		}
-		ch <- prometheus.MustNewConstMetric(c.iops, gauge, d.IOPS, name)
-		ch <- prometheus.MustNewConstMetric(c.bps, gauge, d.Bps, name)
-		ch <- prometheus.MustNewConstMetric(c.util, gauge, d.Util, name)
-		ch <- prometheus.MustNewConstMetric(c.depth, gauge, d.QueueDepth, name)
+		ch <- prometheus.MustNewConstMetric(c.ops, counter, float64(d.ReadIOs), name, "read")
+		ch <- prometheus.MustNewConstMetric(c.ops, counter, float64(d.WriteIOs), name, "write")
+		ch <- prometheus.MustNewConstMetric(c.bytes, counter, float64(d.ReadBytes), name, "read")
+		ch <- prometheus.MustNewConstMetric(c.bytes, counter, float64(d.WriteBytes), name, "write")
+		ch <- prometheus.MustNewConstMetric(c.ioTime, counter, d.IOTime, name)
+		ch <- prometheus.MustNewConstMetric(c.ioTimeWeighted, counter, d.IOTimeWeighted, name)
 		if m := d.Model; m != nil {
 			ch <- prometheus.MustNewConstMetric(c.balance, gauge, m.Balance, name)
 			ch <- prometheus.MustNewConstMetric(c.drain, gauge, m.DrainIOPS, name, "iops")

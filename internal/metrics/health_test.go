@@ -18,6 +18,7 @@ func TestHealthCollector(t *testing.T) {
 		Workloads: []*snapshot.Workload{{ID: "a", Name: "stalled", DTasks: 2}, {ID: "b", Name: "fine"}},
 		Health: &snapshot.Health{BlockedTasks: &blocked,
 			Devices: []snapshot.DeviceHealth{{Name: "vdb", State: "draining", IOPS: 100, Bps: 409600, Util: 0.5, QueueDepth: 1.5,
+				ReadIOs: 1000, WriteIOs: 20, ReadBytes: 4096000, WriteBytes: 81920, IOTime: 12.5, IOTimeWeighted: 31.25,
 				Model: &snapshot.BurstModel{Name: "plain", Balance: 0.25, DrainIOPS: 80, SecondsToEmpty: &tte},
 				Hold:  &snapshot.BurstHold{Held: true, Below: 0.3, Release: 0.4, FromLevel: 2, CapIOPS: 20}}},
 			Probe: &snapshot.SyncProbe{Path: "/var/tmp/p", Count: 3, Sum: 0.012, Buckets: []float64{0.001, 0.01}, Counts: []uint64{1, 2}, Pending: 0.5}}}
@@ -57,6 +58,28 @@ ddiskqos_device_health_state{device="vdb",state="normal"} 0
 ddiskqos_device_health_state{device="vdb",state="recovering"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(states), "ddiskqos_device_health_state"); err != nil {
+		t.Error(err)
+	}
+	// The device's own counters are counters (rate() gives the last
+	// tick's gauges they replace), per operation as the workloads' are.
+	disk := `
+# HELP ddiskqos_device_disk_io_bytes_total Bytes the device read or wrote, from its own counters (/sys/block/<dev>/stat: every process's I/O, not only the workloads').
+# TYPE ddiskqos_device_disk_io_bytes_total counter
+ddiskqos_device_disk_io_bytes_total{device="vdb",operation="read"} 4.096e+06
+ddiskqos_device_disk_io_bytes_total{device="vdb",operation="write"} 81920
+# HELP ddiskqos_device_disk_io_operations_total Requests the device completed, from its own counters (/sys/block/<dev>/stat: every process's I/O, not only the workloads').
+# TYPE ddiskqos_device_disk_io_operations_total counter
+ddiskqos_device_disk_io_operations_total{device="vdb",operation="read"} 1000
+ddiskqos_device_disk_io_operations_total{device="vdb",operation="write"} 20
+# HELP ddiskqos_device_disk_io_time_seconds_total Time the device had I/O in flight (io_ticks); its rate is the utilisation.
+# TYPE ddiskqos_device_disk_io_time_seconds_total counter
+ddiskqos_device_disk_io_time_seconds_total{device="vdb"} 12.5
+# HELP ddiskqos_device_disk_io_time_weighted_seconds_total Time the device had I/O in flight weighted by the requests in flight (time_in_queue); its rate is the mean queue depth.
+# TYPE ddiskqos_device_disk_io_time_weighted_seconds_total counter
+ddiskqos_device_disk_io_time_weighted_seconds_total{device="vdb"} 31.25
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(disk), "ddiskqos_device_disk_io_bytes_total", "ddiskqos_device_disk_io_operations_total",
+		"ddiskqos_device_disk_io_time_seconds_total", "ddiskqos_device_disk_io_time_weighted_seconds_total"); err != nil {
 		t.Error(err)
 	}
 	snap.Health = nil

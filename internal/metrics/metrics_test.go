@@ -26,7 +26,8 @@ import (
 
 // fixture is a small snapshot touching every series: a weighted workload
 // with PSI, a pinned one without, an exempt one, three on a throttled
-// device (two of them capped), two devices, host PSI.
+// device (two of them capped there, one also on a device it never used),
+// two devices, host PSI.
 func fixture() *snapshot.Snapshot {
 	at := time.Date(2025, 3, 1, 12, 0, 0, 500_000_000, time.UTC)
 	return &snapshot.Snapshot{
@@ -47,11 +48,12 @@ func fixture() *snapshot.Snapshot {
 			{ID: "sys-ssh", Name: "ssh", Exempt: true},
 			{
 				ID: "s1", Name: "stream1", Level: 4, Weight: 100,
-				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 30 << 20, Throttled: true}},
+				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 30 << 20, Throttled: true, Used: true},
+					{Device: "sdb", Dev: "8:16", Mechanism: "throttle", ReadBps: 5 << 20, Throttled: true}}, // sdb never used: no series
 			},
 			{
 				ID: "s2", Name: "stream2", Level: 4, Weight: 100,
-				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 10 << 20, WriteBps: 5 << 20, Throttled: true}},
+				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 10 << 20, WriteBps: 5 << 20, Throttled: true, Used: true}},
 			},
 			{
 				ID: "s3", Name: "stream3", Level: 3, Weight: 250, // on the device, not capped now
@@ -275,12 +277,36 @@ func bigSnapshot(n int) *snapshot.Snapshot {
 			ReadBytes: uint64(i) << 20, WriteBytes: uint64(i) << 19, ReadIOs: uint64(i) * 7, WriteIOs: uint64(i) * 3,
 			Pressure: &snapshot.Pressure{SomeTotal: uint64(i) * 1000, FullTotal: uint64(i) * 500},
 			Applied: []snapshot.Applied{
-				{Device: "loop3", Dev: "7:3", Mechanism: "bfq-weight", Weight: 1000 >> (lvl - 1)},
+				{Device: "loop3", Dev: "7:3", Mechanism: "bfq-weight", Weight: 1000 >> (lvl - 1), Used: true},
 				{Device: "sda", Dev: "8:0", Mechanism: "throttle"},
 			},
 		}
+		if i%10 == 3 { // a tenth of them streams on sda, capped there
+			s.Workloads[i].Applied[1] = snapshot.Applied{Device: "sda", Dev: "8:0", Mechanism: "throttle",
+				ReadBps: 20 << 20, WriteBps: 20 << 20, Throttled: true, Used: true}
+		}
 	}
 	return s
+}
+
+// TestMetricsWorkloadCaps: a workload capped on a device it used carries
+// its cap, per direction; one capped on a device it never used, or not
+// capped, carries none.
+func TestMetricsWorkloadCaps(t *testing.T) {
+	t.Parallel()
+	want := `
+# HELP ddiskqos_workload_cap_bytes_per_second Byte-rate cap the throttle has in force on the workload on a device it used, at the last tick; only workloads capped now carry the series.
+# TYPE ddiskqos_workload_cap_bytes_per_second gauge
+ddiskqos_workload_cap_bytes_per_second{device="sda",id="s1",name="stream1",operation="read"} 3.145728e+07
+ddiskqos_workload_cap_bytes_per_second{device="sda",id="s2",name="stream2",operation="read"} 1.048576e+07
+ddiskqos_workload_cap_bytes_per_second{device="sda",id="s2",name="stream2",operation="write"} 5.24288e+06
+`
+	if err := testutil.CollectAndCompare(NewCollector(constant(fixture())), strings.NewReader(want), "ddiskqos_workload_cap_bytes_per_second"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(NewCollector(constant(bigSnapshot(10000))), "ddiskqos_workload_cap_bytes_per_second"); n != 2*1000 {
+		t.Errorf("10,000 workloads, a tenth capped: %d cap series, want 2,000", n)
+	}
 }
 
 // countingWriter is a ResponseWriter that counts the body and keeps
@@ -401,9 +427,11 @@ func TestMetricsHandlerMatchesRegistry(t *testing.T) {
 	t.Parallel()
 	odd := fixture()
 	odd.Workloads = append(odd.Workloads,
-		&snapshot.Workload{ID: "q\"uote", Name: "back\\slash\nnew", Level: 2, Weight: 500, ReadBytes: 1},
-		&snapshot.Workload{ID: "bad\xffid", Name: "n\xfe", Level: 3},
-		&snapshot.Workload{ID: "sys-ssh", Name: "aaa-same-id"}, // same id, other name: both kept
+		&snapshot.Workload{ID: "q\"uote", Name: "back\\slash\nnew", Level: 2, Weight: 500, ReadBytes: 1,
+			Applied: []snapshot.Applied{{Device: "d\"ev", Throttled: true, ReadBps: 7, Used: true}, {Device: "aa", Throttled: true, WriteBps: 9, Used: true}}},
+		&snapshot.Workload{ID: "bad\xffid", Name: "n\xfe", Level: 3,
+			Applied: []snapshot.Applied{{Device: "sd\xff", Throttled: true, ReadBps: 3, WriteBps: 3, Used: true}}},
+		&snapshot.Workload{ID: "sys-ssh", Name: "aaa-same-id", DTasks: 3}, // same id, other name: both kept
 	)
 	noPSI := fixture()
 	for i := range noPSI.Workloads {
@@ -419,8 +447,10 @@ func TestMetricsHandlerMatchesRegistry(t *testing.T) {
 			// Registries without the process and Go collectors: their
 			// values change between two gathers.
 			hostReg, fullReg := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
-			hostReg.MustRegister(newCollector(constant(s), onlyHost))
-			fullReg.MustRegister(NewCollector(constant(s)))
+			// The health collector's ddiskqos_workload_dstate_tasks sorts
+			// between the per-workload families Handler writes itself.
+			hostReg.MustRegister(newCollector(constant(s), onlyHost), newHealthCollector(constant(s)))
+			fullReg.MustRegister(NewCollector(constant(s)), newHealthCollector(constant(s)))
 			fast := Handler(hostReg, constant(s), promhttp.HandlerOpts{})
 			ref := promhttp.HandlerFor(fullReg, promhttp.HandlerOpts{})
 			for _, enc := range []string{"", "gzip", "gzip;q=0, identity", "*"} {

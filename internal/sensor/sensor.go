@@ -127,6 +127,15 @@ func (c *Counters) Due(tick uint64) bool {
 	return c.period <= 1 || (uint32(tick)+c.slot)%c.period == 0
 }
 
+// Used reports whether the workload's counters, as last read, show I/O
+// on dev: the kernel's totals for its cgroup, so I/O from before the
+// daemon saw it counts too. A device it never touched is not used, and
+// what ddiskqos sets there does nothing to it (yet).
+func (c *Counters) Used(dev cgroupfs.Dev) bool {
+	d := cgroupfs.DeviceIn(c.last, dev)
+	return d.RBytes+d.WBytes+d.RIOs+d.WIOs > 0
+}
+
 // Idle records a tick on which the counters were not read: no activity
 // is claimed for it (the bytes wait in the kernel's counters).
 func (c *Counters) Idle() { clear(c.Active) }

@@ -34,6 +34,17 @@ type DeviceHealth struct {
 	PeakBps    float64 `json:"peak_bps"`
 	FloorIOPS  float64 `json:"floor_iops,omitempty"`
 	FloorBps   float64 `json:"floor_bps,omitempty"`
+	// The device's own counters (/sys/block/<dev>/stat, every process's
+	// I/O), cumulative as the kernel keeps them: requests and bytes
+	// completed, the time it had I/O in flight (io_ticks) and that time
+	// weighted by the requests in flight (time_in_queue). Zero before the
+	// first reading.
+	ReadIOs        uint64  `json:"read_ios"`
+	WriteIOs       uint64  `json:"write_ios"`
+	ReadBytes      uint64  `json:"read_bytes"`
+	WriteBytes     uint64  `json:"write_bytes"`
+	IOTime         float64 `json:"io_time_seconds"`
+	IOTimeWeighted float64 `json:"io_time_weighted_seconds"`
 	// The daemon's own caps on the device over the last tick: the rates
 	// they allowed the capped workloads together (0: none in force), and
 	// whether a workload ran at its cap (held back by it) for a good part

@@ -98,6 +98,10 @@ type Applied struct {
 	WriteBps  uint64 `json:"write_bps_limit,omitempty"`
 	Throttled bool   `json:"throttled,omitempty"`
 	Error     string `json:"error,omitempty"` // last failure to apply
+	// Used: the workload's own counters show I/O on the device (the
+	// kernel's totals for its cgroup). What is set on a device it never
+	// touched does nothing to it.
+	Used bool `json:"used,omitempty"`
 }
 
 // Device is a block device the daemon actuates on.

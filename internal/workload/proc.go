@@ -30,6 +30,21 @@ func MaybeRunFromEnv() {
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// Exe returns the program and arguments that run the load generator:
+// this binary's "workload" command, or, in a test binary that runs Main
+// when re-executed with DDISKQOS_WORKLOAD_MAIN=1 (MaybeRunFromEnv), the
+// test binary itself.
+func Exe() (string, []string, error) {
+	if os.Getenv(EnvMain) != "" {
+		return os.Args[0], nil, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	return exe, []string{"workload"}, nil
+}
+
 // ErrNoResult means a workload process ended without printing a result:
 // it was never told to go (Wait closes its stdin), or was stopped before.
 var ErrNoResult = errors.New("workload printed no result")

@@ -1,4 +1,4 @@
-package main
+package tui
 
 import (
 	"strings"
@@ -9,6 +9,8 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/view"
+	"github.com/ddiskqos/ddiskqos/internal/view/viewtest"
 )
 
 // simText is the simulated screen's text, one string per line.
@@ -49,8 +51,9 @@ func (c *capScreen) shown() []string {
 }
 
 // The terminal loop on tcell's simulated screen (the real terminal is
-// TestRealTopInTmux's): it draws the model, follows a resize and a sort
-// key, takes a fresh answer, and returns 0 on q and on Ctrl-C.
+// cmd/ddiskqos's TestRealTopInTmux's): it draws the model, follows a
+// resize and a sort key, takes a fresh answer, and returns 0 on q and on
+// Ctrl-C.
 func TestTopLoop(t *testing.T) {
 	t.Parallel()
 	for _, quit := range []*tcell.EventKey{tcell.NewEventKey(tcell.KeyRune, 'q', 0), tcell.NewEventKey(tcell.KeyCtrlC, 0, 0)} {
@@ -59,23 +62,23 @@ func TestTopLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		scr.SetSize(120, 30)
-		s1 := statusFixture()
-		m := newTopModel("ADDR", "rate")
-		m.observe(s1)
+		s1 := viewtest.Fixture()
+		m := view.NewTop("ADDR", "rate")
+		m.Observe(s1)
 		answers := make(chan *snapshot.Snapshot, 1)
-		answers <- topAfter(s1, func(s *snapshot.Snapshot) { topFind(s, "web-1").Level = 4 })
+		answers <- viewtest.After(s1, func(s *snapshot.Snapshot) { viewtest.Find(s, "web-1").Level = 4 })
 		last := s1 // the fetcher's own: m is the loop's
 		fetch := func() (*snapshot.Snapshot, error) {
 			select {
 			case s := <-answers:
 				last = s
 			default:
-				last = topAfter(last, nil)
+				last = viewtest.After(last, nil)
 			}
 			return last, nil
 		}
 		done := make(chan int, 1)
-		go func() { done <- topLoop(scr, m, fetch, 50*time.Millisecond) }()
+		go func() { done <- Loop(scr, m, fetch, 50*time.Millisecond) }()
 		wait := func(what string, ok func([]string) bool) {
 			t.Helper()
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -1,0 +1,31 @@
+package scale
+
+import (
+	"strings"
+	"testing"
+)
+
+// WriteText gives one figure a line, each with its bar met ("ok") or
+// MISSED, and the errors last.
+func TestWriteText(t *testing.T) {
+	t.Parallel()
+	var r Result
+	r.Workloads, r.IOWorkloads, r.Cgroup, r.Device, r.Mechanism = 1000, 10, "v1", "loop7", "throttle"
+	r.CPUPerTickMS.Mean, r.CPUPerTickMS.P95 = 2.5, 4
+	r.Bar.CPUPerTickMS, r.Bar.CPUOK = 3, true
+	r.Bar.RSSMiB, r.RSSMiB = 64, 80
+	var b strings.Builder
+	WriteText(&b, r)
+	out := b.String()
+	for _, want := range []string{
+		"ddiskqos bench scale: 1000 workloads (10 reading) on cgroup v1, loop7 (throttle)",
+		"bar 3 ms: ok", "bar 64 MiB: MISSED",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 10 {
+		t.Errorf("%d lines, want 10:\n%s", n, out)
+	}
+}
