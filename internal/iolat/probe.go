@@ -48,10 +48,7 @@ func unavailable(err error) *UnavailableError {
 		return &UnavailableError{Why: WhyNoBTF, Err: err,
 			Fix: "boot a kernel built with CONFIG_DEBUG_INFO_BTF=y (it provides /sys/kernel/btf/vmlinux: Debian 11, Ubuntu 20.10, RHEL 8.2 and later have it)"}
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
-		return &UnavailableError{Why: WhyNoPrivilege, Err: err,
-			Fix: "run the daemon as root with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8) and the bpf system call allowed: " +
-				"systemd: CapabilityBoundingSet=CAP_BPF CAP_PERFMON and SystemCallFilter=bpf in a drop-in; " +
-				"Docker: --cap-add BPF --cap-add PERFMON, or --privileged"}
+		return noPrivilege(err)
 	case errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) ||
 		errors.Is(err, unix.Errno(524)) /* ENOTSUPP */ || errors.Is(err, unix.EOPNOTSUPP) || strings.Contains(msg, "not found"):
 		return &UnavailableError{Why: WhyOldKernel, Err: err,
@@ -95,7 +92,18 @@ func privileged(procRoot string) error {
 	if has(capSysAdmin) || has(capBPF) && has(capPerfmon) {
 		return nil
 	}
-	return unavailable(fmt.Errorf("effective capabilities %#x (%s) lack CAP_BPF and CAP_PERFMON, and CAP_SYS_ADMIN: %w", eff, p, unix.EPERM))
+	return noPrivilege(fmt.Errorf("the effective capabilities %#x (%s) have neither CAP_BPF and CAP_PERFMON nor CAP_SYS_ADMIN", eff, p))
+}
+
+// noPrivilege is the sensor unavailable for want of privilege. (Checked
+// before any bpf(2) call, the error is the capabilities found, not the
+// kernel's EPERM: a daemon run without them logs no "operation not
+// permitted".)
+func noPrivilege(err error) *UnavailableError {
+	return &UnavailableError{Why: WhyNoPrivilege, Err: err,
+		Fix: "run the daemon as root with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8) and the bpf system call allowed: " +
+			"systemd: CapabilityBoundingSet=CAP_BPF CAP_PERFMON and SystemCallFilter=bpf in a drop-in; " +
+			"Docker: --cap-add BPF --cap-add PERFMON, or --privileged"}
 }
 
 // capEff parses the CapEff line of /proc/<pid>/status:

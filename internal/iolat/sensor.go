@@ -23,7 +23,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
@@ -125,9 +125,7 @@ func Open(o Options) (*Sensor, error) {
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("%w: %w", errNoBTF, err))
 	}
-	// Before 5.11 BPF maps are charged to RLIMIT_MEMLOCK; since, to the
-	// memory cgroup, and this does nothing.
-	_ = rlimit.RemoveMemlock()
+	raiseMemlock()
 	spec, err := loadIolat()
 	if err != nil {
 		return nil, fmt.Errorf("iolat: the embedded object: %w", err)
@@ -230,4 +228,24 @@ func (s *Sensor) remove(k rawKey) error {
 		return nil
 	}
 	return err
+}
+
+// raiseMemlock lifts RLIMIT_MEMLOCK on kernels before 5.11, which charge
+// BPF maps to it (since, they are charged to the memory cgroup). Not
+// cilium/ebpf's rlimit package: its init calls bpf(2) in every process
+// that links it, privileged or not (the systemd unit's filter refuses
+// that call).
+func raiseMemlock() {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return
+	}
+	if major > 5 || major == 5 && minor >= 11 {
+		return
+	}
+	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY})
 }
