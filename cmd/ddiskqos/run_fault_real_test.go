@@ -107,7 +107,7 @@ func TestRealFaultStateDirReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(data, []byte(`"native":300`)) {
+	if !bytes.Contains(data, []byte(`"value":"300"`)) {
 		t.Fatalf("state file lacks the original 300:\n%s", data)
 	}
 	s, err := r.snapshot()
@@ -386,7 +386,7 @@ func TestRealFaultKillRestart(t *testing.T) {
 }
 
 // TestRealFaultUnrestorableEntry: an original that can never be written
-// back (here a weight BFQ refuses) fails one SIGTERM — exit 1, its value
+// back (here a weight BFQ refuses, in a version-2 state file) fails one SIGTERM — exit 1, its value
 // logged for the operator — and is dropped, so the next run exits 0.
 func TestRealFaultUnrestorableEntry(t *testing.T) {
 	r := newRunRig(t)
@@ -404,7 +404,7 @@ func TestRealFaultUnrestorableEntry(t *testing.T) {
 		t.Fatalf("first SIGTERM with an unrestorable original: exit %d, want 1", code)
 	}
 	logs := dlog.String()
-	if !strings.Contains(logs, "set it by hand") || !strings.Contains(logs, "native=5000") {
+	if !strings.Contains(logs, "set it by hand") || !strings.Contains(logs, "value=5000") {
 		t.Fatalf("the unrestorable original is not reported with its value:\n%s", logs)
 	}
 	if s := readFile(t, r.state); strings.Contains(s, "5000") {
@@ -415,7 +415,7 @@ func TestRealFaultUnrestorableEntry(t *testing.T) {
 	if code := term(t, d); code != 0 {
 		t.Fatalf("second SIGTERM: exit %d, want 0 (the entry was reported once and dropped)", code)
 	}
-	t.Logf("unrestorable original: first SIGTERM exit 1 with native=5000 logged, second exit 0")
+	t.Logf("unrestorable original: first SIGTERM exit 1 with value=5000 logged, second exit 0")
 }
 
 // TestRealFaultRecreatedWhileDown: a cgroup removed and created again

@@ -73,7 +73,7 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 		{ID: "o", Cgroup: withOrig, Level: 2, Weight: 500},
 		{ID: "b", Cgroup: bare, Level: 1, Weight: 1000},
 	}
-	if err := a.Apply(now, targets); err != nil {
+	if _, err := a.Apply(now, targets); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := r.weight(t, withOrig); v != 500 {
@@ -91,13 +91,13 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	if err := r.h.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.dev, 700); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Apply(now.Add(time.Second), targets); err != nil {
+	if _, err := a.Apply(now.Add(time.Second), targets); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := r.weight(t, withOrig); v != 700 {
 		t.Fatalf("unchanged level rewrote the weight early: %d", v)
 	}
-	if err := a.Apply(now.Add(2*time.Minute), targets); err != nil {
+	if _, err := a.Apply(now.Add(2*time.Minute), targets); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := r.weight(t, withOrig); v != 500 {
@@ -118,7 +118,7 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	}
 	// The live one: adopted original survives a first write by the new
 	// actuator, and Release puts "no per-device weight" back.
-	if err := b.Apply(now, targets[1:]); err != nil {
+	if _, err := b.Apply(now, targets[1:]); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Release("b"); err != nil {
@@ -151,7 +151,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 4, Weight: 100}}); err != nil {
+	if _, err := a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 4, Weight: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(file); string(got) != "default 100\n" {
@@ -172,7 +172,7 @@ func TestGoneCgroupIsNotAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Apply(time.Unix(1, 0), []Target{{ID: "x", Cgroup: "/gone", Level: 1, Weight: 1000}}); err != nil {
+	if _, err := a.Apply(time.Unix(1, 0), []Target{{ID: "x", Cgroup: "/gone", Level: 1, Weight: 1000}}); err != nil {
 		t.Fatalf("vanished cgroup: %v", err)
 	}
 	if a.Applied("x") != nil {
@@ -204,7 +204,7 @@ func TestHandle(t *testing.T) {
 		t.Fatal("zero handle answers")
 	}
 	for _, w := range []cgroupfs.Weight{1000, 100} {
-		if err := a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 1, Weight: w, Handle: &hd}}); err != nil {
+		if _, err := a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 1, Weight: w, Handle: &hd}}); err != nil {
 			t.Fatal(err)
 		}
 		ap, ok := hd.Applied()

@@ -24,12 +24,11 @@ package actuate
 //     inspect shows that number rather than 0.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,17 +36,21 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
-	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
-// DockerKnob is the Knob of the originals the Docker actuator records;
+// dockerKnob is the Knob of the originals the Docker actuator records;
 // their Cgroup is the container id.
-const DockerKnob = "docker-blkio-weight"
+var dockerKnob = mustLookup(mech.DockerWeight).Knob
 
-// MechDockerWeight is the mechanism of the pseudo-device "all" that Applied
-// reports when no device is configured: the container-wide weight.
-const MechDockerWeight host.Mechanism = "docker-blkio-weight"
+func mustLookup(n mech.Name) *mech.Mech {
+	m, err := mech.Lookup(n)
+	if err != nil {
+		panic(err) // a name of the registry's own
+	}
+	return m
+}
 
 // DockerAPI is the part of the Engine API the Docker actuator uses;
 // *client.Client implements it.
@@ -85,18 +88,19 @@ type dstate struct {
 // Docker applies levels as container-wide blkio weights through the Docker
 // Engine API. It is owned by the daemon loop: not safe for concurrent use.
 type Docker struct {
-	cfg       Config
-	api       DockerAPI
-	log       *slog.Logger
-	unset     uint16
-	work      map[string]*dstate
-	originals map[string]Original // by container id
-	// fresh: originals recorded but not yet made durable by Config.Persist;
-	// their containers are not updated.
-	fresh map[string]bool
-	dirty bool
-	top   []int
+	cfg   Config
+	api   DockerAPI
+	log   *slog.Logger
+	unset uint16
+	work  map[string]*dstate
+	// orig are the containers' original weights, keyed by container id
+	// (dockerKey): a container whose original is fresh is not updated.
+	orig   *book
+	status []DeviceStatus
 }
+
+// dockerKey is the originals' key of container id.
+func dockerKey(id string) knobKey { return knobKey{cgroup: id, knob: dockerKnob} }
 
 // NewDocker returns a Docker actuator. cfg.Hierarchy is not used (nothing
 // is written to cgroup files); cfg.Devices only decide what Applied reports
@@ -113,10 +117,13 @@ func NewDocker(cfg Config, api DockerAPI, adopted []Original) (*Docker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Docker{cfg: cfg, api: api, log: log, unset: UnsetWeight(cfg.Devices),
-		work: map[string]*dstate{}, originals: map[string]Original{}, fresh: map[string]bool{}, top: make([]int, len(cfg.Devices))}
+		work: map[string]*dstate{}, orig: newBook(cfg.Persist)}
+	for _, dv := range cfg.Devices {
+		d.status = append(d.status, DeviceStatus{Device: dv})
+	}
 	var errs []error
 	for _, o := range adopted {
-		if o.Knob != DockerKnob {
+		if o.Knob != dockerKnob {
 			errs = append(errs, fmt.Errorf("state file holds a %s original of %s (dev %s) from the cgroup actuator: restore it by running with --actuator cgroup once, or remove the state file",
 				o.Knob, o.Cgroup, o.DevStr))
 			continue
@@ -125,7 +132,8 @@ func NewDocker(cfg Config, api DockerAPI, adopted []Original) (*Docker, error) {
 			errs = append(errs, errors.New("state file holds a docker original without a container id"))
 			continue
 		}
-		d.originals[o.Cgroup] = o
+		o.Dev, o.DevStr = cgroupfs.Dev{}, ""
+		d.orig.adopt(o)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("docker actuator: %w", err)
@@ -144,11 +152,11 @@ func NewDocker(cfg Config, api DockerAPI, adopted []Original) (*Docker, error) {
 func UnsetWeight(devs []Device) uint16 {
 	for _, d := range devs {
 		switch d.Mech {
-		case host.MechBFQWeight:
+		case mech.BFQWeight:
 			return 100
-		case host.MechCFQWeight:
+		case mech.CFQWeight:
 			return 500
-		case host.MechIOCostWeight:
+		case mech.IOCostWeight:
 			return 20
 		}
 	}
@@ -161,8 +169,14 @@ func (d *Docker) Devices() []Device { return d.cfg.Devices }
 // ObservePeak does nothing: weights need no bandwidth estimate.
 func (d *Docker) ObservePeak(int, float64) {}
 
-// TopActive returns the best level active on device i in the last Apply.
-func (d *Docker) TopActive(i int) int { return d.top[i] }
+// Hold fails: a Docker weight has no throttle to hold a device's levels
+// with.
+func (d *Docker) Hold(dev cgroupfs.Dev, _ Ceiling) error {
+	return fmt.Errorf("device %s: the Docker actuator has no throttle to hold its levels with", dev)
+}
+
+// Forget drops container id and its original without restoring it.
+func (d *Docker) Forget(id string) { d.forget(id) }
 
 // Applied returns what is in force for container id, nil if unknown: the
 // one container-wide weight on every configured device (the snapshot shows
@@ -180,7 +194,7 @@ func (d *Docker) Applied(id string) []Applied {
 func (d *Docker) newState() *dstate {
 	w := &dstate{}
 	if len(d.cfg.Devices) == 0 {
-		w.applied = []Applied{{Device: Device{Name: "all", Mech: MechDockerWeight}}}
+		w.applied = []Applied{{Device: Device{Name: "all", Mech: mech.DockerWeight}}}
 		return w
 	}
 	w.applied = make([]Applied, len(d.cfg.Devices))
@@ -201,7 +215,8 @@ func (w *dstate) setApplied(wt cgroupfs.Weight, err error) {
 // Config.Reassert has passed). Exempt targets are released. A container
 // that has gone is not an error; it is forgotten. Other errors do not stop
 // the other targets; they are recorded (see Applied) and returned joined.
-func (d *Docker) Apply(now time.Time, targets []Target) error {
+// The devices' status says the best level active on each.
+func (d *Docker) Apply(now time.Time, targets []Target) ([]DeviceStatus, error) {
 	d.computeTop(targets)
 	var errs []error
 	var pending []dockerWrite
@@ -252,19 +267,11 @@ func (d *Docker) Apply(now time.Time, targets []Target) error {
 		pending = append(pending, dockerWrite{t.ID, w, uint16(t.Weight)})
 	}
 	// Originals first (Config.Persist), then the updates they allow.
-	if len(d.fresh) > 0 && d.cfg.Persist != nil {
-		origs := make([]Original, 0, len(d.originals))
-		for _, id := range d.sortedIDs() {
-			origs = append(origs, d.originals[id])
-		}
-		if err := d.cfg.Persist(origs); err != nil {
-			errs = append(errs, fmt.Errorf("originals not durable, %d container(s) left unwritten: %w", len(d.fresh), err))
-		} else {
-			clear(d.fresh)
-		}
+	if err := d.orig.flush("container(s)"); err != nil {
+		errs = append(errs, err)
 	}
 	for _, p := range pending {
-		if d.fresh[p.id] {
+		if d.orig.fresh[dockerKey(p.id)] {
 			p.w.setApplied(cgroupfs.Weight(p.wt), errors.New("not written: its original value is not saved yet"))
 			continue
 		}
@@ -279,7 +286,7 @@ func (d *Docker) Apply(now time.Time, targets []Target) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return d.status, errors.Join(errs...)
 }
 
 // dockerWrite is an update Apply makes once its original is durable.
@@ -297,14 +304,19 @@ func isDiscarded(err error) bool {
 // computeTop finds, per device, the best level among targets that did I/O
 // on it (reported in the snapshot; weights do not depend on it).
 func (d *Docker) computeTop(targets []Target) {
-	clear(d.top)
+	for i := range d.status {
+		d.status[i].TopActive = 0
+	}
 	for _, t := range targets {
 		if t.Exempt {
 			continue
 		}
 		for i, act := range t.Active {
-			if act && i < len(d.top) && (d.top[i] == 0 || t.Level < d.top[i]) {
-				d.top[i] = t.Level
+			if !act || i >= len(d.status) {
+				continue
+			}
+			if top := &d.status[i].TopActive; *top == 0 || t.Level < *top {
+				*top = t.Level
 			}
 		}
 	}
@@ -313,7 +325,7 @@ func (d *Docker) computeTop(targets []Target) {
 // record reads the container's original weight before its first update;
 // it stays fresh (not to be updated) until Config.Persist made it durable.
 func (d *Docker) record(id string) error {
-	if _, ok := d.originals[id]; !ok {
+	if !d.orig.has(dockerKey(id)) {
 		ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
 		ci, err := d.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		cancel()
@@ -324,11 +336,11 @@ func (d *Docker) record(id string) error {
 		if hc := ci.Container.HostConfig; hc != nil {
 			native = hc.BlkioWeight
 		}
-		d.originals[id] = Original{Cgroup: id, Knob: DockerKnob, Native: uint64(native), Had: native != 0}
-		d.dirty = true
-		if d.cfg.Persist != nil {
-			d.fresh[id] = true
+		v := ""
+		if native != 0 {
+			v = strconv.FormatUint(uint64(native), 10)
 		}
+		d.orig.add(Original{Cgroup: id, Knob: dockerKnob, Value: v})
 	}
 	return nil
 }
@@ -352,8 +364,12 @@ func (d *Docker) update(id string, wt uint16) error {
 // ours: neither is an error.
 func (d *Docker) restore(o Original) error {
 	wt := d.unset
-	if o.Had {
-		wt = uint16(o.Native)
+	if o.Value != "" {
+		n, err := strconv.ParseUint(o.Value, 10, 16)
+		if err != nil {
+			return fmt.Errorf("original weight %q of container %.12s is not a number", o.Value, o.Cgroup)
+		}
+		wt = uint16(n)
 	}
 	err := d.update(o.Cgroup, wt)
 	if err == nil || cerrdefs.IsNotFound(err) {
@@ -371,25 +387,20 @@ func (d *Docker) Release(id string) error {
 	if _, ok := d.work[id]; !ok {
 		return nil
 	}
-	if o, ok := d.originals[id]; ok && !d.cfg.DryRun {
+	if o, ok := d.orig.orig[dockerKey(id)]; ok && !d.cfg.DryRun {
 		if err := d.restore(o); err != nil {
 			return fmt.Errorf("restore weight of container %.12s: %w", id, err)
 		}
-		delete(d.originals, id)
-		d.dirty = true
+		d.orig.drop(dockerKey(id))
 	}
-	delete(d.fresh, id)
+	delete(d.orig.fresh, dockerKey(id))
 	delete(d.work, id)
 	return nil
 }
 
 // forget drops a container that has gone, and its original.
 func (d *Docker) forget(id string) {
-	if _, ok := d.originals[id]; ok {
-		delete(d.originals, id)
-		delete(d.fresh, id)
-		d.dirty = true
-	}
+	d.orig.drop(dockerKey(id))
 	delete(d.work, id)
 }
 
@@ -397,15 +408,15 @@ func (d *Docker) forget(id string) {
 // ones included, and forgets all containers.
 func (d *Docker) RestoreAll() error {
 	var errs []error
-	for _, id := range d.sortedIDs() {
-		if err := d.restore(d.originals[id]); err != nil {
-			errs = append(errs, fmt.Errorf("restore weight of container %.12s: %w", id, err))
+	for _, k := range d.orig.sorted() {
+		if err := d.restore(d.orig.orig[k]); err != nil {
+			errs = append(errs, fmt.Errorf("restore weight of container %.12s: %w", k.cgroup, err))
 			continue
 		}
-		delete(d.originals, id)
+		d.orig.drop(k)
 	}
-	d.dirty = true
-	clear(d.fresh)
+	d.orig.dirty = true
+	clear(d.orig.fresh)
 	clear(d.work)
 	return errors.Join(errs...)
 }
@@ -420,16 +431,15 @@ func (d *Docker) OpenFiles() int { return 0 }
 
 func (d *Docker) RestoreOrphans(live map[string]bool) error {
 	var errs []error
-	for _, id := range d.sortedIDs() {
-		if _, ok := d.work[id]; ok || liveID(live, id) {
+	for _, k := range d.orig.sorted() {
+		if _, ok := d.work[k.cgroup]; ok || liveID(live, k.cgroup) {
 			continue
 		}
-		if err := d.restore(d.originals[id]); err != nil {
-			errs = append(errs, fmt.Errorf("restore weight of container %.12s: %w", id, err))
+		if err := d.restore(d.orig.orig[k]); err != nil {
+			errs = append(errs, fmt.Errorf("restore weight of container %.12s: %w", k.cgroup, err))
 			continue
 		}
-		delete(d.originals, id)
-		d.dirty = true
+		d.orig.drop(k)
 	}
 	return errors.Join(errs...)
 }
@@ -446,23 +456,6 @@ func liveID(live map[string]bool, id string) bool {
 	return false
 }
 
-func (d *Docker) sortedIDs() []string {
-	ids := make([]string, 0, len(d.originals))
-	for id := range d.originals {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, cmp.Compare)
-	return ids
-}
-
 // Originals returns every recorded original weight, sorted by container id,
 // and whether they changed since the previous call.
-func (d *Docker) Originals() ([]Original, bool) {
-	out := make([]Original, 0, len(d.originals))
-	for _, id := range d.sortedIDs() {
-		out = append(out, d.originals[id])
-	}
-	changed := d.dirty
-	d.dirty = false
-	return out, changed
-}
+func (d *Docker) Originals() ([]Original, bool) { return d.orig.Originals() }

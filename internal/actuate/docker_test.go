@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/host"
@@ -109,14 +111,14 @@ func TestDockerApplyWritesOnlyChanges(t *testing.T) {
 	d := mustDocker(t, Config{Devices: []Device{bfqDev}}, f)
 	t0 := time.Unix(1000, 0)
 
-	if err := d.Apply(t0, []Target{target("a", 1, 1000), target("b", 1, 1000)}); err != nil {
+	if _, err := d.Apply(t0, []Target{target("a", 1, 1000), target("b", 1, 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	// Every original is read (and made durable, Config.Persist) before
 	// any update.
 	expectCalls(t, f, "inspect a", "inspect b", "update a 1000", "update b 1000")
 	origs, changed := d.Originals()
-	want := []Original{{Cgroup: "a", Knob: DockerKnob}, {Cgroup: "b", Knob: DockerKnob, Had: true, Native: 300}}
+	want := []Original{{Cgroup: "a", Knob: dockerKnob}, {Cgroup: "b", Knob: dockerKnob, Value: "300"}}
 	if !changed || !slices.Equal(origs, want) {
 		t.Fatalf("Originals = %+v, %v; want %+v, true", origs, changed, want)
 	}
@@ -125,11 +127,11 @@ func TestDockerApplyWritesOnlyChanges(t *testing.T) {
 	}
 
 	// Same levels: nothing is sent. A level change: one update, no inspect.
-	if err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000), target("b", 2, 500)}); err != nil {
+	if _, err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000), target("b", 2, 500)}); err != nil {
 		t.Fatal(err)
 	}
 	expectCalls(t, f, "update b 500")
-	if ap := d.Applied("b"); len(ap) != 1 || ap[0].Device != bfqDev || ap[0].Weight != 500 || ap[0].Err != nil {
+	if ap := d.Applied("b"); len(ap) != 1 || ap[0].Device.Name != bfqDev.Name || ap[0].Weight != 500 || ap[0].Err != nil {
 		t.Fatalf("Applied(b) = %+v", ap)
 	}
 
@@ -166,7 +168,7 @@ func TestDockerReassert(t *testing.T) {
 		{time.Minute, []string{"update a 1000"}}, // someone may have changed it
 		{90 * time.Second, nil},
 	} {
-		if err := d.Apply(t0.Add(step.at), tg); err != nil {
+		if _, err := d.Apply(t0.Add(step.at), tg); err != nil {
 			t.Fatal(err)
 		}
 		expectCalls(t, f, step.want...)
@@ -180,25 +182,25 @@ func TestDockerDiscarded(t *testing.T) {
 	d := mustDocker(t, Config{Reassert: time.Minute}, f)
 	t0 := time.Unix(1000, 0)
 
-	err := d.Apply(t0, []Target{target("a", 1, 1000)})
+	_, err := d.Apply(t0, []Target{target("a", 1, 1000)})
 	if de, ok := errors.AsType[*WeightDiscardedError](err); !ok || de.ID != "a" || de.Weight != 1000 {
 		t.Fatalf("Apply = %v, want a WeightDiscardedError", err)
 	}
 	expectCalls(t, f, "inspect a", "update a 1000")
 	ap := d.Applied("a")
-	if len(ap) != 1 || ap[0].Device.Name != "all" || ap[0].Device.Mech != MechDockerWeight || !isDiscarded(ap[0].Err) {
+	if len(ap) != 1 || ap[0].Device.Name != "all" || ap[0].Device.Mech != mech.DockerWeight || !isDiscarded(ap[0].Err) {
 		t.Fatalf("Applied(a) = %+v: want the pseudo-device all with the discard", ap)
 	}
 	// Not retried every tick: only on a level change or after Reassert.
-	if err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000)}); err != nil {
+	if _, err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000)}); err != nil {
 		t.Fatalf("Apply of the same discarded weight = %v, want nil (not resent)", err)
 	}
 	expectCalls(t, f)
-	if err := d.Apply(t0.Add(2*time.Second), []Target{target("a", 2, 500)}); !isDiscarded(err) {
+	if _, err := d.Apply(t0.Add(2*time.Second), []Target{target("a", 2, 500)}); !isDiscarded(err) {
 		t.Fatalf("Apply of a new level = %v", err)
 	}
 	expectCalls(t, f, "update a 500")
-	if err := d.Apply(t0.Add(time.Minute), []Target{target("a", 2, 500)}); !isDiscarded(err) {
+	if _, err := d.Apply(t0.Add(time.Minute), []Target{target("a", 2, 500)}); !isDiscarded(err) {
 		t.Fatalf("Apply after Reassert = %v", err)
 	}
 	expectCalls(t, f, "update a 500")
@@ -214,14 +216,14 @@ func TestDockerContainerGone(t *testing.T) {
 	f := newFake("a", "b")
 	d := mustDocker(t, Config{Devices: []Device{bfqDev}}, f)
 	t0 := time.Unix(1000, 0)
-	if err := d.Apply(t0, []Target{target("a", 1, 1000), target("b", 1, 1000)}); err != nil {
+	if _, err := d.Apply(t0, []Target{target("a", 1, 1000), target("b", 1, 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	f.take()
 	delete(f.weights, "a")
 	delete(f.weights, "b")
 	// a gone at a level change (update fails), b gone before release.
-	if err := d.Apply(t0.Add(time.Second), []Target{target("a", 2, 500), {ID: "gone", Weight: 1000, Level: 1}}); err != nil {
+	if _, err := d.Apply(t0.Add(time.Second), []Target{target("a", 2, 500), {ID: "gone", Weight: 1000, Level: 1}}); err != nil {
 		t.Fatalf("Apply with vanished containers = %v, want nil", err)
 	}
 	expectCalls(t, f, "inspect gone", "update a 500")
@@ -242,7 +244,7 @@ func TestDockerEngineError(t *testing.T) {
 	d := mustDocker(t, Config{Devices: []Device{bfqDev}}, f)
 	t0 := time.Unix(1000, 0)
 	f.fail = errors.New("connection refused")
-	err := d.Apply(t0, []Target{target("a", 1, 1000)})
+	_, err := d.Apply(t0, []Target{target("a", 1, 1000)})
 	if err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Apply = %v", err)
 	}
@@ -252,7 +254,7 @@ func TestDockerEngineError(t *testing.T) {
 	// Retried next tick, and it works once the engine is back.
 	f.fail = nil
 	f.take()
-	if err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000)}); err != nil {
+	if _, err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	expectCalls(t, f, "inspect a", "update a 1000")
@@ -260,7 +262,7 @@ func TestDockerEngineError(t *testing.T) {
 		t.Fatalf("Applied(a) = %+v", ap)
 	}
 	// An invalid weight is refused without a call.
-	if err := d.Apply(t0.Add(2*time.Second), []Target{target("a", 1, 5)}); err == nil {
+	if _, err := d.Apply(t0.Add(2*time.Second), []Target{target("a", 1, 5)}); err == nil {
 		t.Fatal("weight 5 accepted")
 	}
 	expectCalls(t, f)
@@ -272,11 +274,11 @@ func TestDockerExemptReleased(t *testing.T) {
 	f.weights["a"] = 700
 	d := mustDocker(t, Config{Devices: []Device{bfqDev}}, f)
 	t0 := time.Unix(1000, 0)
-	if err := d.Apply(t0, []Target{target("a", 1, 1000)}); err != nil {
+	if _, err := d.Apply(t0, []Target{target("a", 1, 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	f.take()
-	if err := d.Apply(t0.Add(time.Second), []Target{{ID: "a", Exempt: true}}); err != nil {
+	if _, err := d.Apply(t0.Add(time.Second), []Target{{ID: "a", Exempt: true}}); err != nil {
 		t.Fatal(err)
 	}
 	expectCalls(t, f, "update a 700")
@@ -284,7 +286,7 @@ func TestDockerExemptReleased(t *testing.T) {
 		t.Fatalf("exempt container: Applied %+v, weight %d", d.Applied("a"), f.weights["a"])
 	}
 	// Exempt and never seen: nothing at all.
-	if err := d.Apply(t0.Add(2*time.Second), []Target{{ID: "a", Exempt: true}}); err != nil {
+	if _, err := d.Apply(t0.Add(2*time.Second), []Target{{ID: "a", Exempt: true}}); err != nil {
 		t.Fatal(err)
 	}
 	expectCalls(t, f)
@@ -294,7 +296,7 @@ func TestDockerDryRun(t *testing.T) {
 	t.Parallel()
 	f := newFake("a")
 	d := mustDocker(t, Config{Devices: []Device{bfqDev}, DryRun: true}, f)
-	if err := d.Apply(time.Unix(1000, 0), []Target{target("a", 3, 250)}); err != nil {
+	if _, err := d.Apply(time.Unix(1000, 0), []Target{target("a", 3, 250)}); err != nil {
 		t.Fatal(err)
 	}
 	if ap := d.Applied("a"); len(ap) != 1 || ap[0].Weight != 250 {
@@ -319,13 +321,13 @@ func TestDockerAdoptedOriginals(t *testing.T) {
 	idTracked := strings.Repeat("3", 64)
 	f := newFake(idLive, idTracked)
 	adopted := []Original{
-		{Cgroup: idGone, Knob: DockerKnob, Had: true, Native: 300},
-		{Cgroup: idLive, Knob: DockerKnob},
-		{Cgroup: idTracked, Knob: DockerKnob, Had: true, Native: 600},
+		{Cgroup: idGone, Knob: dockerKnob, Value: "300"},
+		{Cgroup: idLive, Knob: dockerKnob},
+		{Cgroup: idTracked, Knob: dockerKnob, Value: "600"},
 	}
 	d := mustDocker(t, Config{Devices: []Device{{Name: "sda", Mech: host.MechCFQWeight}}}, f, adopted...)
 	// The adopted original is the truth: no inspect before the first write.
-	if err := d.Apply(time.Unix(1000, 0), []Target{target(idTracked, 4, 100)}); err != nil {
+	if _, err := d.Apply(time.Unix(1000, 0), []Target{target(idTracked, 4, 100)}); err != nil {
 		t.Fatal(err)
 	}
 	expectCalls(t, f, "update "+idTracked+" 100")
@@ -367,17 +369,18 @@ func TestDockerAppliedPerDeviceAndTop(t *testing.T) {
 	d := mustDocker(t, Config{Devices: []Device{bfqDev, thr}}, f)
 	ta, tb := target("a", 2, 500), target("b", 4, 100)
 	ta.Active, tb.Active = []bool{true, false}, []bool{true, true}
-	if err := d.Apply(time.Unix(1000, 0), []Target{ta, tb}); err != nil {
+	st, err := d.Apply(time.Unix(1000, 0), []Target{ta, tb})
+	if err != nil {
 		t.Fatal(err)
 	}
 	ap := d.Applied("a")
-	if len(ap) != 2 || ap[0].Device != bfqDev || ap[1].Device != thr || ap[0].Weight != 500 || ap[1].Weight != 500 {
+	if len(ap) != 2 || ap[0].Device.Name != bfqDev.Name || ap[1].Device.Name != thr.Name || ap[0].Weight != 500 || ap[1].Weight != 500 {
 		t.Fatalf("Applied(a) = %+v: want the one weight on both devices", ap)
 	}
-	if d.TopActive(0) != 2 || d.TopActive(1) != 4 {
-		t.Fatalf("TopActive = %d, %d; want 2, 4", d.TopActive(0), d.TopActive(1))
+	if len(st) != 2 || st[0].TopActive != 2 || st[1].TopActive != 4 || st[0].Device.Name != bfqDev.Name || st[0].Capping {
+		t.Fatalf("device status = %+v; want top levels 2, 4 and no caps", st)
 	}
-	if !slices.Equal(d.Devices(), []Device{bfqDev, thr}) {
+	if !reflect.DeepEqual(d.Devices(), []Device{bfqDev, thr}) {
 		t.Fatalf("Devices = %+v", d.Devices())
 	}
 }
@@ -487,7 +490,7 @@ func TestRealDockerActuator(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	err = d.Apply(t0, []Target{target(ctr.ID, 2, 500)})
+	_, err = d.Apply(t0, []Target{target(ctr.ID, 2, 500)})
 	inspect := func() uint16 {
 		t.Helper()
 		ci, err := c.ContainerInspect(context.Background(), ctr.ID, client.ContainerInspectOptions{})
@@ -497,7 +500,7 @@ func TestRealDockerActuator(t *testing.T) {
 		return ci.Container.HostConfig.BlkioWeight
 	}
 	origs, _ := d.Originals()
-	if len(origs) != 1 || origs[0].Cgroup != ctr.ID || origs[0].Had {
+	if len(origs) != 1 || origs[0].Cgroup != ctr.ID || origs[0].Value != "" {
 		t.Fatalf("originals = %+v: want one unset original of %.12s", origs, ctr.ID)
 	}
 	if de, ok := errors.AsType[*WeightDiscardedError](err); ok {
@@ -511,7 +514,7 @@ func TestRealDockerActuator(t *testing.T) {
 		if ap := d.Applied(ctr.ID); len(ap) != 1 || !isDiscarded(ap[0].Err) {
 			t.Errorf("Applied = %+v: want the discard recorded", ap)
 		}
-		if err := d.Apply(t0.Add(time.Second), []Target{target(ctr.ID, 2, 500)}); err != nil {
+		if _, err := d.Apply(t0.Add(time.Second), []Target{target(ctr.ID, 2, 500)}); err != nil {
 			t.Errorf("same discarded weight resent: %v", err)
 		}
 	} else {
@@ -522,7 +525,7 @@ func TestRealDockerActuator(t *testing.T) {
 			t.Fatalf("HostConfig.BlkioWeight after update = %d, want 500", w)
 		}
 		t.Logf("this engine applies blkio weights: cgroup %s BFQ weight %s → %s", dir, before, bfqDefaultWeight(t, dir))
-		if err := d.Apply(t0.Add(time.Second), []Target{target(ctr.ID, 4, 100)}); err != nil {
+		if _, err := d.Apply(t0.Add(time.Second), []Target{target(ctr.ID, 4, 100)}); err != nil {
 			t.Fatal(err)
 		}
 		if w := inspect(); w != 100 {
@@ -538,7 +541,7 @@ func TestRealDockerActuator(t *testing.T) {
 
 	// A container that has gone is not an error.
 	dockertest.RemoveContainer(t, c, ctr.ID)
-	if err := d.Apply(t0.Add(2*time.Second), []Target{target(ctr.ID, 1, 1000)}); err != nil {
+	if _, err := d.Apply(t0.Add(2*time.Second), []Target{target(ctr.ID, 1, 1000)}); err != nil {
 		t.Fatalf("Apply on a removed container = %v", err)
 	}
 	if d.Applied(ctr.ID) != nil {
@@ -564,7 +567,7 @@ func TestDockerUpdateWaitsForDurableOriginal(t *testing.T) {
 	}}
 	d := mustDocker(t, cfg, f)
 	t0 := time.Unix(1000, 0)
-	err := d.Apply(t0, []Target{target("a", 1, 1000)})
+	_, err := d.Apply(t0, []Target{target("a", 1, 1000)})
 	if err == nil || !strings.Contains(err.Error(), "not durable") {
 		t.Fatalf("Apply with a failing Persist = %v", err)
 	}
@@ -573,11 +576,11 @@ func TestDockerUpdateWaitsForDurableOriginal(t *testing.T) {
 		t.Fatalf("updated before its original was durable: weight %d, applied %+v", f.weights["a"], d.Applied("a"))
 	}
 	fail = nil
-	if err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000)}); err != nil {
+	if _, err := d.Apply(t0.Add(time.Second), []Target{target("a", 1, 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	expectCalls(t, f, "update a 1000")
-	if len(saved) != 1 || saved[0][0].Native != 300 || f.weights["a"] != 1000 {
+	if len(saved) != 1 || saved[0][0].Value != "300" || f.weights["a"] != 1000 {
 		t.Fatalf("saved %+v, weight %d", saved, f.weights["a"])
 	}
 }

@@ -52,7 +52,7 @@ func TestKnobWaitsForDurableOriginal(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg := []Target{{ID: "c", Cgroup: "/c", Level: 4, Weight: 100}}
-	if err := a.Apply(time.Unix(1, 0), tg); err == nil || !strings.Contains(err.Error(), "disk full") {
+	if _, err := a.Apply(time.Unix(1, 0), tg); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Apply with a failing Persist: %v, want its error", err)
 	}
 	if got, _ := os.ReadFile(file); string(got) != "default 100\n" {
@@ -62,10 +62,10 @@ func TestKnobWaitsForDurableOriginal(t *testing.T) {
 		t.Fatalf("Applied %+v: want an error for the unwritten knob", ap)
 	}
 	fail = false
-	if err := a.Apply(time.Unix(2, 0), tg); err != nil {
+	if _, err := a.Apply(time.Unix(2, 0), tg); err != nil {
 		t.Fatal(err)
 	}
-	if len(saved) != 1 || len(saved[0]) != 1 || saved[0][0].Had {
+	if len(saved) != 1 || len(saved[0]) != 1 || saved[0][0].Value != "" {
 		t.Fatalf("saved %+v: want one original, no per-device weight", saved)
 	}
 	got, _ := os.ReadFile(file)
@@ -73,7 +73,7 @@ func TestKnobWaitsForDurableOriginal(t *testing.T) {
 	if !strings.Contains(string(got), "7:0 100") {
 		t.Fatalf("knob %q after a durable original, want 7:0 100", got)
 	}
-	if err := a.Apply(time.Unix(3, 0), tg); err != nil || len(saved) != 1 {
+	if _, err := a.Apply(time.Unix(3, 0), tg); err != nil || len(saved) != 1 {
 		t.Fatalf("unchanged target: err %v, Persist called %d times, want once", err, len(saved))
 	}
 }
@@ -93,7 +93,7 @@ func TestSwallowedWriteIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 2, Weight: 500}})
+	_, err = a.Apply(time.Unix(1, 0), []Target{{ID: "c", Cgroup: "/c", Level: 2, Weight: 500}})
 	if err == nil || !strings.Contains(err.Error(), "did not take the value written") {
 		t.Fatalf("Apply on a knob that swallows writes: %v", err)
 	}

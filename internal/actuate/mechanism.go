@@ -1,194 +1,178 @@
 package actuate
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
-	"github.com/ddiskqos/ddiskqos/internal/host"
 )
 
-// Setting is the state of one cgroup's knob on one device, as a mechanism
-// reads and writes it.
-type Setting struct {
-	// Had and Native are a weight knob's per-device entry: whether one is
-	// set, and its value on the knob's own scale.
-	Had    bool
-	Native uint64
-	// Limits are the throttle's limits in force (zero: none).
-	Limits cgroupfs.Limits
+// The actuator's side of the mechanisms (internal/actuate/mech): which are
+// in force on each device, and their knobs. A mechanism of Role Weight or
+// Target is written by Apply from each workload's level; the throttle (Role
+// Caps) decides its caps itself, in its loop (throttle.go).
+
+// Device is a block device to actuate on, and its mechanisms.
+type Device struct {
+	Name      string
+	Dev       cgroupfs.Dev
+	Mech      mech.Name // the main one, chosen by the host
+	Scheduler string    // for display
+	// Also are mechanisms in force beside Mech: the throttle beside a
+	// weight (weights split the device between queues that stay busy; a
+	// reader that pauses between requests still waits behind a streamer's
+	// budget, which the throttle's caps bound: docs/bench/contention.md),
+	// io.latency's target for level 1.
+	Also []mech.Name
 }
 
-// Mechanism is one way of putting levels into effect on one device: a
-// BFQ, iocost or CFQ weight, or the throttle. Each reads, writes and reads
-// back its own knob; the Actuator around it keeps the originals and makes
-// them durable before any write. Adding a mechanism (io.latency, iocost QoS
-// targets) is one more implementation and one more case in newMechanism.
-type Mechanism interface {
-	// Kind is the host's name for the mechanism.
-	Kind() host.Mechanism
-	// Knob names the originals it records: "bfq", "iocost", "cfq",
-	// "throttle".
-	Knob() string
-	// Read returns the knob's present setting for cgroup on the device.
-	Read(cgroup string) (Setting, error)
-	// Write puts s in force (restoring an original is writing it).
-	Write(cgroup string, s Setting) error
-}
-
-// leveled is a Mechanism whose setting follows from a workload's level and
-// weight alone; the Actuator writes it at each Apply.
-type leveled interface {
-	Mechanism
-	Want(t *Target) Setting
-}
-
-// dynamic is a Mechanism that decides its settings itself, between ticks
-// (the throttle's fast loop). The Actuator records and persists the
-// originals of the workloads that Wants says it may write, and hands it the
-// workloads at every Apply; it writes only knobs whose originals are
-// durable.
-type dynamic interface {
-	Mechanism
-	// Wants reports whether a workload at level may need the knob written
-	// (so its original must be recorded first).
-	Wants(level int) bool
-	// Update hands over the workloads on the device after an Apply.
-	Update(members []Member)
-	// Forget stops managing cgroup; the Actuator restores it after.
-	Forget(cgroup string)
-	// InForce returns what the mechanism has in force for cgroup.
-	InForce(cgroup string) (cgroupfs.Limits, error)
-	// TopActive is the best level active on the device lately (0: none).
-	TopActive() int
-	// Capacity is the device's capacity as estimated now (bytes and
-	// requests per second; 0: not measured yet).
-	Capacity() (bps, iops float64)
-	// ObservePeak feeds a tick's device bandwidth (bytes/s), for when the
-	// device's own counters cannot be read.
-	ObservePeak(bps float64)
-	// Hold puts c in force from the next period of its loop (the zero
-	// Ceiling lifts it).
-	Hold(c Ceiling)
-	// Stop ends its loop; Update starts it again.
-	Stop()
-	// OpenFiles is how many descriptors it keeps open now.
-	OpenFiles() int
-}
-
-// Member is one workload as a dynamic mechanism sees it.
-type Member struct {
-	Cgroup string
-	Level  int
-	// Durable: the knob's original is recorded and durable, so the
-	// mechanism may write the knob.
-	Durable bool
-}
-
-// newMechanism returns the implementation of d's mechanism; sen is the
-// device's sensor (nil: none given).
-func newMechanism(cfg Config, d Device, sen *devsensor.Device) (Mechanism, error) {
-	h := cfg.Hierarchy
-	switch d.Mech {
-	case host.MechBFQWeight:
-		return &weightMech{h: h, dev: d.Dev, kind: cgroupfs.WeightBFQ, mech: d.Mech}, nil
-	case host.MechIOCostWeight:
-		return &weightMech{h: h, dev: d.Dev, kind: cgroupfs.WeightIOCost, mech: d.Mech}, nil
-	case host.MechCFQWeight:
-		return &weightMech{h: h, dev: d.Dev, kind: cgroupfs.WeightCFQ, mech: d.Mech}, nil
-	case host.MechThrottle:
-		return newThrottle(cfg, d, sen), nil
+// Mechanisms names what is in force on the device, e.g. "bfq-weight" or
+// "bfq-weight+throttle".
+func (d Device) Mechanisms() string {
+	switch {
+	case len(d.Also) == 0:
+		return string(d.Mech)
+	case len(d.Also) == 1 && d.Also[0] != d.Mech: // one allocation, as the snapshot asks per workload
+		return string(d.Mech) + "+" + string(d.Also[0])
 	}
-	return nil, fmt.Errorf("device %s: no mechanism %q", d.Name, d.Mech)
-}
-
-// knobOf maps a knob name kept in originals to a mechanism that writes it
-// on dev, so an original adopted from a state file can be restored before
-// any workload of this run touched it.
-func knobOf(h cgroupfs.Hierarchy, knob string, dev cgroupfs.Dev) (Mechanism, error) {
-	switch knob {
-	case "throttle":
-		return limitsKnob{h: h, dev: dev}, nil
-	}
-	for _, k := range []cgroupfs.WeightKind{cgroupfs.WeightBFQ, cgroupfs.WeightIOCost, cgroupfs.WeightCFQ} {
-		if k.String() == knob {
-			return &weightMech{h: h, dev: dev, kind: k}, nil
+	ns := []mech.Name{d.Mech}
+	for _, n := range d.Also {
+		if n != d.Mech {
+			ns = append(ns, n)
 		}
 	}
-	return nil, fmt.Errorf("unknown knob %q", knob)
+	return mech.Join(ns)
 }
 
-// verify reads a knob back after writing s: a knob that swallows writes (a
-// file bind-mounted over it, a kernel that ignores the value) must not be
-// reported as in force.
-func verify(m Mechanism, cgroup string, s Setting) error {
-	got, err := m.Read(cgroup)
+// Has reports whether mechanism n is in force on the device.
+func (d Device) Has(n mech.Name) bool {
+	if d.Mech == n {
+		return true
+	}
+	for _, a := range d.Also {
+		if a == n {
+			return true
+		}
+	}
+	return false
+}
+
+// Weighted reports whether a weight is in force on the device (a workload's
+// weight means something there).
+func (d Device) Weighted() bool { return mech.IsWeight(d.Mech) }
+
+// DeviceStatus is what is in force on one device after an Apply.
+type DeviceStatus struct {
+	Device Device
+	// TopActive is the best level that did I/O on the device lately, 0
+	// when idle.
+	TopActive int
+	// CapacityBps and CapacityIOPS are the device's capacity as its
+	// throttle estimates it; 0 without a throttle or before it measured.
+	CapacityBps, CapacityIOPS float64
+	// Capping: a throttle runs on the device (Hold can bound its levels).
+	Capping bool
+}
+
+// devMech is one mechanism in force on a device, with its knob there.
+type devMech struct {
+	m    *mech.Mech
+	knob mech.Leveled
+}
+
+// device is a Device with what the actuator runs on it.
+type device struct {
+	Device
+	leveled []devMech // written by Apply
+	thr     *throttle // nil: no throttle on it
+	thrKnob string    // the throttle's Knob
+}
+
+// newDevice opens d's mechanisms; sen is the device's sensor (nil: none
+// given).
+func newDevice(cfg Config, d Device, sen *devsensor.Device) (device, error) {
+	out := device{Device: d}
+	for _, n := range append([]mech.Name{d.Mech}, d.Also...) {
+		m, err := mech.Lookup(n)
+		if err != nil {
+			return out, fmt.Errorf("device %s: %w", d.Name, err)
+		}
+		if m.Role == mech.Caps {
+			if out.thr == nil {
+				out.thr, out.thrKnob = newThrottle(cfg, d, sen), m.Knob
+			}
+			continue
+		}
+		if m.Open == nil {
+			return out, fmt.Errorf("device %s: %s writes no cgroup file: it is the Docker actuator's", d.Name, n)
+		}
+		k, err := m.Open(cfg.Hierarchy, d.Dev, cfg.Params)
+		if err != nil {
+			return out, fmt.Errorf("device %s: %w", d.Name, err)
+		}
+		lk, ok := k.(mech.Leveled)
+		if !ok {
+			return out, fmt.Errorf("device %s: %s takes no level", d.Name, n)
+		}
+		out.leveled = append(out.leveled, devMech{m: m, knob: lk})
+	}
+	return out, nil
+}
+
+// knobOf returns the knob an original belongs to, to restore it: the one
+// in force on its device (a throttle then stops managing the cgroup, so
+// its loop does not write it again), else a new one from the registry (an
+// original adopted from a state file, restored before any workload of
+// this run touched it).
+func (a *Actuator) knobOf(o Original) (mech.Knob, error) {
+	for i := range a.devs {
+		d := &a.devs[i]
+		if d.Dev != o.Dev {
+			continue
+		}
+		for _, dm := range d.leveled {
+			if dm.m.Knob == o.Knob {
+				return dm.knob, nil
+			}
+		}
+		if d.thr != nil && o.Knob == d.thrKnob {
+			d.thr.Forget(o.Cgroup)
+			return d.thr.limitsKnob, nil
+		}
+	}
+	m, err := mech.ByKnob(o.Knob)
 	if err != nil {
-		return fmt.Errorf("read back %s of %s: %w", m.Knob(), cgroup, err)
+		return nil, err
 	}
-	if got != s {
-		return fmt.Errorf("%s of %s did not take the value written: wrote %s, reads %s", m.Knob(), cgroup, s, got)
+	if m.Open == nil {
+		return nil, errors.New(string(m.Name) + " is restored by the Docker actuator")
 	}
-	return nil
+	return m.Open(a.cfg.Hierarchy, o.Dev, a.cfg.Params)
 }
 
-func (s Setting) String() string {
-	if !s.Limits.IsZero() {
-		l := s.Limits
-		return fmt.Sprintf("rbps=%d wbps=%d riops=%d wiops=%d", l.RBps, l.WBps, l.RIOps, l.WIOps)
-	}
-	if s.Had {
-		return fmt.Sprintf("%d", s.Native)
-	}
-	return "none"
-}
-
-// weightMech is a weight knob: v1 blkio.bfq.weight_device /
-// blkio.weight_device, v2 io.bfq.weight / io.weight.
-type weightMech struct {
-	h    cgroupfs.Hierarchy
-	dev  cgroupfs.Dev
-	kind cgroupfs.WeightKind
-	mech host.Mechanism
-}
-
-func (m *weightMech) Kind() host.Mechanism { return m.mech }
-func (m *weightMech) Knob() string         { return m.kind.String() }
-
-func (m *weightMech) Want(t *Target) Setting {
-	return Setting{Had: true, Native: cgroupfs.NativeWeight(m.kind, t.Weight)}
-}
-
-func (m *weightMech) Read(cgroup string) (Setting, error) {
-	ws, err := m.h.ReadWeights(cgroup, m.kind)
-	if err != nil {
-		return Setting{}, err
-	}
-	n, had := ws.Device(m.dev)
-	return Setting{Had: had, Native: n}, nil
-}
-
-func (m *weightMech) Write(cgroup string, s Setting) error {
-	if s.Had {
-		return m.h.SetNativeDeviceWeight(cgroup, m.kind, m.dev, s.Native)
-	}
-	return m.h.ResetDeviceWeight(cgroup, m.kind, m.dev)
-}
-
-// limitsKnob reads and writes the throttle's limits of one device.
+// limitsKnob is the throttle's knob of one device (mech.LimitsKnob).
 type limitsKnob struct {
 	h   cgroupfs.Hierarchy
 	dev cgroupfs.Dev
 }
 
-func (k limitsKnob) Kind() host.Mechanism { return host.MechThrottle }
-func (k limitsKnob) Knob() string         { return "throttle" }
-
-func (k limitsKnob) Read(cgroup string) (Setting, error) {
-	l, err := k.h.ReadLimits(cgroup, k.dev)
-	return Setting{Limits: l}, err
+func (k limitsKnob) Read(cgroup string) (string, error) {
+	return mech.LimitsKnob{H: k.h, Dev: k.dev}.Read(cgroup)
 }
 
-func (k limitsKnob) Write(cgroup string, s Setting) error {
-	return k.h.SetLimits(cgroup, k.dev, s.Limits)
+func (k limitsKnob) Write(cgroup, v string) error {
+	return mech.LimitsKnob{H: k.h, Dev: k.dev}.Write(cgroup, v)
+}
+
+var _ mech.Knob = limitsKnob{}
+
+// Member is one workload as the throttle sees it.
+type Member struct {
+	Cgroup string
+	Level  int
+	// Durable: the knob's original is recorded and durable, so the
+	// throttle may write the knob.
+	Durable bool
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
@@ -497,9 +498,10 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 			continue
 		}
 		writes++
-		err := t.Write(m.cgroup, Setting{Limits: want})
+		v := mech.LimitsValue(want)
+		err := t.Write(m.cgroup, v)
 		if err == nil {
-			err = verify(t.limitsKnob, m.cgroup, Setting{Limits: want})
+			err = mech.Verify(t.limitsKnob, string(mech.Throttle), m.cgroup, v)
 		}
 		if err != nil {
 			gone := errors.Is(err, cgroupfs.ErrCgroupGone)
@@ -595,6 +597,3 @@ func (t *throttle) closeParents() {
 	}
 	t.parents = nil
 }
-
-var _ dynamic = (*throttle)(nil)
-var _ Mechanism = limitsKnob{}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 )
@@ -105,7 +106,7 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	th := a.mechs[0][0].(*throttle)
+	th := a.devs[0].thr
 	limits := func(cg string) cgroupfs.Limits {
 		l, err := r.h.ReadLimits(cg, r.dev)
 		if err != nil {
@@ -114,7 +115,7 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 		return l
 	}
 	apply := func(hiLevel, loLevel int) {
-		if err := a.Apply(time.Now(), []Target{
+		if _, err := a.Apply(time.Now(), []Target{
 			{ID: "hi", Cgroup: hi, Level: hiLevel, Weight: 1000},
 			{ID: "lo", Cgroup: lo, Level: loLevel, Weight: 100},
 		}); err != nil {
@@ -157,8 +158,8 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 			got, capBps, want, capIOPS)
 	}
 	t.Logf("capped %s after the read completed; capacity %.0f MiB/s %.0f IOPS; lo %+v", took, capBps/(1<<20), capIOPS, got)
-	if a.TopActive(0) != 1 {
-		t.Fatalf("TopActive %d while capped, want 1", a.TopActive(0))
+	if th.TopActive() != 1 {
+		t.Fatalf("TopActive %d while capped, want 1", th.TopActive())
 	}
 	if ap := a.Applied("lo"); len(ap) != 1 {
 		t.Fatalf("Applied(lo) = %+v", ap)
@@ -215,7 +216,7 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 	}
 }
 
-// TestRealV1BFQWeightsAndThrottle: on a BFQ device with Device.Throttle,
+// TestRealV1BFQWeightsAndThrottle: on a BFQ device with the throttle in Device.Also,
 // both mechanisms are in force: the level's BFQ weight is written at Apply,
 // and the throttle caps the demoted stream while a level-1 cgroup reads
 // and lifts the cap after; RestoreAll puts both knobs back.
@@ -225,7 +226,7 @@ func TestRealV1BFQWeightsAndThrottle(t *testing.T) {
 		t.Fatal(err)
 	}
 	hi, lo := r.child(t, "hi"), r.child(t, "lo")
-	d := Device{Name: r.loop.Name, Dev: r.dev, Mech: host.MechBFQWeight, Throttle: true}
+	d := Device{Name: r.loop.Name, Dev: r.dev, Mech: host.MechBFQWeight, Also: []mech.Name{mech.Throttle}}
 	if got := d.Mechanisms(); got != "bfq-weight+throttle" {
 		t.Fatalf("Mechanisms() = %q", got)
 	}
@@ -241,7 +242,7 @@ func TestRealV1BFQWeightsAndThrottle(t *testing.T) {
 		}
 	})
 	targets := []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000}, {ID: "lo", Cgroup: lo, Level: 4, Weight: 100}}
-	if err := a.Apply(time.Now(), targets); err != nil {
+	if _, err := a.Apply(time.Now(), targets); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := r.weight(t, lo); v != 100 {
@@ -272,7 +273,7 @@ func TestRealV1BFQWeightsAndThrottle(t *testing.T) {
 	waitFor(t, time.Second, "lo capped on BFQ while a level-1 cgroup reads", func() bool { return !limits().IsZero() })
 	rcancel()
 	rd.Wait()
-	if err := a.Apply(time.Now(), targets); err != nil {
+	if _, err := a.Apply(time.Now(), targets); err != nil {
 		t.Fatal(err)
 	}
 	ap := a.Applied("lo")
@@ -325,7 +326,7 @@ func TestRealV1ThrottleCapacityBesideReader(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if err := a.Apply(time.Now(), []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000},
+	if _, err := a.Apply(time.Now(), []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000},
 		{ID: "lo", Cgroup: lo, Level: 4, Weight: 100}}); err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestRealV1ThrottleCapacityBesideReader(t *testing.T) {
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	}
-	capacity := func() float64 { bps, _ := a.Capacity(0); return bps }
+	capacity := func() float64 { bps, _ := a.devs[0].thr.Capacity(); return bps }
 	limits := func(cg string) cgroupfs.Limits {
 		l, err := r.h.ReadLimits(cg, r.dev)
 		if err != nil {
@@ -404,11 +405,11 @@ func TestRealV1ThrottleCapsWhoMakesOthersWait(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if err := a.Apply(time.Now(), []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000},
+	if _, err := a.Apply(time.Now(), []Target{{ID: "hi", Cgroup: hi, Level: 1, Weight: 1000},
 		{ID: "light", Cgroup: light, Level: 2, Weight: 500}, {ID: "lo", Cgroup: lo, Level: 4, Weight: 100}}); err != nil {
 		t.Fatal(err)
 	}
-	th := a.mechs[0][0].(*throttle)
+	th := a.devs[0].thr
 	limits := func(cg string) cgroupfs.Limits {
 		l, err := r.h.ReadLimits(cg, r.dev)
 		if err != nil {
@@ -435,7 +436,7 @@ func TestRealV1ThrottleCapsWhoMakesOthersWait(t *testing.T) {
 	if l := limits(lo); !l.IsZero() {
 		t.Fatalf("the streamer capped %+v with nobody better doing I/O", l)
 	}
-	capBps, _ := a.Capacity(0)
+	capBps, _ := th.Capacity()
 	if capBps == 0 {
 		t.Fatal("no capacity learnt from the stream alone")
 	}
@@ -473,7 +474,7 @@ func TestRealV1ThrottleCapsWhoMakesOthersWait(t *testing.T) {
 	}
 	// The cap: 5 % of the capacity (5 ms of the 100 ms slice), at least
 	// the 8 MiB/s floor.
-	capEnd, _ := a.Capacity(0)
+	capEnd, _ := th.Capacity()
 	want := max(uint64(0.05*capEnd), 8<<20)
 	if capIn.RBps < want*9/10 || capIn.RBps > want*11/10 {
 		t.Errorf("the streamer's cap %d B/s, want ≈ %d (5 %% of %.0f B/s, at least 8 MiB/s)", capIn.RBps, want, capEnd)

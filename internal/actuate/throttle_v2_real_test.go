@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
@@ -207,9 +208,9 @@ func newFastLoopRig(t *testing.T, ctx context.Context) fastLoopRig {
 			t.Error(err)
 		}
 	})
-	f.a, f.th = a, a.mechs[0][0].(*throttle)
+	f.a, f.th = a, a.devs[0].thr
 	f.apply = func(hiLevel, loLevel int) {
-		if err := a.Apply(time.Now(), []Target{
+		if _, err := a.Apply(time.Now(), []Target{
 			{ID: "hi", Cgroup: f.hi, Level: hiLevel, Weight: 1000},
 			{ID: "lo", Cgroup: f.lo, Level: loLevel, Weight: 100},
 		}); err != nil {
@@ -221,7 +222,7 @@ func newFastLoopRig(t *testing.T, ctx context.Context) fastLoopRig {
 	// Alone, the stream is not capped, and the device's capacity is learnt
 	// (the first child of a fresh VM takes a while to get going).
 	waitFor(t, 10*time.Second, "the device's capacity learnt from /sys/block/"+r.name+"/stat",
-		func() bool { bps, _ := a.Capacity(0); return bps > 0 })
+		func() bool { bps, _ := a.devs[0].thr.Capacity(); return bps > 0 })
 	time.Sleep(3 * DefaultThrottleHold)
 	if got := r.limits(t, f.lo); !got.IsZero() {
 		t.Fatalf("lo capped %+v with nobody better doing I/O", got)
@@ -316,8 +317,8 @@ func TestRealV2ThrottleFastLoop(t *testing.T) {
 		steps = append(steps, x.steps)
 	}
 	got := f.limits(t, f.lo)
-	bps, iops := f.a.Capacity(0)
-	t.Logf("capacity %.1f MiB/s %.0f IOPS; lo's cap while hi reads: %s", bps/(1<<20), iops, Setting{Limits: capped})
+	bps, iops := f.th.Capacity()
+	t.Logf("capacity %.1f MiB/s %.0f IOPS; lo's cap while hi reads: %s", bps/(1<<20), iops, mech.Show(mech.LimitsValue(capped)))
 	t.Logf("victim's request start -> cap read back from io.max: %s", spread(start))
 	t.Logf("victim's request end -> cap read back (negative: before it ended): %s", spread(end))
 	t.Logf("fast-loop steps from the read's end to the cap seen: %v", steps)
@@ -577,17 +578,25 @@ func TestRealV2IOCostFirstRequest(t *testing.T) {
 		iocost(false)
 		r.h.WriteCostModel(r.dev.String() + " ctrl=auto")
 	})
-	m := &weightMech{h: r.h, dev: r.dev, kind: cgroupfs.WeightIOCost, mech: host.MechIOCostWeight}
+	im, err := mech.Lookup(mech.IOCostWeight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := im.Open(r.h, r.dev, mech.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := k.(mech.Leveled)
 	levels := policy.DefaultConfig().Weights
 	setLevel := func(cg string, level int) {
-		s := Setting{}
+		s := ""
 		if level > 0 {
-			s = m.Want(&Target{Weight: cgroupfs.Weight(levels[level-1])})
+			s = m.Want(level, cgroupfs.Weight(levels[level-1]))
 		}
 		if err := m.Write(cg, s); err != nil {
 			t.Fatal(err)
 		}
-		if err := verify(m, cg, s); err != nil {
+		if err := mech.Verify(m, im.Knob, cg, s); err != nil {
 			t.Fatal(err)
 		}
 	}

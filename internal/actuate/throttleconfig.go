@@ -25,7 +25,7 @@ const (
 )
 
 // Throttle configures the work-conserving throttle used on devices whose
-// mechanism is host.MechThrottle.
+// mechanism is the throttle (mech.Throttle).
 //
 // A fast loop per device (every Period) reads the byte counters of the
 // parents of the managed cgroups and of every demoted workload (level 2 and

@@ -90,6 +90,28 @@ func (h Hierarchy) knobPath(rel, file string) (string, error) {
 	return filepath.Join(dir, file), nil
 }
 
+// ReadKnob reads the whole of the knob file of the cgroup rel: a missing
+// cgroup is ErrCgroupGone, a missing file in an existing cgroup
+// ErrNotAvailable. The mechanisms (internal/actuate/mech) own their files'
+// names and formats; this and WriteKnob are their access.
+func (h Hierarchy) ReadKnob(rel, file string) ([]byte, error) {
+	path, err := h.knobPath(rel, file)
+	if err != nil {
+		return nil, err
+	}
+	return readKnob(path)
+}
+
+// WriteKnob writes line into the knob file of the cgroup rel, in one
+// write(2) (see ReadKnob for the errors).
+func (h Hierarchy) WriteKnob(rel, file, line string) error {
+	path, err := h.knobPath(rel, file)
+	if err != nil {
+		return err
+	}
+	return writeKnob(path, line)
+}
+
 // readParsed reads the knob file path (see readKnob) and parses it; a
 // parse error names the path.
 func readParsed[T any](path string, parse func([]byte) (T, error)) (T, error) {

@@ -112,6 +112,10 @@ type Config struct {
 	// ThrottleWithWeights: on devices whose mechanism is a scheduler's
 	// weight (BFQ, CFQ), the throttle runs too.
 	ThrottleWithWeights bool `yaml:"throttle_with_weights"`
+	// LevelLimits are static caps, bytes/s per level 1..4 on reads and on
+	// writes each (the mechanism mech.LevelLimit, on devices the throttle
+	// does not run on); 0 or empty: none.
+	LevelLimits []Size `yaml:"level_limits"`
 	// Reassert: values already in place are not rewritten, except once
 	// per Reassert in case someone else changed them; 0 means never.
 	Reassert time.Duration `yaml:"reassert"`

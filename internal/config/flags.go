@@ -161,6 +161,16 @@ var flagDefs = []flagDef{
 			}
 			return err
 		}},
+	{name: "level-limits", key: "level_limits", arg: "S1,S2,S3,S4",
+		help: "static caps in bytes per second of levels 1-4, on reads and on writes each, whatever the neighbours do (0 = none; level 1 is never capped); on devices where the throttle does not run",
+		get:  func(c *Config) string { return joinList(c.LevelLimits) },
+		set: func(c *Config, s string) error {
+			v, err := parseList(s, func(e string) (Size, error) { return ParseSize(e) })
+			if err == nil {
+				c.LevelLimits = v
+			}
+			return err
+		}},
 	{name: "reassert", key: "reassert", arg: "DUR",
 		help: "values already in place are skipped, but rewritten this often in case someone else changed them; 0 = never",
 		get:  func(c *Config) string { return fmtDuration(c.Reassert) },

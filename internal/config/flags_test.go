@@ -36,7 +36,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
 		"--boost-after", "1m", "--policy", "paper", "--usage-window", "5s", "--actuator", "cgroup", "--dry-run",
-		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-reads", "500", "--throttle-with-weights=false", "--reassert", "0s",
+		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-reads", "500", "--throttle-with-weights=false", "--level-limits", "0,0,4MiB,1MiB", "--reassert", "0s",
 		"--devices", "loop*,vd*", "--listen", "", "--state-file", "/tmp/s.json",
 		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
 		"--health-models", "nvme1n1=aws-gp2:100GiB,sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9", "--health-dstate-workloads", "8",
@@ -55,7 +55,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
 		PolicyMode: "paper", UsageWindow: 5 * time.Second,
 		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond, ThrottleReads: 500,
-		Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
+		LevelLimits: []Size{0, 0, 4 * MiB, MiB}, Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
 		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: "debug", Format: "json"},
 		Health: Health{Models: []string{"nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9"},
 			DStateWorkloads: 8, SyncProbe: "/var/tmp/probe", SyncProbeInterval: 5 * time.Second,
@@ -243,6 +243,7 @@ func TestDiff(t *testing.T) {
 			c.ThrottleBurst = time.Millisecond
 			c.ThrottleReads = 500
 			c.ThrottleWithWeights = false
+			c.LevelLimits = []Size{0, 0, 0, MiB}
 			c.Reassert = 0
 			c.Devices = []string{"sd*"}
 			c.Listen = ""
@@ -251,7 +252,7 @@ func TestDiff(t *testing.T) {
 			c.Paths.Proc = "/host/proc"
 			c.Log.Format = "json"
 		}, nil, []string{"source", "cgroup_parent", "docker_host", "actuator", "dry_run", "throttle_shares",
-			"throttle_min", "throttle_burst", "throttle_reads", "throttle_with_weights", "reassert", "devices", "listen", "state_file",
+			"throttle_min", "throttle_burst", "throttle_reads", "throttle_with_weights", "level_limits", "reassert", "devices", "listen", "state_file",
 			"paths.sys", "paths.proc", "log.format"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

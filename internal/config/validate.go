@@ -126,6 +126,16 @@ func (c Config) Validate() error {
 	if c.ThrottleBurst < 0 {
 		bad("throttle_burst", c.ThrottleBurst, "must be 0 (no bound) or a positive duration such as 5ms")
 	}
+	if n := len(c.LevelLimits); n != 0 && n != policy.NumLevels {
+		bad("level_limits", c.LevelLimits, "must list %d caps, one per level (0: none), or none", policy.NumLevels)
+	} else if n > 0 && c.LevelLimits[0] != 0 {
+		bad("level_limits[0]", c.LevelLimits[0], "must be 0: level 1 is never capped")
+	}
+	for i, l := range c.LevelLimits {
+		if l != 0 && l < 4096 {
+			bad(fmt.Sprintf("level_limits[%d]", i), l, "must be 0 (none) or at least 4KiB per second")
+		}
+	}
 	if c.Reassert != 0 && c.Reassert < c.Interval {
 		bad("reassert", c.Reassert, "must be 0 (never) or at least interval (%s): values are only written once per interval", c.Interval)
 	}

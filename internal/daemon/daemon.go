@@ -4,8 +4,9 @@
 // result is published for the API. It is the only place that knows all four.
 //
 // daemon.go is the tick (step) and what it keeps per workload; events.go
-// applies the source's events; publish.go builds the snapshot; fds.go keeps
-// the open-file budget; health.go runs the storage-health sensors. The
+// applies the source's events; proceed.go drives the actuator; publish.go
+// builds the snapshot; fds.go keeps the open-file budget; health.go runs
+// the storage-health sensors. The
 // stages themselves are their packages: sensor, policy, actuate, snapshot,
 // and state for the state file.
 package daemon
@@ -52,23 +53,6 @@ func (nopObserver) ObserveTick(time.Duration)    {}
 func (nopObserver) ObserveSense(int, int)        {}
 func (nopObserver) Error(snapshot.ErrorCause)    {}
 func (nopObserver) LevelChange(int, int, string) {}
-
-// Actuator is what the loop needs of the proceeding stage. *actuate.Actuator
-// (cgroup files) implements it; so does the Docker Engine API actuator.
-type Actuator interface {
-	Devices() []actuate.Device
-	ObservePeak(i int, bps float64)
-	TopActive(i int) int
-	Apply(now time.Time, targets []actuate.Target) error
-	Applied(id string) []actuate.Applied
-	Release(id string) error
-	RestoreAll() error
-	RestoreOrphans(live map[string]bool) error
-	Originals() ([]actuate.Original, bool)
-	// OpenFiles is how many descriptors it keeps open (the open-file
-	// budget leaves room for them).
-	OpenFiles() int
-}
 
 // Options configure a Daemon.
 type Options struct {
@@ -193,6 +177,7 @@ type Daemon struct {
 	lastTick  time.Time
 	errCounts [snapshot.NumErrorCauses]uint64
 	targets   []actuate.Target
+	devStatus []actuate.DeviceStatus // the last Apply's
 	// publish's scratch: MAJ:MIN of the actuated devices, one workload's
 	// Applied entries.
 	devStrs    []string
@@ -264,24 +249,7 @@ func New(opts Options) (*Daemon, error) {
 			return nil, fmt.Errorf("enable v1 I/O accounting on %s: %w", dev, err)
 		}
 	}
-	ac.Logger = d.log
-	if opts.StateFile != "" && !ac.DryRun {
-		// A knob is written only once its original is in the state file:
-		// a crash between the two must not leave ddiskqos values that no
-		// later run knows to restore.
-		ac.Persist = d.persistOriginals
-	}
-	mk := opts.NewActuator
-	if mk == nil {
-		mk = func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error) {
-			return actuate.New(cfg, adopted)
-		}
-	}
-	// One owner of each device's counters: the throttle and the health
-	// stage read the same sensors (health.go).
-	ac.Sensors = d.openSensors(ac.Devices)
-	if d.act, err = mk(ac, st.Originals); err != nil {
-		d.closeSensors()
+	if err := d.newActuator(ac, st.Originals); err != nil {
 		return nil, err
 	}
 	for _, w := range st.Workloads {
@@ -437,13 +405,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("daemon loop panicked: 
 // the state file: kept, it would fail every later shutdown again.
 func (d *Daemon) shutdown() error {
 	var errs []error
-	if err := d.act.RestoreAll(); err != nil {
+	if err := d.restoreAll(); err != nil {
 		errs = append(errs, err)
-		left, _ := d.act.Originals()
-		for _, o := range left {
-			d.log.Error("original value not restored; dropped from the state file, set it by hand",
-				"cgroup", o.Cgroup, "knob", o.Knob, "dev", o.DevStr, "had", o.Had, "native", o.Native, "limits", o.Limits)
-		}
 	}
 	for _, t := range d.work {
 		d.closeCgroup(t)
@@ -518,28 +481,7 @@ func (d *Daemon) step() {
 	d.healthTick(start)
 	d.latencyTick()
 	d.obs.ObserveSense(read, skipped)
-	for i, dv := range d.sen.EndTick() {
-		d.act.ObservePeak(i, float64(dv.Bytes)/dt)
-	}
-	if err := d.act.Apply(start, d.targets); err != nil {
-		d.countErr(snapshot.CauseActuate)
-		d.log.Warn("apply levels", "err", err)
-	}
-	d.actFDs = d.act.OpenFiles()
-	if !d.orphansOK && d.synced && start.Sub(d.started) >= d.opts.OrphanGrace {
-		d.orphansOK = true
-		live := make(map[string]bool, len(d.work)+len(d.refused))
-		for _, t := range d.work {
-			live[t.w.Cgroup] = true
-		}
-		for _, r := range d.refused { // claimed, waiting for descriptors
-			live[r.w.Cgroup] = true
-		}
-		if err := d.act.RestoreOrphans(live); err != nil {
-			d.countErr(snapshot.CauseActuate)
-			d.log.Warn("restore unclaimed cgroups from the state file", "err", err)
-		}
-	}
+	d.proceed(start, dt)
 	if err := d.store.Save(); err != nil {
 		d.countErr(snapshot.CauseState) // logged by the store when it starts failing
 	}
@@ -627,16 +569,6 @@ func devsOf(ds []actuate.Device) []cgroupfs.Dev {
 		out[i] = d.Dev
 	}
 	return out
-}
-
-// persistOriginals is actuate.Config.Persist: it saves the state file with
-// origs before the actuator writes the knobs they belong to.
-func (d *Daemon) persistOriginals(origs []actuate.Original) error {
-	if err := d.store.Write(origs); err != nil {
-		d.countErr(snapshot.CauseState)
-		return err
-	}
-	return nil
 }
 
 // stateWorkloads appends the policy state of every tracked workload (the

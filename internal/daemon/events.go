@@ -111,9 +111,8 @@ func (d *Daemon) release(id, why string) {
 	if !ok {
 		return
 	}
-	f, canForget := d.act.(forgetter)
-	if canForget && d.opts.Hierarchy.Recreated(t.w.Cgroup, t.ino) {
-		f.Forget(id)
+	if d.opts.Hierarchy.Recreated(t.w.Cgroup, t.ino) {
+		d.act.Forget(id)
 		why += "; its cgroup was created again under the same name: originals dropped, not restored"
 	} else if err := d.act.Release(id); err != nil {
 		d.countErr(snapshot.CauseActuate)
@@ -128,10 +127,6 @@ func (d *Daemon) release(id, why string) {
 	d.store.Dirty()
 	d.log.Info("released workload", "workload", t.w.Name, "id", id, "reason", why)
 }
-
-// forgetter is implemented by actuators that can drop a workload without
-// restoring its originals (*actuate.Actuator).
-type forgetter interface{ Forget(id string) }
 
 // recreated handles a tracked cgroup removed and created again under the
 // same name between two looks (the source saw no change): the old one is

@@ -45,14 +45,6 @@ type HealthOptions struct {
 	HoldFromLevel int
 }
 
-// holder is an actuator that can hold a device's worse levels
-// (*actuate.Actuator, through the device's throttle).
-type holder interface {
-	Hold(i int, c actuate.Ceiling) bool
-}
-
-var _ holder = (*actuate.Actuator)(nil)
-
 // maxHealthEvents is how many device state changes the snapshot keeps.
 const maxHealthEvents = 32
 
@@ -64,12 +56,12 @@ type healthDev struct {
 	tr        *devhealth.Tracker
 	model     devhealth.Model
 	err       bool // the last read failed (logged once)
-	// The burst hold: idx is the device's index in the actuator, hold the
-	// policy (nil: the device is not held), ceil what is in force.
-	idx  int
-	hold *devhealth.Hold
-	ceil actuate.Ceiling
-	why  string // why the hold last changed
+	// The burst hold: devNum is the device, hold the policy (nil: the
+	// device is not held), ceil what is in force.
+	devNum cgroupfs.Dev
+	hold   *devhealth.Hold
+	ceil   actuate.Ceiling
+	why    string // why the hold last changed
 }
 
 // health is the daemon's storage-health stage.
@@ -143,8 +135,8 @@ func (d *Daemon) initHealth() error {
 		h.opts.DStateTasks = 256
 	}
 	if h.opts.SysRoot != "" {
-		for i, dv := range d.act.Devices() {
-			hd := &healthDev{name: dv.Name, dev: dv.Dev.String(), model: h.opts.Models[dv.Name], idx: i}
+		for _, dv := range d.act.Devices() {
+			hd := &healthDev{name: dv.Name, dev: dv.Dev.String(), model: h.opts.Models[dv.Name], devNum: dv.Dev}
 			hd.tr = devhealth.NewTracker(hd.model)
 			d.initHold(hd)
 			if hd.sen = d.sensorOf(dv.Name); hd.sen == nil {
@@ -183,9 +175,9 @@ func (d *Daemon) initHold(hd *healthDev) {
 	if o.HoldBelow <= 0 || !hd.model.Enabled() {
 		return
 	}
-	a, ok := d.act.(holder)
-	if !ok || !a.Hold(hd.idx, actuate.Ceiling{}) {
-		d.log.Warn("burst hold: the device has no throttle, its levels cannot be held", "device", hd.name, "actuator", d.opts.ActuatorName)
+	if err := d.act.Hold(hd.devNum, actuate.Ceiling{}); err != nil {
+		d.log.Warn("burst hold: the device has no throttle, its levels cannot be held", "device", hd.name,
+			"actuator", d.opts.ActuatorName, "err", err)
 		return
 	}
 	hd.hold = &devhealth.Hold{Below: o.HoldBelow}
@@ -204,7 +196,7 @@ func (d *Daemon) holdTick(hd *healthDev, st devhealth.Status, now time.Time) {
 	hd.why = why
 	if !on {
 		hd.ceil = actuate.Ceiling{}
-		d.act.(holder).Hold(hd.idx, hd.ceil)
+		d.act.Hold(hd.devNum, hd.ceil) // it could at initHold
 		d.log.Warn("burst hold released", "device", hd.name, "reason", why)
 		return
 	}
@@ -216,7 +208,7 @@ func (d *Daemon) holdTick(hd *healthDev, st devhealth.Status, now time.Time) {
 		c.IOPS = max(b.Baseline, 1)
 	}
 	hd.ceil = c
-	d.act.(holder).Hold(hd.idx, c)
+	d.act.Hold(hd.devNum, c) // it could at initHold
 	d.log.Warn("burst hold engaged: worse levels held to the device's baseline", "device", hd.name, "reason", why,
 		"from_level", c.From, "iops", c.IOPS, "bps", c.Bps, "balance", math.Round(1000*st.Balance)/1000)
 }

@@ -18,12 +18,12 @@ type panicActuator struct {
 	applies, restores *atomic.Int32
 }
 
-func (a panicActuator) Apply(time.Time, []actuate.Target) error {
+func (a panicActuator) Apply(time.Time, []actuate.Target) ([]actuate.DeviceStatus, error) {
 	if a.applies.Add(1) == 3 {
 		var m map[string]int
 		m["a bug"]++ // a real runtime panic: assignment to entry in nil map
 	}
-	return nil
+	return nil, nil
 }
 
 func (a panicActuator) RestoreAll() error { a.restores.Add(1); return nil }

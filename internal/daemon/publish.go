@@ -39,16 +39,15 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	// d.order is sorted by name, then id: so are the workloads.
 	dio := d.sen.DeviceBytes()
 	for i, dv := range devs {
-		s.Devices = append(s.Devices, snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: dv.Mechanisms(),
-			WeightsEffective: dv.Mech != "throttle", TopActiveLevel: d.act.TopActive(i),
-			ReadBps: float64(dio[i].Read) / dt, WriteBps: float64(dio[i].Bytes-dio[i].Read) / dt,
-			ReadBytes: dio[i].ReadTotal, WriteBytes: dio[i].WriteTotal})
-	}
-	// The throttle's capacity estimate, where the actuator has one.
-	if c, ok := d.act.(interface{ Capacity(int) (float64, float64) }); ok {
-		for i := range s.Devices {
-			s.Devices[i].CapacityBps, s.Devices[i].CapacityIOPS = c.Capacity(i)
+		sd := snapshot.Device{Name: dv.Name, Dev: d.devStrs[i], Scheduler: dv.Scheduler, Mechanism: dv.Mechanisms(),
+			WeightsEffective: dv.Weighted(),
+			ReadBps:          float64(dio[i].Read) / dt, WriteBps: float64(dio[i].Bytes-dio[i].Read) / dt,
+			ReadBytes: dio[i].ReadTotal, WriteBytes: dio[i].WriteTotal}
+		if i < len(d.devStatus) { // what the last Apply found in force; none before the first
+			st := d.devStatus[i]
+			sd.TopActiveLevel, sd.CapacityBps, sd.CapacityIOPS = st.TopActive, st.CapacityBps, st.CapacityIOPS
 		}
+		s.Devices = append(s.Devices, sd)
 	}
 	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })
 	for cause, n := range d.errCounts {
@@ -100,7 +99,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	for _, ap := range applied {
 		a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: ap.Device.Mechanisms(),
 			ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, Throttled: !ap.Limits.IsZero(), Used: t.c.Used(ap.Device.Dev)}
-		if isWeightMech(string(ap.Device.Mech)) {
+		if ap.Device.Weighted() {
 			a.Weight = int(ap.Weight)
 		}
 		if ap.Err != nil {
@@ -132,12 +131,4 @@ func (d *Daemon) devString(devs []actuate.Device, dev cgroupfs.Dev) string {
 		}
 	}
 	return dev.String()
-}
-
-func isWeightMech(m string) bool {
-	switch m {
-	case "bfq-weight", "iocost-weight", "cfq-weight", "docker-blkio-weight":
-		return true
-	}
-	return false
 }

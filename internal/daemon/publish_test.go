@@ -27,16 +27,19 @@ func (idleSource) Run(ctx context.Context, _ chan<- source.Event) error {
 // nullActuator applies nothing (no devices).
 type nullActuator struct{}
 
-func (nullActuator) Devices() []actuate.Device               { return nil }
-func (nullActuator) ObservePeak(int, float64)                {}
-func (nullActuator) TopActive(int) int                       { return 0 }
-func (nullActuator) OpenFiles() int                          { return 0 }
-func (nullActuator) Apply(time.Time, []actuate.Target) error { return nil }
-func (nullActuator) Applied(string) []actuate.Applied        { return nil }
-func (nullActuator) Release(string) error                    { return nil }
-func (nullActuator) RestoreAll() error                       { return nil }
-func (nullActuator) RestoreOrphans(map[string]bool) error    { return nil }
-func (nullActuator) Originals() ([]actuate.Original, bool)   { return nil, false }
+func (nullActuator) Devices() []actuate.Device             { return nil }
+func (nullActuator) ObservePeak(int, float64)              {}
+func (nullActuator) OpenFiles() int                        { return 0 }
+func (nullActuator) Applied(string) []actuate.Applied      { return nil }
+func (nullActuator) Release(string) error                  { return nil }
+func (nullActuator) Forget(string)                         {}
+func (nullActuator) RestoreAll() error                     { return nil }
+func (nullActuator) RestoreOrphans(map[string]bool) error  { return nil }
+func (nullActuator) Originals() ([]actuate.Original, bool) { return nil, false }
+func (nullActuator) Apply(time.Time, []actuate.Target) ([]actuate.DeviceStatus, error) {
+	return nil, nil
+}
+func (nullActuator) Hold(cgroupfs.Dev, actuate.Ceiling) error { return errors.New("no throttle") }
 
 // TestPublishSharesUnchangedWorkloads: a workload whose record did not
 // change is the same *snapshot.Workload in consecutive snapshots; one that

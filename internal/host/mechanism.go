@@ -4,26 +4,21 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 )
 
-// Mechanism is how the I/O of a cgroup on one device can be shaped.
-type Mechanism string
+// Mechanism is how the I/O of a cgroup on one device can be shaped: a name
+// of the mechanism registry (internal/actuate/mech), which defines them.
+type Mechanism = mech.Name
 
+// The mechanisms the host chooses among for a device (chooseMechanism).
 const (
-	// MechIOCostWeight is cgroup v2 io.weight with iocost enabled for the
-	// device (io.cost.qos enable=1). Works under any scheduler.
-	MechIOCostWeight Mechanism = "iocost-weight"
-	// MechBFQWeight is the bfq scheduler's weight: v1 blkio.bfq.weight and
-	// blkio.bfq.weight_device, v2 io.bfq.weight.
-	MechBFQWeight Mechanism = "bfq-weight"
-	// MechCFQWeight is the cfq scheduler's weight (kernels before 5.0): v1
-	// blkio.weight and blkio.weight_device, v2 io.weight.
-	MechCFQWeight Mechanism = "cfq-weight"
-	// MechThrottle is limits only: v1 blkio.throttle.{read,write}_{bps,iops}_device,
-	// v2 io.max. No scheduler honours weights on the device.
-	MechThrottle Mechanism = "throttle"
-	// MechNone means no cgroup mechanism reaches the device.
-	MechNone Mechanism = "none"
+	MechIOCostWeight = mech.IOCostWeight
+	MechBFQWeight    = mech.BFQWeight
+	MechCFQWeight    = mech.CFQWeight
+	MechThrottle     = mech.Throttle
+	MechNone         = mech.None
 )
 
 // WeightRange is the range the kernel accepts in a weight file.

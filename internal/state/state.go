@@ -20,17 +20,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
-// Version is the state file format version written. Version 1 files
-// (names as plain JSON strings, no inodes) are still read.
-const Version = 2
+// Version is the state file format version written. Older files are
+// still read: version 2 kept an original's value as a union of fields
+// ("had", "native", "limits"), version 1 also had its names as plain JSON
+// strings and no inodes. Version 3 keeps the value as its mechanism's text
+// ("value", see internal/actuate/mech), so a knob of a new shape changes
+// no format.
+const Version = 3
 
 // MaxSize is the largest state file Load reads and Save writes, in bytes.
 // 10,000 workloads on 4 devices take about 9 MB; a larger file is not one
@@ -106,13 +112,43 @@ type header struct {
 
 // diskOriginal is actuate.Original as stored.
 type diskOriginal struct {
-	Cgroup name            `json:"cgroup"`
-	Ino    uint64          `json:"ino,omitempty"`
-	Knob   string          `json:"knob"`
-	DevStr string          `json:"dev"`
-	Had    bool            `json:"had,omitempty"`
-	Native uint64          `json:"native,omitempty"`
-	Limits cgroupfs.Limits `json:"limits,omitzero"`
+	Cgroup name   `json:"cgroup"`
+	Ino    uint64 `json:"ino,omitempty"`
+	Knob   string `json:"knob"`
+	DevStr string `json:"dev"`
+	Value  string `json:"value,omitempty"`
+}
+
+// oldOriginal is an original's value as versions 1 and 2 stored it: a
+// weight's entry (had, native), or the throttle's limits.
+type oldOriginal struct {
+	Had    bool            `json:"had"`
+	Native uint64          `json:"native"`
+	Limits cgroupfs.Limits `json:"limits"`
+}
+
+// value is o's value as text, in its mechanism's words.
+func (o oldOriginal) value(knob string) string {
+	if m, err := mech.ByKnob(knob); err == nil && m.Role == mech.Caps {
+		return mech.LimitsValue(o.Limits)
+	}
+	if o.Had {
+		return strconv.FormatUint(o.Native, 10)
+	}
+	return ""
+}
+
+// inCgroup reports whether knob is a cgroup file's (keyed by cgroup and
+// device), or unknown; false for Docker's weight.
+func inCgroup(knob string) bool {
+	m, err := mech.ByKnob(knob)
+	return err != nil || m.InCgroup()
+}
+
+// storedOriginal is an original as any version stored it.
+type storedOriginal struct {
+	diskOriginal
+	oldOriginal
 }
 
 // diskWorkload is Workload as stored; View.ID is stored as ID (version 1
@@ -146,8 +182,8 @@ func Load(path string) (File, error) {
 	if err != nil {
 		return File{}, fmt.Errorf("state file %s is corrupt (%v): move it away to start afresh", path, err)
 	}
-	if f.Version != 1 && f.Version != Version {
-		return File{}, fmt.Errorf("state file %s has version %d, this ddiskqos reads 1 and %d: move it away or use the ddiskqos that wrote it",
+	if f.Version < 1 || f.Version > Version {
+		return File{}, fmt.Errorf("state file %s has version %d, this ddiskqos reads 1 to %d: move it away or use the ddiskqos that wrote it",
 			path, f.Version, Version)
 	}
 	return f, nil
@@ -182,13 +218,19 @@ func decode(r io.Reader) (File, error) {
 		case "hierarchy_mount":
 			err = dec.Decode(&h.HierarchyMount)
 		case "originals":
-			err = decodeList(dec, func(o diskOriginal) error {
-				dev, err := cgroupfs.ParseDev(o.DevStr)
-				if err != nil {
-					return fmt.Errorf("original of %q: %w", o.Cgroup, err)
+			err = decodeList(dec, func(o storedOriginal) error {
+				var dev cgroupfs.Dev
+				if o.DevStr != "" || inCgroup(o.Knob) { // Docker's weight is a container's, on no device
+					var err error
+					if dev, err = cgroupfs.ParseDev(o.DevStr); err != nil {
+						return fmt.Errorf("original of %q: %w", o.Cgroup, err)
+					}
+				}
+				if o.Value == "" { // version 1 or 2 (version 3 writes none of their fields)
+					o.Value = o.oldOriginal.value(o.Knob)
 				}
 				f.Originals = append(f.Originals, actuate.Original{Cgroup: string(o.Cgroup), Knob: o.Knob, Dev: dev,
-					DevStr: o.DevStr, Had: o.Had, Native: o.Native, Limits: o.Limits})
+					DevStr: o.DevStr, Value: o.Value})
 				f.setIno(string(o.Cgroup), o.Ino)
 				return nil
 			})
@@ -279,7 +321,7 @@ func encode(f File) ([]byte, error) {
 	err = appendList(&buf, len(f.Originals), func(i int) any {
 		o := f.Originals[i]
 		return diskOriginal{Cgroup: name(o.Cgroup), Ino: f.Inodes[o.Cgroup], Knob: o.Knob,
-			DevStr: o.DevStr, Had: o.Had, Native: o.Native, Limits: o.Limits}
+			DevStr: o.DevStr, Value: o.Value}
 	})
 	if err != nil {
 		return nil, err

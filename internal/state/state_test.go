@@ -3,6 +3,7 @@ package state
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	in := File{
 		Written:          time.Unix(100, 0).UTC(),
 		HierarchyVersion: 1, HierarchyMount: "/sys/fs/cgroup/blkio",
-		Originals: []actuate.Original{{Cgroup: "/docker/a", Knob: "bfq", Dev: cgroupfs.Dev{Major: 7}, DevStr: "7:0", Had: true, Native: 300}},
+		Originals: []actuate.Original{{Cgroup: "/docker/a", Knob: "bfq", Dev: cgroupfs.Dev{Major: 7}, DevStr: "7:0", Value: "300"}},
 		Workloads: []Workload{{Cgroup: "/docker/a", View: policy.View{ID: "a", Level: policy.Level3, BytesInLevel: 5}}},
 	}
 	if err := Save(path, in); err != nil {
@@ -64,8 +65,8 @@ func TestNamesLossless(t *testing.T) {
 	bad := "/lxc/caf\xe9 \xff\n.."
 	in := File{HierarchyVersion: 1, HierarchyMount: "/sys/fs/cgroup/blkio",
 		Originals: []actuate.Original{
-			{Cgroup: bad, Knob: "bfq", Dev: cgroupfs.Dev{Major: 7, Minor: 3}, DevStr: "7:3", Had: true, Native: 300},
-			{Cgroup: "/lxc/plain", Knob: "throttle", Dev: cgroupfs.Dev{Major: 8}, DevStr: "8:0", Limits: cgroupfs.Limits{RBps: 5}},
+			{Cgroup: bad, Knob: "bfq", Dev: cgroupfs.Dev{Major: 7, Minor: 3}, DevStr: "7:3", Value: "300"},
+			{Cgroup: "/lxc/plain", Knob: "throttle", Dev: cgroupfs.Dev{Major: 8}, DevStr: "8:0", Value: "rbps=5 wbps=max riops=max wiops=max"},
 		},
 		Workloads: []Workload{{Cgroup: bad, View: policy.View{ID: bad, Level: policy.Level4}}},
 		Inodes:    map[string]uint64{bad: 4242, "/lxc/plain": 7},
@@ -105,7 +106,7 @@ func TestLoadVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := actuate.Original{Cgroup: "/docker/a", Knob: "bfq", Dev: cgroupfs.Dev{Major: 7}, DevStr: "7:0", Had: true, Native: 300}
+	want := actuate.Original{Cgroup: "/docker/a", Knob: "bfq", Dev: cgroupfs.Dev{Major: 7}, DevStr: "7:0", Value: "300"}
 	if f.Version != 1 || len(f.Originals) != 1 || f.Originals[0] != want || f.Workloads[0].View.ID != "a" ||
 		f.Workloads[0].View.Level != policy.Level3 || f.HierarchyMount != "/sys/fs/cgroup/blkio" {
 		t.Fatalf("version 1 file read as %+v", f)
@@ -118,7 +119,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")
-	if err := Save(good, File{Originals: []actuate.Original{{Cgroup: "/a", Knob: "bfq", DevStr: "7:0", Had: true, Native: 1}}}); err != nil {
+	if err := Save(good, File{Originals: []actuate.Original{{Cgroup: "/a", Knob: "bfq", DevStr: "7:0", Value: "1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	whole, _ := os.ReadFile(good)
@@ -131,7 +132,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"bad device", `{"version": 2, "originals": [{"cgroup": "/a", "knob": "bfq", "dev": "x"}]}`, "corrupt"},
 		{"bad base64", `{"version": 2, "originals": [{"cgroup": {"base64": "!!"}, "knob": "bfq", "dev": "7:0"}]}`, "corrupt"},
 		{"version 0", `{"version": 0}`, "version 0"},
-		{"version 3", `{"version": 3}`, "version 3"},
+		{"version 4", `{"version": 4}`, "version 4"},
 	} {
 		path := filepath.Join(dir, c.name+".json")
 		os.WriteFile(path, []byte(c.body), 0o600)
@@ -146,5 +147,49 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 	fh.Close()
 	if _, err := Load(huge); err == nil || !strings.Contains(err.Error(), huge) || !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("oversized file: %v", err)
+	}
+}
+
+// TestLoadVersion2: a file the previous version wrote (testdata, kept as
+// it was) is adopted with every original's value as its mechanism's text —
+// a weight's entry, the throttle's limits, none, Docker's weight — and
+// saved again as the current version, which reads back the same.
+func TestLoadVersion2(t *testing.T) {
+	t.Parallel()
+	f, err := Load(filepath.Join("testdata", "state-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev73, dev80 := cgroupfs.Dev{Major: 7, Minor: 3}, cgroupfs.Dev{Major: 8}
+	want := []actuate.Original{
+		{Cgroup: "/docker/aaa", Knob: "bfq", Dev: dev73, DevStr: "7:3", Value: "300"},
+		{Cgroup: "/docker/aaa", Knob: "throttle", Dev: dev73, DevStr: "7:3", Value: "rbps=1048576 wbps=max riops=max wiops=120"},
+		{Cgroup: "/docker/bbb", Knob: "bfq", Dev: dev73, DevStr: "7:3"},
+		{Cgroup: "/docker/bbb", Knob: "throttle", Dev: dev73, DevStr: "7:3"},
+		{Cgroup: "/lxc/caf\xe9", Knob: "cfq", Dev: dev80, DevStr: "8:0", Value: "500"},
+		{Cgroup: "0123456789ab", Knob: "docker-blkio-weight", Value: "600"},
+	}
+	if f.Version != 2 || !slices.Equal(f.Originals, want) {
+		t.Fatalf("version %d, originals\n%+v\nwant\n%+v", f.Version, f.Originals, want)
+	}
+	if len(f.Workloads) != 1 || f.Workloads[0].View.ID != "aaa" || f.Workloads[0].View.Level != policy.Level3 ||
+		f.Inodes["/docker/aaa"] != 4101 || f.Inodes["/lxc/caf\xe9"] != 4103 {
+		t.Fatalf("workloads %+v, inodes %v", f.Workloads, f.Inodes)
+	}
+	path := filepath.Join(t.TempDir(), "state.json")
+	if err := Save(path, f); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), `"version":3`) || strings.Contains(string(data), `"had"`) ||
+		!strings.Contains(string(data), `"value":"rbps=1048576 wbps=max riops=max wiops=120"`) {
+		t.Fatalf("saved again as:\n%s", data)
+	}
+	again, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Version != Version || !slices.Equal(again.Originals, want) {
+		t.Fatalf("read back as version %d: %+v", again.Version, again.Originals)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
 
@@ -76,7 +77,7 @@ func (s *Store) adopt(st *File) {
 	dropped := 0
 	log := s.Log
 	keep := func(cg, knob string) bool {
-		if knob == actuate.DockerKnob {
+		if m, err := mech.ByKnob(knob); err == nil && !m.InCgroup() {
 			return true // a container ID, not a cgroup directory
 		}
 		if k, ok := verdict[cg]; ok {

@@ -36,7 +36,7 @@ func TestStoreAdoptsOnlyTheSameCgroups(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	orig := func(cg, knob string) actuate.Original { return actuate.Original{Cgroup: cg, Knob: knob, DevStr: "8:0"} }
 	prev := File{HierarchyVersion: 2, HierarchyMount: mount,
-		Originals: []actuate.Original{orig("/kept", "bfq"), orig("/gone", "bfq"), orig("/again", "bfq"), orig("abc123", actuate.DockerKnob)},
+		Originals: []actuate.Original{orig("/kept", "bfq"), orig("/gone", "bfq"), orig("/again", "bfq"), orig("abc123", "docker-blkio-weight")},
 		Workloads: []Workload{{Cgroup: "/kept", View: policy.View{ID: "k", Level: policy.Level3}},
 			{Cgroup: "/gone", View: policy.View{ID: "g", Level: policy.Level4}}},
 		Inodes: map[string]uint64{"/kept": keptIno, "/again": againIno + 1}}

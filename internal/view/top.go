@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
@@ -332,7 +333,7 @@ func (m *Top) renderDevices(width int) []Line {
 			active = "level " + strconv.Itoa(d.TopActiveLevel)
 		}
 		capText := "-"
-		if strings.Contains(d.Mechanism, "throttle") {
+		if mech.HasCaps(d.Mechanism) {
 			capText = "none in force"
 		}
 		if c := capped[d.Name]; c != nil {

@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
@@ -155,10 +156,38 @@ func Options(cfg config.Config, hst Host, src source.Source, log *slog.Logger) d
 		Latency: latencyOptions(hst.Roots),
 	}
 	hst.Devices.Apply(&o)
+	for _, l := range cfg.LevelLimits {
+		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))
+	}
 	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
 	for i := range o.Actuator.Devices {
 		d := &o.Actuator.Devices[i]
-		d.Throttle = cfg.ThrottleWithWeights && (d.Mech == host.MechBFQWeight || d.Mech == host.MechCFQWeight)
+		d.Also = alsoOn(cfg, o.Actuator.Params, hst.Hierarchy, *d, log)
 	}
 	return o
+}
+
+// alsoOn chooses the mechanisms that run on d beside its own: the throttle
+// beside a scheduler's weight (throttle_with_weights), and each mechanism
+// the configuration turns on (level_limits) where its probe lets it (else
+// a WARN says why not).
+func alsoOn(cfg config.Config, p mech.Params, h cgroupfs.Hierarchy, d actuate.Device, log *slog.Logger) []mech.Name {
+	var also []mech.Name
+	if cfg.ThrottleWithWeights && (d.Mech == mech.BFQWeight || d.Mech == mech.CFQWeight) {
+		also = append(also, mech.Throttle)
+	}
+	for _, m := range mech.All() {
+		if m.Role != mech.Target || m.On == nil || !m.On(p) {
+			continue
+		}
+		env := mech.Env{H: h, Dev: d.Dev, Name: d.Name, Scheduler: d.Scheduler, Mechs: append([]mech.Name{d.Mech}, also...)}
+		if err := m.Probe(env); err != nil {
+			if log != nil {
+				log.Warn("mechanism not in force on this device", "mechanism", m.Name, "device", d.Name, "reason", err)
+			}
+			continue
+		}
+		also = append(also, m.Name)
+	}
+	return also
 }

@@ -1,0 +1,191 @@
+// Package mech is the registry of the mechanisms that put a workload's
+// level into effect on one block device: one file per mechanism, each
+// naming itself, owning its cgroup files, saying whether it can work on a
+// device and why, and reading, writing and restoring its own knob. The
+// actuator (internal/actuate) drives them through this table alone; the
+// rest of the tree uses their names and roles from here.
+//
+// A knob's value crosses every seam as text (containerd/cgroups keeps its
+// values the same way): the value a mechanism reads is what it writes back
+// to restore it, kept verbatim in the state file and shown as is. "" is
+// "nothing of ours set": no per-device weight, no limit, no target.
+//
+// Adding a mechanism is one file here (its Mech, its knob, its probe), one
+// entry in table, its test, and — when it takes a parameter — one field of
+// Params and the config key that sets it (wiring passes Params in, and
+// runs a mechanism of Role Target wherever On and Probe let it).
+package mech
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+// Name names a mechanism: the one vocabulary of the tree (host's choice,
+// the actuator, the snapshot, the renderers).
+type Name string
+
+// None means no cgroup mechanism reaches the device.
+const None Name = "none"
+
+// Role is how the actuator drives a mechanism.
+type Role uint8
+
+const (
+	// Weight: a share of the device, written from a workload's weight at
+	// each Apply (Leveled).
+	Weight Role = iota + 1
+	// Caps: limits the throttle's own loop decides between ticks.
+	Caps
+	// Target: a per-level setting written at each Apply (Leveled), beside
+	// the device's weight or caps.
+	Target
+)
+
+// Mech is one entry of the registry.
+type Mech struct {
+	Name Name
+	// Knob names its originals in the state file ("bfq", "throttle"):
+	// kept apart from Name, as files already written use them.
+	Knob string
+	Role Role
+	// Files are the cgroup files it writes, by hierarchy version (for
+	// check and the docs); none: it writes no cgroup file (Docker's API).
+	Files func(version int) []string
+	// Open returns its knob for dev in h; an error says why it has none
+	// there (a v1-only knob on v2). nil: it writes no cgroup file.
+	Open func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, p Params) (Knob, error)
+	// Probe says whether it can work on a device: nil, or why not. nil
+	// Probe: the host's mechanism choice decides (internal/host).
+	Probe func(e Env) error
+	// On says whether the configuration turns it on (Role Target: it runs
+	// beside the device's mechanism wherever Probe lets it).
+	On func(p Params) bool
+}
+
+// Knob is a mechanism's knob of one device: a cgroup's value on it, as
+// text.
+type Knob interface {
+	// Read returns the cgroup's value on the device ("": none set).
+	Read(cgroup string) (string, error)
+	// Write puts v in force; restoring an original is writing it.
+	Write(cgroup, v string) error
+}
+
+// Leveled is a knob whose value follows from a workload's level and
+// weight (Roles Weight and Target).
+type Leveled interface {
+	Knob
+	Want(level int, w cgroupfs.Weight) string
+}
+
+// Params are the mechanisms' parameters, from the configuration.
+type Params struct {
+	// LevelLimits are LevelLimit's caps in bytes/s, by level-1 (0: none;
+	// none at all turns the mechanism off; config key level_limits).
+	LevelLimits []uint64
+}
+
+// Env is what a Probe looks at: the hierarchy, the device and the
+// mechanisms already chosen for it.
+type Env struct {
+	H         cgroupfs.Hierarchy
+	Dev       cgroupfs.Dev
+	Name      string // e.g. vda
+	Scheduler string
+	Mechs     []Name
+}
+
+// table is the registry, in the host's order of preference for a
+// device's main mechanism; extras (Role Target) after.
+var table = [...]*Mech{&bfq, &iocost, &cfq, &throttle, &dockerWeight, &levelLimit}
+
+// All returns every mechanism, in table order.
+func All() []*Mech { return table[:] }
+
+// Lookup returns the mechanism named n.
+func Lookup(n Name) (*Mech, error) {
+	for _, m := range table {
+		if m.Name == n {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("no mechanism %q", n)
+}
+
+// ByKnob returns the mechanism whose originals are named knob (a state
+// file's entry).
+func ByKnob(knob string) (*Mech, error) {
+	for _, m := range table {
+		if m.Knob == knob {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown knob %q", knob)
+}
+
+// IsWeight reports whether n is a weight (a share of the device).
+func IsWeight(n Name) bool {
+	m, err := Lookup(n)
+	return err == nil && m.Role == Weight
+}
+
+// IsCaps reports whether n caps (limits) workloads.
+func IsCaps(n Name) bool {
+	m, err := Lookup(n)
+	return err == nil && m.Role == Caps
+}
+
+// Verify reads k back after v was written: a knob that swallows writes (a
+// file bind-mounted over it, a kernel that ignores the value) must not be
+// reported as in force.
+func Verify(k Knob, knob, cgroup, v string) error {
+	got, err := k.Read(cgroup)
+	if err != nil {
+		return fmt.Errorf("read back %s of %s: %w", knob, cgroup, err)
+	}
+	if got != v {
+		return fmt.Errorf("%s of %s did not take the value written: wrote %s, reads %s", knob, cgroup, Show(v), Show(got))
+	}
+	return nil
+}
+
+// Show is a value for a message: "none" for "".
+func Show(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
+
+// InCgroup reports whether m writes cgroup files, so its originals are
+// keyed by cgroup (Docker's weight keys them by container id).
+func (m *Mech) InCgroup() bool { return m.Open != nil }
+
+// Join names the mechanisms in force on one device as the snapshot shows
+// them: "bfq-weight+throttle".
+func Join(ns []Name) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = string(n)
+	}
+	return strings.Join(s, "+")
+}
+
+// HasWeight reports whether a device's mechanisms as Join names them
+// include a weight (a snapshot's Mechanism).
+func HasWeight(joined string) bool { return hasRole(joined, Weight) }
+
+// HasCaps reports whether they include the throttle's caps.
+func HasCaps(joined string) bool { return hasRole(joined, Caps) }
+
+func hasRole(joined string, r Role) bool {
+	for n := range strings.SplitSeq(joined, "+") {
+		if m, err := Lookup(Name(n)); err == nil && m.Role == r {
+			return true
+		}
+	}
+	return false
+}

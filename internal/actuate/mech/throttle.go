@@ -1,0 +1,97 @@
+package mech
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+// Throttle is blk-throttle's limits, decided by the actuator's throttle
+// loop (internal/actuate/throttle.go): v1 blkio.throttle.{read,write}_
+// {bps,iops}_device, v2 io.max. Work where no scheduler honours weights,
+// and beside a weight for readers that pause between requests.
+const Throttle Name = "throttle"
+
+var throttle = Mech{Name: Throttle, Knob: "throttle", Role: Caps,
+	Files: func(v int) []string {
+		if v == 1 {
+			return []string{"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
+				"blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"}
+		}
+		return []string{"io.max"}
+	},
+	Open: func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, _ Params) (Knob, error) {
+		return LimitsKnob{H: h, Dev: dev}, nil
+	},
+}
+
+// LimitsKnob is the throttle's knob of one device. Its value is the limits
+// in io.max's words, every field given ("rbps=1048576 wbps=max riops=max
+// wiops=max"), "" when none is set.
+type LimitsKnob struct {
+	H   cgroupfs.Hierarchy
+	Dev cgroupfs.Dev
+}
+
+func (k LimitsKnob) Read(cgroup string) (string, error) {
+	l, err := k.H.ReadLimits(cgroup, k.Dev)
+	if err != nil {
+		return "", err
+	}
+	return LimitsValue(l), nil
+}
+
+func (k LimitsKnob) Write(cgroup, v string) error {
+	l, err := ParseLimits(v)
+	if err != nil {
+		return fmt.Errorf("limits of %s: %w", cgroup, err)
+	}
+	return k.H.SetLimits(cgroup, k.Dev, l)
+}
+
+// LimitsValue is l as a knob value.
+func LimitsValue(l cgroupfs.Limits) string {
+	if l.IsZero() {
+		return ""
+	}
+	f := func(n uint64) string {
+		if n == 0 {
+			return "max"
+		}
+		return strconv.FormatUint(n, 10)
+	}
+	return "rbps=" + f(l.RBps) + " wbps=" + f(l.WBps) + " riops=" + f(l.RIOps) + " wiops=" + f(l.WIOps)
+}
+
+// ParseLimits is the inverse of LimitsValue; a key left out is unlimited.
+func ParseLimits(v string) (cgroupfs.Limits, error) {
+	var l cgroupfs.Limits
+	for _, kv := range strings.Fields(v) {
+		key, val, ok := strings.Cut(kv, "=")
+		var p *uint64
+		switch key {
+		case "rbps":
+			p = &l.RBps
+		case "wbps":
+			p = &l.WBps
+		case "riops":
+			p = &l.RIOps
+		case "wiops":
+			p = &l.WIOps
+		}
+		if !ok || p == nil {
+			return l, fmt.Errorf("limits %q: %q is not rbps, wbps, riops or wiops=N", v, kv)
+		}
+		if val == "max" {
+			continue
+		}
+		n, err := strconv.ParseUint(val, 10, 64)
+		if err != nil {
+			return l, fmt.Errorf("limits %q: %s is neither a number nor max", v, key)
+		}
+		*p = n
+	}
+	return l, nil
+}
