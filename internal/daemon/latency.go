@@ -282,7 +282,7 @@ func (d *Daemon) latencySnapshot() *snapshot.Latency {
 		return &snapshot.Latency{Reason: l.why, Fix: l.fix}
 	}
 	s := &snapshot.Latency{Available: true, Buckets: latencyBounds, Uncounted: l.drops.Uncounted,
-		Untimed: l.drops.Untimed, Keys: l.sen.Keys()}
+		Untimed: l.drops.Untimed, Missed: l.drops.Missed, Keys: l.sen.Keys()}
 	for k, a := range l.levels {
 		lv := "other"
 		if k.level >= 0 {

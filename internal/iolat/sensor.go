@@ -167,6 +167,12 @@ type Drops struct {
 	Uncounted uint64
 	// Untimed: the table of requests in flight was full.
 	Untimed uint64
+	// Missed: events the kernel did not run the programs for because one
+	// was running on the CPU already (an interrupt completing a request
+	// while a program ran: the program's recursion misses, Linux 5.12+).
+	// A missed completion leaves its request counted in flight until its
+	// request struct is issued again, then as retired, never as done.
+	Missed uint64
 }
 
 func (s *Sensor) drops() (Drops, error) {
@@ -179,6 +185,13 @@ func (s *Sensor) drops() (Drops, error) {
 		for _, n := range per {
 			*dst += n
 		}
+	}
+	for _, p := range []*ebpf.Program{s.objs.OnIssue, s.objs.OnRequeue, s.objs.OnComplete} {
+		st, err := p.Stats()
+		if err != nil {
+			return d, fmt.Errorf("iolat: read %s's statistics: %w", p, err)
+		}
+		d.Missed += st.RecursionMisses
 	}
 	return d, nil
 }

@@ -32,7 +32,7 @@ func newLatencyCollector(current func() *snapshot.Snapshot) *latencyCollector {
 		up: d("io_latency_available",
 			"1 while the I/O latency sensor (eBPF) runs, 0 when it is unavailable (ddiskqos check says why: latency.ebpf)."),
 		lost: d("io_latency_lost_requests_total",
-			"Requests the I/O latency sensor could not account: reason uncounted (its table of cgroups full), untimed (its table of requests in flight full).",
+			"Requests the I/O latency sensor could not account: reason uncounted (its table of cgroups full), untimed (its table of requests in flight full), missed (block events the kernel skipped it for: an interrupt while it ran).",
 			"reason"),
 	}
 }
@@ -59,6 +59,7 @@ func (c *latencyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(l.Uncounted), "uncounted")
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(l.Untimed), "untimed")
+	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, float64(l.Missed), "missed")
 	for i := range l.Series {
 		se := &l.Series[i]
 		if len(se.Counts) != len(l.Buckets) {

@@ -31,8 +31,9 @@ ddiskqos_io_bytes_total{device="sda",level="other",operation="read"} 8192
 # HELP ddiskqos_io_latency_available 1 while the I/O latency sensor (eBPF) runs, 0 when it is unavailable (ddiskqos check says why: latency.ebpf).
 # TYPE ddiskqos_io_latency_available gauge
 ddiskqos_io_latency_available 1
-# HELP ddiskqos_io_latency_lost_requests_total Requests the I/O latency sensor could not account: reason uncounted (its table of cgroups full), untimed (its table of requests in flight full).
+# HELP ddiskqos_io_latency_lost_requests_total Requests the I/O latency sensor could not account: reason uncounted (its table of cgroups full), untimed (its table of requests in flight full), missed (block events the kernel skipped it for: an interrupt while it ran).
 # TYPE ddiskqos_io_latency_lost_requests_total counter
+ddiskqos_io_latency_lost_requests_total{reason="missed"} 0
 ddiskqos_io_latency_lost_requests_total{reason="uncounted"} 4
 ddiskqos_io_latency_lost_requests_total{reason="untimed"} 0
 # HELP ddiskqos_io_latency_seconds Time of the requests completed on the device by the workloads at the level, from the request's allocation (or issue) to its completion, measured in the kernel (eBPF); level other: cgroups that are no workload.

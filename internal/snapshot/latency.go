@@ -48,6 +48,10 @@ type Latency struct {
 	// of room in the table of requests in flight. Since start.
 	Uncounted uint64 `json:"uncounted_requests,omitempty"`
 	Untimed   uint64 `json:"untimed_requests,omitempty"`
+	// Missed are block events the kernel skipped the sensor for (a
+	// request completing in an interrupt while the sensor ran on that
+	// CPU): each may be a request never counted as done.
+	Missed uint64 `json:"missed_events,omitempty"`
 	// Keys is how many (cgroup, disk, operation) aggregates the kernel
 	// holds.
 	Keys int `json:"keys"`
