@@ -11,9 +11,12 @@
 // "nothing of ours set": no per-device weight, no limit, no target.
 //
 // Adding a mechanism is one file here (its Mech, its knob, its probe), one
-// entry in table, its test, and — when it takes a parameter — one field of
-// Params and the config key that sets it (wiring passes Params in, and
-// runs a mechanism of Role Target wherever On and Probe let it).
+// entry in table — whose order is the order of preference Choose walks to
+// pick a device's weight or caps —, its test, and — when it takes a
+// parameter — one field of Params and the config key that sets it (wiring
+// passes Params in, and runs a mechanism of Role Target wherever On and
+// Probe let it). A Probe reads the host's facts (Env; internal/host
+// gathers them) and says whether it can work, why (not), and the fix.
 package mech
 
 import (
