@@ -120,15 +120,10 @@ func TestRealV2BenchContention(t *testing.T) {
 		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
 	}
 	testkit.NeedRoot(t)
-	disk := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, disk != "", "DDISKQOS_VM_DISK not set")
-	sectors, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(disk), "size"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(sectors)), 10, 64)
-	testkit.Need(t, err == nil && n*512>>20 >= contentionV2DiskMiB,
-		"the VM's test disk %s has %d MiB, want at least %d (vmexec -disk-size 3G) (%v)", disk, n*512>>20, contentionV2DiskMiB, err)
+	vd := testkit.VMDisk(t)
+	disk := vd.Path
+	testkit.Need(t, vd.Size>>20 >= contentionV2DiskMiB,
+		"the VM's test disk %s has %d MiB, want at least %d (vmexec -disk-size 3G)", disk, vd.Size>>20, contentionV2DiskMiB)
 	dir := t.TempDir()
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", disk).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4 %s: %v: %s", disk, err, out)

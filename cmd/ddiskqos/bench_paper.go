@@ -12,6 +12,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/bench/paper"
 	"github.com/ddiskqos/ddiskqos/internal/bytesize"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
@@ -57,14 +58,14 @@ func runBenchPaper(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	cli, err := client.New(client.FromEnv)
+	cli, err := app.DockerClient("") // the daemon's and the bench's one client
 	if err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench paper: docker client: %v\n", err)
 		return 1
 	}
 	defer cli.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
+	_, err = cli.Ping(pctx, client.PingOptions{})
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench paper: the Docker engine at %s does not answer: %v\n", cli.DaemonHost(), err)

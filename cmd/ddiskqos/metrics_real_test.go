@@ -68,17 +68,9 @@ func TestRealV2MetricsPromtoolAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disk := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, disk != "" && l.Unified != "", "no test disk (DDISKQOS_VM_DISK %q) or no cgroup2 (layout %s)", disk, l.Mode)
-	name := filepath.Base(disk)
-	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := cgroupfs.ParseDev(strings.TrimSpace(string(devText)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.Need(t, l.Unified != "", "no cgroup2 (layout %s)", l.Mode)
+	vd := testkit.VMDisk(t)
+	disk, name, dev := vd.Path, vd.Name, cgroupfs.Dev{Major: vd.Major, Minor: vd.Minor}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -12,26 +12,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/moby/moby/client"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/api"
-	"github.com/ddiskqos/ddiskqos/internal/buildinfo"
-	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
-	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/hostlock"
-	"github.com/ddiskqos/ddiskqos/internal/metrics"
-	"github.com/ddiskqos/ddiskqos/internal/snapshot"
-	"github.com/ddiskqos/ddiskqos/internal/source"
-	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
-	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
-	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
 // runOptions holds the parsed flags of "ddiskqos run": the config
@@ -184,50 +171,13 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		}
 		ln.Close()
 	}
-	roots := host.Roots{Sys: cfg.Paths.Sys, Proc: cfg.Paths.Proc}
-	hst, err := wiring.ReadHost(roots, cfg.Devices, log)
+	pl, err := app.Build(ctx, app.Params{Config: cfg, Logger: log})
 	if err != nil {
 		return err
 	}
-	layout, h := hst.Layout, hst.Hierarchy
-	src, srcName, err := newSource(ctx, cfg, layout, h, log)
-	if err != nil {
-		return err
-	}
-	opts := wiring.Options(cfg, hst, src, log)
-	if cfg.Actuator == config.ActuatorDocker {
-		cli, err := dockerClient(cfg)
-		if err != nil {
-			return err
-		}
-		defer cli.Close()
-		opts.NewActuator = func(ac actuate.Config, adopted []actuate.Original) (daemon.Actuator, error) {
-			return actuate.NewDocker(ac, cli, adopted)
-		}
-	}
-	reg := prometheus.NewRegistry()
-	var d *daemon.Daemon
-	m, err := metrics.New(reg, func() *snapshot.Snapshot { return d.Snapshot() })
-	if err != nil {
-		return err
-	}
-	if err := metrics.RegisterBuildInfo(reg, buildinfo.Read()); err != nil {
-		return err
-	}
-	opts.Observer = m
-	// A source that can lose its backend (the Docker engine) reports it on
-	// /healthz and /metrics.
-	var checks []api.HealthCheck
-	if ds, ok := src.(*dockersrc.Source); ok {
-		checks = append(checks, ds.Health)
-		if err := metrics.WatchSource(reg, ds.Name(), ds.Errors, func() bool { return ds.Health() == "" }); err != nil {
-			return err
-		}
-	}
-	if d, err = daemon.New(opts); err != nil {
-		return err
-	}
-	log.Info("ddiskqos starting", "source", srcName, "cgroup_mode", layout.Mode, "hierarchy", h.Mount,
+	defer pl.Close() // after Run returned
+	d, hst := pl.Daemon, pl.Host
+	log.Info("ddiskqos starting", "source", pl.Source.Name(), "cgroup_mode", hst.Layout.Mode, "hierarchy", hst.Hierarchy.Mount,
 		"actuator", cfg.Actuator, "devices", len(hst.Devices.Actuated), "interval", cfg.Interval, "dry_run", cfg.DryRun,
 		"listen", cfg.Listen, "state_file", cfg.StateFile)
 
@@ -235,7 +185,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	defer cancel()
 	apiDone := make(chan error, 1)
 	if cfg.Listen != "" {
-		go func() { apiDone <- api.Serve(ctx, cfg.Listen, api.NewHandler(d.Snapshot, reg, log, checks...), log) }()
+		go func() { apiDone <- api.Serve(ctx, cfg.Listen, pl.Handler(), log) }()
 	}
 	go reloadOnHUP(ctx, d, cfg, fs, log, level)
 
@@ -289,77 +239,4 @@ func reloadOnHUP(ctx context.Context, d *daemon.Daemon, cur config.Config, fs *f
 		level.Set(next.Log.SlogLevel())
 		cur = config.ApplyLive(cur, next)
 	}
-}
-
-func dockerClient(cfg config.Config) (*client.Client, error) {
-	opts := []client.Opt{client.FromEnv}
-	if cfg.DockerHost != "" {
-		opts = append(opts, client.WithHost(cfg.DockerHost))
-	}
-	cli, err := client.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("docker client for %s: %w", cfg.DockerHost, err)
-	}
-	// Negotiate the API version now, before the event stream and other
-	// calls share the client; an engine that is down is no error here (the
-	// client negotiates on its first request instead).
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
-	return cli, nil
-}
-
-// newSource builds the workload source; "auto" is docker when the engine
-// answers.
-func newSource(ctx context.Context, cfg config.Config, layout cgroupfs.Layout, h cgroupfs.Hierarchy, log *slog.Logger) (source.Source, string, error) {
-	kind := cfg.Source
-	if kind == config.SourceAuto {
-		cli, err := dockerClient(cfg)
-		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, err = cli.Ping(pctx, client.PingOptions{})
-			cancel()
-			cli.Close()
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("--source auto: the Docker engine does not answer (%v); --source docker waits for it (degraded on /healthz meanwhile); for LXC, systemd or Kubernetes hosts use --source cgroup --cgroup-parent PATH", err)
-		}
-		kind = config.SourceDocker
-	}
-	switch kind {
-	case config.SourceDocker:
-		cli, err := dockerClient(cfg)
-		if err != nil {
-			return nil, "", err
-		}
-		s, err := dockersrc.New(dockersrc.Options{Engine: cli, Layout: layout, ProcFS: cfg.Paths.Proc, Logger: log})
-		if err != nil {
-			return nil, "", err
-		}
-		return s, s.Name(), nil
-	case config.SourceCgroup:
-		parent, err := cgroupdir.ParentPath(h, cfg.CgroupParent) // also /sys/fs/cgroup/blkio/x
-		if err != nil {
-			return nil, "", fmt.Errorf("--cgroup-parent: %w", err)
-		}
-		dir, err := h.Path(parent)
-		if err != nil {
-			return nil, "", fmt.Errorf("--cgroup-parent %s: %w", cfg.CgroupParent, err)
-		}
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return nil, "", fmt.Errorf("--cgroup-parent %s: %s is not a cgroup directory of the %s hierarchy at %s",
-				cfg.CgroupParent, dir, map[int]string{1: "v1 blkio", 2: "cgroup v2"}[h.Version], h.Mount)
-		}
-		var pins []cgroupdir.LevelGlob
-		for _, p := range cfg.CgroupPins() {
-			pins = append(pins, cgroupdir.LevelGlob{Glob: p.Glob, Level: p.Level})
-		}
-		s, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: parent, Layout: cgroupdir.Layout(cfg.CgroupLayout),
-			Exempt: cfg.CgroupExempt, Levels: pins, ExemptGuaranteed: cfg.CgroupExemptGuaranteed, Logger: log})
-		if err != nil {
-			return nil, "", err
-		}
-		return s, s.Name(), nil
-	}
-	return nil, "", fmt.Errorf("source %q: want auto, docker or cgroup", kind)
 }

@@ -210,18 +210,9 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 	}
 	static, err := containers.IsStatic(exe)
 	testkit.Need(t, err == nil && static, "test binary %s is the image's only file and must be static (CGO_ENABLED=0): static=%v %v", exe, static, err)
-	disk := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, disk != "", "DDISKQOS_VM_DISK not set")
-	devName := filepath.Base(disk)
+	vd := testkit.VMDisk(t)
+	disk, devName, dev := vd.Path, vd.Name, cgroupfs.Dev{Major: vd.Major, Minor: vd.Minor}
 	testkit.SetScheduler(t, devName, "bfq")
-	devText, err := os.ReadFile(filepath.Join("/sys/block", devName, "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := cgroupfs.ParseDev(strings.TrimSpace(string(devText)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
-	"github.com/ddiskqos/ddiskqos/internal/config"
 	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
 	"github.com/ddiskqos/ddiskqos/internal/view"
@@ -168,7 +168,7 @@ func statsTargets(ctx context.Context, r *stats.Reader, args []string, dockerHos
 			continue
 		}
 		if src == nil {
-			cli, err := dockerClient(config.Config{DockerHost: dockerHost})
+			cli, err := app.DockerClient(dockerHost)
 			if err != nil {
 				return nil, fmt.Errorf("container %q: %w", a, err)
 			}

@@ -166,8 +166,7 @@ func TestRealV2StatsCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Need(t, l.Mode == cgroupfs.ModeV2, "the VM should mount cgroup2 only, layout is %s", l.Mode)
-	disk := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, disk != "", "DDISKQOS_VM_DISK is not set by the VM's init")
+	disk := testkit.VMDisk(t).Path
 	dir := testkit.Cgroup(t, filepath.Join(l.Unified, fmt.Sprintf("ddiskqos-test-stats-cli-%d", os.Getpid())))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

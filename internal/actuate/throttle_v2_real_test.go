@@ -28,6 +28,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -47,40 +48,8 @@ func newV2Rig(t *testing.T, sched string) v2Rig {
 	if !testkit.InVM() {
 		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
 	}
-	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.Need(t, l.Mode == cgroupfs.ModeV2, "the VM should mount cgroup2 only, layout is %s", l.Mode)
-	path := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, path != "", "DDISKQOS_VM_DISK is not set by the VM's init")
-	r := v2Rig{h: cgroupfs.Hierarchy{Version: 2, Mount: l.Unified}, name: filepath.Base(path), path: path,
-		base: fmt.Sprintf("/ddiskqos-test-actuate-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid())}
-	for file, dst := range map[string]any{"dev": &r.dev, "size": &r.size} {
-		b, err := os.ReadFile(filepath.Join("/sys/block", r.name, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := strings.TrimSpace(string(b))
-		switch d := dst.(type) {
-		case *cgroupfs.Dev:
-			if *d, err = cgroupfs.ParseDev(s); err != nil {
-				t.Fatal(err)
-			}
-		case *int64:
-			sectors, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				t.Fatalf("/sys/block/%s/size: %v", r.name, err)
-			}
-			*d = sectors * 512
-		}
-	}
-	testkit.SetScheduler(t, r.name, sched)
-	p, _ := r.h.Path(r.base)
-	testkit.Cgroup(t, p)
-	if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
-		t.Fatalf("enable io for the children of %s: %v", r.base, err)
-	}
+	rc := realcg.New(t, realcg.Options{Scheduler: sched})
+	r := v2Rig{h: rc.H, base: rc.Parent, name: rc.Disk.Name, path: rc.Disk.Path, dev: rc.Dev, size: rc.Disk.Size}
 	return r
 }
 

@@ -85,9 +85,7 @@ func nullBlk(t *testing.T, mbps, completionNsec int) Device {
 
 func vmDisk(t *testing.T) Device {
 	t.Helper()
-	p := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, p != "", "DDISKQOS_VM_DISK is not set by the VM's init")
-	d, err := Resolve(DefaultRoots(), p)
+	d, err := Resolve(DefaultRoots(), testkit.VMDisk(t).Path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,25 +94,9 @@ func v2Env(t *testing.T) realEnv {
 		t.Fatal(err)
 	}
 	testkit.Need(t, l.Mode == ModeV2, "the VM should mount cgroup2 only, layout is %s", l.Mode)
-	devPath := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, devPath != "", "DDISKQOS_VM_DISK is not set by the VM's init")
-	name := filepath.Base(devPath)
-	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := ParseDev(strings.TrimSpace(string(devText)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sizeText, err := os.ReadFile(filepath.Join("/sys/block", name, "size"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sectors int64
-	fmt.Sscan(string(sizeText), &sectors)
+	disk := testkit.VMDisk(t)
 	e := realEnv{h: Hierarchy{Version: 2, Mount: l.Unified}, base: testCgroupName(t),
-		devName: name, devPath: devPath, dev: dev, size: sectors * 512}
+		devName: disk.Name, devPath: disk.Path, dev: Dev{Major: disk.Major, Minor: disk.Minor}, size: disk.Size}
 	p, _ := e.h.Path(e.base)
 	testkit.Cgroup(t, p)
 	ctl, err := os.ReadFile(filepath.Join(l.Unified, "cgroup.subtree_control"))

@@ -14,7 +14,6 @@ import (
 	_ "embed"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
@@ -78,7 +77,7 @@ type Config struct {
 	// CgroupLevels pin the cgroup source's workloads whose names match a
 	// glob at a level, like the ddiskqos.level label: "GLOB=LEVEL"
 	// entries, the first match wins; an exempt match wins over them.
-	CgroupLevels []string `yaml:"cgroup_levels"`
+	CgroupLevels []CgroupPin `yaml:"cgroup_levels"`
 	// CgroupExemptGuaranteed exempts the containers of Guaranteed pods
 	// (cgroup_layout kubepods).
 	CgroupExemptGuaranteed bool `yaml:"cgroup_exempt_guaranteed"`
@@ -89,7 +88,7 @@ type Config struct {
 	// PolicyMode is the policy's rule: "recent" (usage decays with
 	// UsageWindow, the default) or "paper" (dDiskQoS's cumulative
 	// allowances and the boost).
-	PolicyMode  string        `yaml:"policy"`
+	PolicyMode  PolicyMode    `yaml:"policy"`
 	UsageWindow time.Duration `yaml:"usage_window"` // the recent rule's time constant
 	Interval    time.Duration `yaml:"interval"`     // how often I/O counters are sampled
 	Thresholds  []Size        `yaml:"thresholds"`   // per-level allowances (policy.Config.Allowances)
@@ -134,12 +133,10 @@ type Config struct {
 
 // Health configures the storage-health sensors.
 type Health struct {
-	// Models are burst-credit models, "DEVICE=MODEL" entries: MODEL is a
-	// vendor preset with the volume's size (aws-gp2:100GiB) or the plain
-	// form iops=BASE/BURST/BUCKET and/or bps=BASE/BURST/BUCKET
-	// (devhealth.ParseModel). A device without one gets the
+	// Models are burst-credit models, "DEVICE=MODEL" entries (see
+	// HealthModel), one per device. A device without one gets the
 	// configuration-free throttle detector alone.
-	Models []string `yaml:"models"`
+	Models []HealthModel `yaml:"models"`
 	// DStateWorkloads is how many workloads per tick have their tasks'
 	// states read (to count those in D state); 0 reads none.
 	DStateWorkloads int `yaml:"dstate_workloads"`
@@ -155,29 +152,13 @@ type Health struct {
 	BurstHoldFromLevel int     `yaml:"burst_hold_from_level"`
 }
 
-// HealthModels parses health.models into models by device name; entries
-// Validate rejects are left out.
+// HealthModels returns health.models by device name.
 func (c Config) HealthModels() map[string]devhealth.Model {
 	out := map[string]devhealth.Model{}
-	for _, e := range c.Health.Models {
-		if dev, m, err := parseHealthModel(e); err == nil {
-			out[dev] = m
-		}
+	for _, m := range c.Health.Models {
+		out[m.Device] = m.Model
 	}
 	return out
-}
-
-func parseHealthModel(e string) (string, devhealth.Model, error) {
-	dev, spec, ok := strings.Cut(e, "=")
-	dev = strings.TrimSpace(dev)
-	if !ok || dev == "" || strings.ContainsAny(dev, "/ ") {
-		return "", devhealth.Model{}, fmt.Errorf("want DEVICE=MODEL, such as nvme1n1=aws-gp2:100GiB or sdb=iops=100/3000/5400000")
-	}
-	m, err := devhealth.ParseModel(spec, func(s string) (int64, error) {
-		z, err := ParseSize(s)
-		return int64(z), err
-	})
-	return dev, m, err
 }
 
 // Paths are the roots of the kernel's filesystems, so the daemon can run in
@@ -190,23 +171,12 @@ type Paths struct {
 
 // Log configures the daemon's log/slog handler.
 type Log struct {
-	Level  string `yaml:"level"`  // debug, info, warn or error
-	Format string `yaml:"format"` // text or json
+	Level  LogLevel `yaml:"level"`  // debug, info, warn or error
+	Format string   `yaml:"format"` // text or json
 }
 
-// SlogLevel is Level as a slog.Level; an invalid level (which Validate
-// rejects) is slog.LevelInfo.
-func (l Log) SlogLevel() slog.Level {
-	switch l.Level {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
-}
+// SlogLevel is Level as a slog.Level.
+func (l Log) SlogLevel() slog.Level { return slog.Level(l.Level) }
 
 //go:embed default.yaml
 var defaultYAML []byte
@@ -225,7 +195,7 @@ func Default() Config {
 		Source:              SourceAuto,
 		CgroupLayout:        "auto",
 		Interval:            time.Second,
-		PolicyMode:          policy.ModeRecent.String(),
+		PolicyMode:          PolicyMode(policy.ModeRecent),
 		UsageWindow:         pc.Window,
 		BoostAfter:          pc.BoostAfter,
 		Actuator:            ActuatorCgroup,
@@ -238,7 +208,7 @@ func Default() Config {
 		Listen:              "127.0.0.1:9191",
 		StateFile:           "/run/ddiskqos/state.json",
 		Paths:               Paths{Sys: "/sys", Proc: "/proc"},
-		Log:                 Log{Level: "info", Format: "text"},
+		Log:                 Log{Level: LogLevel(slog.LevelInfo), Format: "text"},
 		Health:              Health{DStateWorkloads: 64, BurstHoldFromLevel: 2},
 	}
 	for _, a := range pc.Allowances {
@@ -260,9 +230,23 @@ func (c Config) Policy() policy.Config {
 		pc.Weights[i] = c.Weights[i]
 	}
 	pc.BoostAfter = c.BoostAfter
-	pc.Mode, _ = policy.ParseMode(c.PolicyMode) // Validate refused any other
+	pc.Mode = policy.Mode(c.PolicyMode)
 	pc.Window = c.UsageWindow
 	return pc
+}
+
+// SetPolicy sets the policy's keys of c (thresholds, weights, boost_after,
+// policy, usage_window) from pc: the inverse of Policy, for a benchmark
+// that runs the daemon with a policy of its own.
+func (c *Config) SetPolicy(pc policy.Config) {
+	c.Thresholds = c.Thresholds[:0:0]
+	for _, a := range pc.Allowances {
+		c.Thresholds = append(c.Thresholds, Size(a))
+	}
+	c.Weights = append([]uint16(nil), pc.Weights[:]...)
+	c.BoostAfter = pc.BoostAfter
+	c.PolicyMode = PolicyMode(pc.Mode)
+	c.UsageWindow = pc.Window
 }
 
 // clone returns c with its slices copied, so the result and c can be
@@ -273,26 +257,9 @@ func (c Config) clone() Config {
 	c.ThrottleShares = append([]float64(nil), c.ThrottleShares...)
 	c.Devices = append([]string(nil), c.Devices...)
 	c.CgroupExempt = append([]string(nil), c.CgroupExempt...)
-	c.CgroupLevels = append([]string(nil), c.CgroupLevels...)
-	c.Health.Models = append([]string(nil), c.Health.Models...)
+	c.CgroupLevels = append([]CgroupPin(nil), c.CgroupLevels...)
+	c.Health.Models = append([]HealthModel(nil), c.Health.Models...)
 	return c
-}
-
-// CgroupPin is one parsed cgroup_levels entry.
-type CgroupPin struct {
-	Glob  string
-	Level int
-}
-
-// CgroupPins parses cgroup_levels; entries Validate rejects are left out.
-func (c Config) CgroupPins() []CgroupPin {
-	var out []CgroupPin
-	for _, e := range c.CgroupLevels {
-		if p, msg := parseCgroupPin(e); msg == "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func (s Source) String() string   { return string(s) }

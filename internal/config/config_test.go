@@ -204,9 +204,10 @@ anchored: &a 1s
 	want := Config{
 		Source: SourceCgroup, CgroupParent: "/lxc.payload", DockerHost: DefaultDockerHost,
 		CgroupLayout: "children", CgroupExempt: []string{"system-*", "pod*/*"},
-		CgroupLevels: []string{"db-*=1", "a=b=4"}, CgroupExemptGuaranteed: true,
+		// The last "=" splits: a glob may hold one.
+		CgroupLevels: []CgroupPin{{"db-*", 1}, {"a=b", 4}}, CgroupExemptGuaranteed: true,
 		Interval:   500 * time.Millisecond,
-		PolicyMode: "paper", UsageWindow: 20 * time.Second,
+		PolicyMode: modePaper, UsageWindow: 20 * time.Second,
 		Thresholds:     []Size{4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB},
 		Weights:        []uint16{900, 400, 200, 50},
 		BoostAfter:     time.Minute,
@@ -220,15 +221,11 @@ anchored: &a 1s
 		Listen:         ":9000",
 		StateFile:      "/var/lib/ddiskqos/state.json",
 		Paths:          Paths{Sys: "/host/sys", Proc: "/host/proc"},
-		Log:            Log{Level: "debug", Format: "text"},
+		Log:            Log{Level: logDebug, Format: "text"},
 		Health:         Health{DStateWorkloads: 64, BurstHoldFromLevel: 2},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("load =\n%+v\nwant\n%+v", c, want)
-	}
-	// The last "=" splits: a glob may hold one.
-	if got, want := c.CgroupPins(), []CgroupPin{{"db-*", 1}, {"a=b", 4}}; !reflect.DeepEqual(got, want) {
-		t.Errorf("CgroupPins() = %+v, want %+v", got, want)
 	}
 }
 
@@ -297,7 +294,7 @@ func TestLoadStrict(t *testing.T) {
 		{"syntax error", "interval: 1s\n  weights: [\n",
 			[]string{"yaml: line"}},
 		{"all problems at once", "intervall: 1s\nweights: [1000, x, 250, 100]\nlog: {level: loud, colour: red}\n",
-			[]string{":1: intervall: unknown key", `:2: weights[1]="x"`, ":3: log.colour: unknown key"}},
+			[]string{":1: intervall: unknown key", `:2: weights[1]="x"`, `:3: log.level="loud": must be debug, info, warn or error`, ":3: log.colour: unknown key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -398,8 +395,15 @@ func TestSize(t *testing.T) {
 func TestSlogLevel(t *testing.T) {
 	t.Parallel()
 	for lvl, want := range map[string]string{"debug": "DEBUG", "info": "INFO", "warn": "WARN", "error": "ERROR"} {
-		if got := (Log{Level: lvl}).SlogLevel().String(); got != want {
+		l, err := ParseLogLevel(lvl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (Log{Level: l}).SlogLevel().String(); got != want {
 			t.Errorf("SlogLevel(%q) = %s, want %s", lvl, got, want)
+		}
+		if l.String() != lvl {
+			t.Errorf("ParseLogLevel(%q).String() = %q", lvl, l.String())
 		}
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"io"
@@ -229,12 +230,14 @@ func (d *decoder) scalar(n *yaml.Node, key string, v reflect.Value) bool {
 		d.fail(n, key, nil, fmt.Sprintf("want %s, got %s", want, kindName(n)))
 		return false
 	}
-	// yaml turns 500.7 into a uint16 500 without a word; a whole number is
-	// wanted.
+	// A value with a text form of its own (values.go) reads it: the
+	// number check is not for it. yaml turns 500.7 into a uint16 500
+	// without a word; a whole number is wanted.
+	_, text := v.Addr().Interface().(encoding.TextUnmarshaler)
 	switch v.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Uint,
 		reflect.Uint8, reflect.Uint16, reflect.Uint32:
-		if n.ShortTag() != "!!int" {
+		if !text && n.ShortTag() != "!!int" {
 			d.fail(n, key, n.Value, "want "+want)
 			return false
 		}
@@ -253,6 +256,14 @@ func (d *decoder) scalar(n *yaml.Node, key string, v reflect.Value) bool {
 
 func wantFor(t reflect.Type) string {
 	switch {
+	case t == reflect.TypeOf(PolicyMode(0)):
+		return "recent or paper"
+	case t == reflect.TypeOf(LogLevel(0)):
+		return "debug, info, warn or error"
+	case t == reflect.TypeOf(CgroupPin{}):
+		return "GLOB=LEVEL, such as db-*=1"
+	case t == reflect.TypeOf(HealthModel{}):
+		return "DEVICE=MODEL, such as nvme1n1=aws-gp2:100GiB"
 	case t == durationType:
 		return "a duration with a unit, such as 500ms, 1s or 2m"
 	case t == reflect.TypeOf(Size(0)):

@@ -39,8 +39,24 @@ var flagDefs = []flagDef{
 		set:  stringListSetter(func(c *Config) *[]string { return &c.CgroupExempt })},
 	{name: "cgroup-levels", key: "cgroup_levels", arg: "GLOB=N,...",
 		help: "with --source cgroup: pin workloads whose names match GLOB at level N, as the ddiskqos.level label does; the first match wins, exempt wins over it (db-*=1,batch-*=4)",
-		get:  func(c *Config) string { return strings.Join(c.CgroupLevels, ",") },
-		set:  stringListSetter(func(c *Config) *[]string { return &c.CgroupLevels })},
+		get:  func(c *Config) string { return joinList(c.CgroupLevels) },
+		set: func(c *Config, s string) error {
+			if strings.TrimSpace(s) == "" {
+				c.CgroupLevels = nil
+				return nil
+			}
+			v, err := parseList(s, func(e string) (CgroupPin, error) {
+				p, err := ParseCgroupPin(e)
+				if err != nil {
+					return p, fmt.Errorf("%q: %w", e, err)
+				}
+				return p, nil
+			})
+			if err == nil {
+				c.CgroupLevels = v
+			}
+			return err
+		}},
 	{name: "cgroup-exempt-guaranteed", key: "cgroup_exempt_guaranteed",
 		help: "with --cgroup-layout kubepods: leave the containers of Guaranteed pods alone",
 		get:  func(c *Config) string { return strconv.FormatBool(c.CgroupExemptGuaranteed) },
@@ -87,8 +103,8 @@ var flagDefs = []flagDef{
 		}},
 	{name: "policy", key: "policy", arg: "recent|paper",
 		help: "the levels' rule: recent (a workload's usage decays with --usage-window, so its level follows what it does now and a long-lived light service stays above a streamer) or paper (dDiskQoS as published: bytes count against each level's allowance until it drops; level 4 is left by the boost)",
-		get:  func(c *Config) string { return c.PolicyMode },
-		set:  func(c *Config, s string) error { c.PolicyMode = s; return nil }},
+		get:  func(c *Config) string { return c.PolicyMode.String() },
+		set:  func(c *Config, s string) error { return c.PolicyMode.UnmarshalText([]byte(s)) }},
 	{name: "usage-window", key: "usage_window", arg: "DUR",
 		help: "the recent policy's time constant: a steady rate r counts as r × this, against the thresholds summed (with the defaults: level 1 below ~210 KB/s, 2 below ~1 MB/s, 3 below ~4.4 MB/s)",
 		get:  func(c *Config) string { return fmtDuration(c.UsageWindow) },
@@ -197,7 +213,7 @@ var flagDefs = []flagDef{
 		set:  func(c *Config, s string) error { c.Paths.Proc = s; return nil }},
 	{name: "health-models", key: "health.models", arg: "DEV=MODEL,...",
 		help: "burst-credit models of devices: DEV=PRESET:SIZE (aws-gp2, aws-st1, aws-sc1, azure-premium-p1-p20) or DEV=iops=BASE/BURST/BUCKET (and/or bps=...); devices without one get the throttle detector alone",
-		get:  func(c *Config) string { return strings.Join(c.Health.Models, ",") },
+		get:  func(c *Config) string { return joinList(c.Health.Models) },
 		set:  healthModelsSetter},
 	{name: "health-dstate-workloads", key: "health.dstate_workloads", arg: "N",
 		help: "workloads per tick whose tasks are checked for D state (uninterruptible I/O wait); 0 = none",
@@ -242,8 +258,8 @@ var flagDefs = []flagDef{
 		}},
 	{name: "log-level", key: "log.level", arg: "LEVEL",
 		help: "debug, info, warn or error",
-		get:  func(c *Config) string { return c.Log.Level },
-		set:  func(c *Config, s string) error { c.Log.Level = s; return nil }},
+		get:  func(c *Config) string { return c.Log.Level.String() },
+		set:  func(c *Config, s string) error { return c.Log.Level.UnmarshalText([]byte(s)) }},
 	{name: "log-format", key: "log.format", arg: "text|json",
 		help: "log line format",
 		get:  func(c *Config) string { return c.Log.Format },
@@ -259,14 +275,22 @@ func healthModelsSetter(c *Config, s string) error {
 		c.Health.Models = nil
 		return nil
 	}
-	var out []string
+	var entries []string
 	for _, part := range strings.Split(s, ",") {
 		k, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-		if len(out) > 0 && (k == "iops" || k == "bps") {
-			out[len(out)-1] += "," + strings.TrimSpace(part)
+		if len(entries) > 0 && (k == "iops" || k == "bps") {
+			entries[len(entries)-1] += "," + strings.TrimSpace(part)
 			continue
 		}
-		out = append(out, strings.TrimSpace(part))
+		entries = append(entries, strings.TrimSpace(part))
+	}
+	var out []HealthModel
+	for _, e := range entries {
+		m, err := ParseHealthModel(e)
+		if err != nil {
+			return fmt.Errorf("%q: %w", e, err)
+		}
+		out = append(out, m)
 	}
 	c.Health.Models = out
 	return nil

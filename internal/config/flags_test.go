@@ -49,15 +49,15 @@ func TestFromArgsEveryFlag(t *testing.T) {
 	}
 	want := Config{
 		Source: SourceCgroup, CgroupParent: "/system.slice", CgroupLayout: "kubepods",
-		CgroupExempt: []string{"system-*", "pod*/*"}, CgroupLevels: []string{"db-*=1", "batch-*=4"},
+		CgroupExempt: []string{"system-*", "pod*/*"}, CgroupLevels: []CgroupPin{{"db-*", 1}, {"batch-*", 4}},
 		CgroupExemptGuaranteed: true, DockerHost: "tcp://h:2375",
 		Interval: 2 * time.Second, Thresholds: []Size{MiB, 2 * MiB, 3 * MiB, 4 * MiB},
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
-		PolicyMode: "paper", UsageWindow: 5 * time.Second,
+		PolicyMode: modePaper, UsageWindow: 5 * time.Second,
 		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond, ThrottleReads: 500,
 		LevelLimits: []Size{0, 0, 4 * MiB, MiB}, Devices: []string{"loop*", "vd*"}, Listen: "", StateFile: "/tmp/s.json",
-		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: "debug", Format: "json"},
-		Health: Health{Models: []string{"nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9"},
+		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: logDebug, Format: "json"},
+		Health: Health{Models: mustModels(t, "nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9"),
 			DStateWorkloads: 8, SyncProbe: "/var/tmp/probe", SyncProbeInterval: 5 * time.Second,
 			BurstHoldBelow: 0.25, BurstHoldFromLevel: 3},
 	}
@@ -84,7 +84,7 @@ func TestFromArgsFlagsOverrideFile(t *testing.T) {
 	}{
 		{"interval (flag over file)", c.Interval, 3 * time.Second},
 		{"weights (file)", c.Weights, []uint16{900, 400, 200, 50}},
-		{"log.level (file)", c.Log.Level, "debug"},
+		{"log.level (file)", c.Log.Level, logDebug},
 		{"log.format (flag)", c.Log.Format, "json"},
 		{"dry_run (flag false over file true)", c.DryRun, false},
 		{"boost_after (default)", c.BoostAfter, 30 * time.Second},
@@ -230,7 +230,7 @@ func TestDiff(t *testing.T) {
 			c.Thresholds[0] = MiB
 			c.Weights[3] = 50
 			c.BoostAfter = time.Minute
-			c.Log.Level = "debug"
+			c.Log.Level = logDebug
 		}, []string{"interval", "thresholds", "weights", "boost_after", "log.level"}, nil},
 		{"restart keys", func(c *Config) {
 			c.Source = SourceCgroup
@@ -286,8 +286,8 @@ func TestApplyLive(t *testing.T) {
 	next.Thresholds[1] = 3 * MiB
 	next.Weights[0] = 900
 	next.BoostAfter = time.Hour
-	next.PolicyMode, next.UsageWindow = "paper", time.Minute
-	next.Log.Level = "debug"
+	next.PolicyMode, next.UsageWindow = modePaper, time.Minute
+	next.Log.Level = logDebug
 	next.DryRun = true
 	next.Listen = ":1"
 	next.Devices = []string{"vd*"}

@@ -65,9 +65,9 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("cgroup_exempt[%d]", i), g, "%s", msg)
 		}
 	}
-	for i, e := range c.CgroupLevels {
-		if _, msg := parseCgroupPin(e); msg != "" {
-			bad(fmt.Sprintf("cgroup_levels[%d]", i), e, "%s", msg)
+	for i, p := range c.CgroupLevels { // decoded already; checked again when made in code
+		if msg := p.problem(strconv.Itoa(p.Level)); msg != "" {
+			bad(fmt.Sprintf("cgroup_levels[%d]", i), p.String(), "%s", msg)
 		}
 	}
 	if c.DockerHost != "" {
@@ -167,10 +167,13 @@ func (c Config) Validate() error {
 	if msg := absPathProblem(c.Paths.Proc); msg != "" {
 		bad("paths.proc", c.Paths.Proc, "%s", msg)
 	}
-	for i, e := range c.Health.Models {
-		if _, _, err := parseHealthModel(e); err != nil {
-			bad(fmt.Sprintf("health.models[%d]", i), e, "%s", err.Error())
+	models := map[string]int{}
+	for i, m := range c.Health.Models {
+		key := fmt.Sprintf("health.models[%d]", i)
+		if first, dup := models[m.Device]; dup {
+			bad(key, m.String(), "a second model of device %s (the first is health.models[%d]): one per device", m.Device, first)
 		}
+		models[m.Device] = i
 	}
 	if c.Health.DStateWorkloads < 0 {
 		bad("health.dstate_workloads", c.Health.DStateWorkloads, "must be 0 (off) or more")
@@ -201,10 +204,8 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", c.Log.Level, "must be debug, info, warn or error")
+	if _, err := ParseLogLevel(c.Log.Level.String()); err != nil {
+		bad("log.level", c.Log.Level, "%s", err.Error())
 	}
 	switch c.Log.Format {
 	case "text", "json":
@@ -229,12 +230,8 @@ func (c Config) policyErrors() []error {
 	}
 	pc.BoostAfter = c.BoostAfter
 	pc.Window = c.UsageWindow
+	pc.Mode = policy.Mode(c.PolicyMode)
 	var errs []error
-	if m, err := policy.ParseMode(c.PolicyMode); err != nil {
-		errs = append(errs, &KeyError{Key: "policy", Value: c.PolicyMode, Msg: "want recent (usage decays: the level follows what a workload does now) or paper (dDiskQoS's cumulative allowances and boost)"})
-	} else {
-		pc.Mode = m
-	}
 	err := pc.Validate()
 	if err == nil {
 		return errs
@@ -258,6 +255,8 @@ func (c Config) policyErrors() []error {
 			ke.Key = "boost_after"
 		case "Window":
 			ke.Key = "usage_window"
+		case "Mode":
+			ke.Key, ke.Value = "policy", c.PolicyMode
 		default:
 			ke.Key = fe.Field
 		}
@@ -292,24 +291,6 @@ func nameGlobProblem(g string) string {
 		return fmt.Sprintf("bad glob pattern %q: %v", g, err)
 	}
 	return ""
-}
-
-// parseCgroupPin parses a cgroup_levels entry "GLOB=LEVEL"; msg says what
-// is wrong with a bad one.
-func parseCgroupPin(e string) (CgroupPin, string) {
-	i := strings.LastIndex(e, "=")
-	if i < 0 {
-		return CgroupPin{}, "want GLOB=LEVEL, such as db-*=1"
-	}
-	g, lv := e[:i], e[i+1:]
-	if msg := nameGlobProblem(g); msg != "" {
-		return CgroupPin{}, msg
-	}
-	n, err := strconv.Atoi(lv)
-	if err != nil || n < 1 || n > policy.NumLevels {
-		return CgroupPin{}, fmt.Sprintf("level %q of pattern %q must be 1 to %d", lv, g, policy.NumLevels)
-	}
-	return CgroupPin{Glob: g, Level: n}, ""
 }
 
 func absPathProblem(p string) string {

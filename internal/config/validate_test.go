@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestValidate(t *testing.T) {
 
 		{"cgroup pins and exemptions", func(c *Config) {
 			c.Source, c.CgroupParent, c.CgroupLayout = SourceCgroup, "/kubepods.slice", "kubepods"
-			c.CgroupExempt, c.CgroupLevels, c.CgroupExemptGuaranteed = []string{"system-*", "pod*/*"}, []string{"db-*=1", "*=4"}, true
+			c.CgroupExempt, c.CgroupLevels, c.CgroupExemptGuaranteed = []string{"system-*", "pod*/*"}, []CgroupPin{{"db-*", 1}, {"*", 4}}, true
 		}, nil},
 		{"parent as a path under the mount", func(c *Config) { c.Source, c.CgroupParent = SourceCgroup, "/sys/fs/cgroup/blkio/lxc" }, nil},
 		{"bad cgroup layout", func(c *Config) { c.Source, c.CgroupParent, c.CgroupLayout = SourceCgroup, "/lxc", "flat" },
@@ -41,17 +42,17 @@ func TestValidate(t *testing.T) {
 		{"bad cgroup globs", func(c *Config) {
 			c.Source, c.CgroupParent = SourceCgroup, "/lxc"
 			c.CgroupExempt = []string{"ok-*", "sys[tem-*", ""}
-			c.CgroupLevels = []string{"db-*=1", "web-*", "[=2", "batch-*=5", "x=one"}
+			c.CgroupLevels = []CgroupPin{{"db-*", 1}, {"", 1}, {"[", 2}, {"batch-*", 5}, {"x", 0}}
 		}, []want{
 			{"cgroup_exempt[1]", `cgroup_exempt[1]="sys[tem-*": bad glob pattern "sys[tem-*": syntax error in pattern`},
 			{"cgroup_exempt[2]", `cgroup_exempt[2]="": empty pattern`},
-			{"cgroup_levels[1]", `cgroup_levels[1]="web-*": want GLOB=LEVEL, such as db-*=1`},
+			{"cgroup_levels[1]", `cgroup_levels[1]="=1": empty pattern`},
 			{"cgroup_levels[2]", `cgroup_levels[2]="[=2": bad glob pattern "["`},
 			{"cgroup_levels[3]", `cgroup_levels[3]="batch-*=5": level "5" of pattern "batch-*" must be 1 to 4`},
-			{"cgroup_levels[4]", `cgroup_levels[4]="x=one": level "one" of pattern "x" must be 1 to 4`},
+			{"cgroup_levels[4]", `cgroup_levels[4]="x=0": level "0" of pattern "x" must be 1 to 4`},
 		}},
 		{"cgroup keys without source cgroup", func(c *Config) {
-			c.CgroupLayout, c.CgroupExempt, c.CgroupLevels, c.CgroupExemptGuaranteed = "kubepods", []string{"a"}, []string{"b=1"}, true
+			c.CgroupLayout, c.CgroupExempt, c.CgroupLevels, c.CgroupExemptGuaranteed = "kubepods", []string{"a"}, []CgroupPin{{"b", 1}}, true
 		}, []want{
 			{"cgroup_layout", `cgroup_layout="kubepods": only used with source cgroup (source is "auto"); set source: cgroup, or remove cgroup_layout`},
 			{"cgroup_exempt", `only used with source cgroup`},
@@ -91,11 +92,11 @@ func TestValidate(t *testing.T) {
 			[]want{{"weights[3]", "weights[3]=5: level 4 weight must be in 10..1000"}}},
 		{"weights increase", func(c *Config) { c.Weights[2] = 600 },
 			[]want{{"weights[2]", "weights[2]=600: level 3 weight is greater than level 2 weight 500"}}},
-		{"unknown policy", func(c *Config) { c.PolicyMode = "fifo" },
-			[]want{{"policy", `policy="fifo": want recent`}}},
+		{"unknown policy", func(c *Config) { c.PolicyMode = 7 },
+			[]want{{"policy", `policy=invalid(7): want recent or paper`}}},
 		{"zero usage_window", func(c *Config) { c.UsageWindow = 0 },
 			[]want{{"usage_window", "usage_window=0s: must be > 0 with the recent policy"}}},
-		{"zero usage_window with the paper policy", func(c *Config) { c.PolicyMode, c.UsageWindow = "paper", 0 }, nil},
+		{"zero usage_window with the paper policy", func(c *Config) { c.PolicyMode, c.UsageWindow = modePaper, 0 }, nil},
 		{"zero boost_after", func(c *Config) { c.BoostAfter = 0 },
 			[]want{{"boost_after", "boost_after=0s: must be > 0"}}},
 		{"boost_after not above interval", func(c *Config) { c.BoostAfter = time.Second },
@@ -149,8 +150,8 @@ func TestValidate(t *testing.T) {
 			[]want{{"paths.sys", `paths.sys="sys": must be an absolute path`}}},
 		{"proc with dotdot", func(c *Config) { c.Paths.Proc = "/host/../proc" },
 			[]want{{"paths.proc", `paths.proc="/host/../proc": must not contain ".."`}}},
-		{"bad log level", func(c *Config) { c.Log.Level = "trace" },
-			[]want{{"log.level", `log.level="trace": must be debug, info, warn or error`}}},
+		{"bad log level", func(c *Config) { c.Log.Level = LogLevel(slog.LevelInfo + 1) },
+			[]want{{"log.level", `log.level=info+1: must be debug, info, warn or error`}}},
 		{"bad log format", func(c *Config) { c.Log.Format = "logfmt" },
 			[]want{{"log.format", `log.format="logfmt": must be text or json`}}},
 		{"several at once, in key order", func(c *Config) {
@@ -183,9 +184,8 @@ func TestValidateHealth(t *testing.T) {
 		h    Health
 		want string
 	}{
-		{Health{Models: []string{"sdb"}}, "health.models[0]"},
-		{Health{Models: []string{"sdb=aws-gp3:1GiB"}}, "unknown preset"},
-		{Health{Models: []string{"ok=aws-gp2:1GiB", "sdb=iops=300/100/5"}}, "health.models[1]"},
+		{Health{Models: mustModels(t, "sdb=aws-gp2:1GiB", "sdc=aws-gp2:2GiB", "sdb=aws-gp2:3GiB")},
+			`health.models[2]="sdb=aws-gp2:3GiB": a second model of device sdb (the first is health.models[0])`},
 		{Health{DStateWorkloads: -1}, "health.dstate_workloads"},
 		{Health{SyncProbe: "rel/path"}, "health.sync_probe"},
 		{Health{SyncProbeInterval: -time.Second}, "health.sync_probe_interval"},
@@ -198,7 +198,7 @@ func TestValidateHealth(t *testing.T) {
 		}
 	}
 	c := Default()
-	c.Health.Models = []string{"nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000"}
+	c.Health.Models = mustModels(t, "nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000")
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestValidateHealth(t *testing.T) {
 // throttle manages); each error names the key and the bad value.
 func TestValidateBurstHold(t *testing.T) {
 	t.Parallel()
-	model := []string{"vdb=iops=20/200/6000"}
+	model := mustModels(t, "vdb=iops=20/200/6000")
 	for _, tc := range []struct {
 		name   string
 		change func(*Config)

@@ -16,6 +16,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -34,43 +35,9 @@ type rig struct {
 
 func newRig(t *testing.T, sched string, mech host.Mechanism) rig {
 	t.Helper()
-	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rig{parent: fmt.Sprintf("/ddiskqos-test-daemon-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid()),
-		mode: string(l.Mode), kind: cgroupfs.WeightBFQ}
-	if testkit.InVM() {
-		r.h = cgroupfs.Hierarchy{Version: 2, Mount: l.Unified}
-		r.path = os.Getenv("DDISKQOS_VM_DISK")
-		testkit.Need(t, r.path != "", "DDISKQOS_VM_DISK not set")
-	} else {
-		testkit.NeedRoot(t)
-		m, ok := l.V1Controller("blkio")
-		testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
-		r.h = cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}
-		loop := testkit.LoopDevice(t, 512)
-		r.path = loop.Path
-	}
-	name := filepath.Base(r.path)
-	testkit.SetScheduler(t, name, sched)
-	devText, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := cgroupfs.ParseDev(strings.TrimSpace(string(devText)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.dev = actuate.Device{Name: name, Dev: dev, Mech: mech}
-	p, _ := r.h.Path(r.parent)
-	testkit.Cgroup(t, p)
-	if r.h.Version == 2 {
-		if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return r
+	rc := realcg.New(t, realcg.Options{LoopMiB: 512, Scheduler: sched})
+	return rig{h: rc.H, mode: string(rc.Layout.Mode), parent: rc.Parent, path: rc.Disk.Path, kind: cgroupfs.WeightBFQ,
+		dev: actuate.Device{Name: rc.Disk.Name, Dev: rc.Dev, Mech: mech}}
 }
 
 func (r rig) child(t *testing.T, name string) string {

@@ -131,8 +131,12 @@ func cgroupChecks(f Facts) []Check {
 // is written back by the kernel's flusher threads, which live in the root
 // blkio cgroup: a container's buffered writes are counted (and weighted,
 // and capped) for nobody, except what the writer itself forces out with
-// fsync or O_DIRECT. cgroup v2 tags dirty pages with the cgroup that
-// dirtied them (cgroup writeback, with the memory controller on too).
+// fsync or O_DIRECT. cgroup v2 charges writeback (with the memory
+// controller on too) to the cgroup whose memory holds the file's cached
+// pages: the first to write or read them, not a later rewriter, and the
+// parent once that cgroup is removed; the file moves to the rewriter only
+// when the pages written back are mostly its own (cgroup writeback's
+// foreign-inode detection). TestRealV2WritebackOwner measures it.
 func writebackCheck(io IOHierarchy) Check {
 	c := Check{ID: "cgroup.writeback"}
 	if io.Version == 1 {
@@ -154,8 +158,11 @@ func writebackCheck(io IOHierarchy) Check {
 		return c
 	}
 	c.Status = StatusOK
-	c.Value = "v2: writeback is charged to the cgroup that dirtied the pages"
-	c.Why = "cgroup v2 tags dirty pages with their writer's cgroup, so buffered writes count against the container that made them (needs the memory controller enabled next to io)"
+	c.Value = "v2: charged to the cgroup that cached the pages, not a rewriter"
+	c.Why = "cgroup v2 charges writeback, the flusher's and the writer's own fsync alike, to the cgroup whose memory holds the file's cached pages " +
+		"(needs the memory controller enabled next to io): buffered writes count against the container that wrote the file first. " +
+		"One that rewrites files another container wrote or read while they are cached (a shared volume) is not charged: " +
+		"their owner is, or its parent once it is removed, until the pages it writes are mostly its own (after they left the cache)"
 	return c
 }
 

@@ -86,7 +86,7 @@ func TestWritebackCheck(t *testing.T) {
 	v2 := hosttest.New(t)
 	v2.UnifiedV2("-")
 	c = mustFind(t, Evaluate(Gather(context.Background(), Roots{Sys: v2.Sys, Proc: v2.Proc}, nil)), "cgroup.writeback")
-	if c.Status != StatusOK || c.Fix != "" || !strings.Contains(c.Value, "cgroup that dirtied") {
+	if c.Status != StatusOK || c.Fix != "" || !strings.Contains(c.Value, "cgroup that cached the pages, not a rewriter") {
 		t.Errorf("v2: %+v", c)
 	}
 	v2.Write("sys/fs/cgroup/cgroup.subtree_control", "cpu io pids\n")

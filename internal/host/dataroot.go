@@ -102,13 +102,16 @@ func ResolveDataRoot(r Roots, mountinfo, dir string, devs []Device) DataRoot {
 }
 
 // Shaped reports whether the daemon shapes I/O on d given the device globs
-// of its config (run's --devices): with globs, every device whose name
-// matches one; without, every target device. Either way only where a
-// mechanism reaches. It is the rule internal/wiring applies.
+// of its config (run's --devices): a Selected device where a mechanism
+// reaches. It is the rule internal/app applies.
 func Shaped(d Device, globs []string) bool {
-	if d.Mechanism == MechNone || d.Mechanism == "" {
-		return false
-	}
+	return Selected(d, globs) && d.Mechanism != MechNone && d.Mechanism != ""
+}
+
+// Selected reports whether the device globs of the config choose d: with
+// globs, every device whose name matches one; without, every target
+// device. Globs are checked by the config; a bad one matches nothing.
+func Selected(d Device, globs []string) bool {
 	if len(globs) == 0 {
 		return d.Target
 	}

@@ -225,13 +225,8 @@ func TestRealV2StatsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Need(t, l.Mode == cgroupfs.ModeV2, "the VM should mount cgroup2 only, layout is %s", l.Mode)
-	devPath := os.Getenv("DDISKQOS_VM_DISK")
-	testkit.Need(t, devPath != "", "DDISKQOS_VM_DISK is not set by the VM's init")
-	devText, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(devPath), "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := strings.TrimSpace(string(devText))
+	disk := testkit.VMDisk(t)
+	devPath, dev := disk.Path, disk.Dev()
 	ctl, err := os.ReadFile(filepath.Join(l.Unified, "cgroup.subtree_control"))
 	if err != nil {
 		t.Fatal(err)

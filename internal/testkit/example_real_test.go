@@ -1,16 +1,16 @@
 package testkit_test
 
-// The complete example of TESTING.md: a real cgroup on a real disk.
+// The complete example of TESTING.md: a real cgroup on a real disk, on the
+// host (cgroup v1, a loop device) and in the test VM (cgroup v2, its disk).
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -22,35 +22,36 @@ func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 // a new v1 blkio cgroup are charged to that cgroup on that loop device.
 func TestRealV1ExampleReaderCharged(t *testing.T) {
 	if testkit.InVM() {
-		t.Skip("a host test: the VM has no v1 blkio hierarchy")
+		t.Skip("a host test: in the VM TestRealV2ExampleReaderCharged runs")
 	}
-	testkit.NeedRoot(t) // a skip, or a failure under DDISKQOS_REQUIRE_REAL=1
-	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, ok := l.V1Controller("blkio")
-	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
-	h := cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}
+	readerCharged(t)
+}
 
-	loop := testkit.LoopDevice(t, 64) // detached when the test ends
-	dev := cgroupfs.Dev{Major: loop.Major, Minor: loop.Minor}
-	if err := h.EnableV1Accounting(dev); err != nil { // v1 counts a disk only once a rule was written
-		t.Fatal(err)
+// TestRealV2ExampleReaderCharged is the same on cgroup v2 in the test VM
+// (make test-v2 runs every TestRealV2… there).
+func TestRealV2ExampleReaderCharged(t *testing.T) {
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
 	}
-	rel := fmt.Sprintf("/ddiskqos-test-example-%d", os.Getpid())
-	dir, _ := h.Path(rel)
-	testkit.Cgroup(t, dir) // made now, removed when the test ends
+	readerCharged(t)
+}
+
+func readerCharged(t *testing.T) {
+	// Root, the I/O hierarchy and a disk of the test's own (a skip, or a
+	// failure under DDISKQOS_REQUIRE_REAL=1, when one is missing); all of
+	// it undone when the test ends.
+	r := realcg.New(t, realcg.Options{LoopMiB: 64})
+	cg := r.Child(t, "reader")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := workload.RunIn(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
-		[]string{"--wait-stdin", "--json", "--direct", "--bytes", "8MiB", "read", loop.Path},
-		func(pid int) error { return h.AddProcess(rel, pid) }) // in the cgroup before its first read
+		[]string{"--wait-stdin", "--json", "--direct", "--bytes", "8MiB", "read", r.Disk.Path},
+		func(pid int) error { return r.H.AddProcess(cg, pid) }) // in the cgroup before its first read
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := h.Open(rel)
+	c, err := r.H.Open(cg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +60,8 @@ func TestRealV1ExampleReaderCharged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := st.Device(dev)
+	got, _ := st.Device(r.Dev)
 	if res.Bytes != 8<<20 || got.RBytes != 8<<20 {
-		t.Fatalf("the reader read %d bytes, its cgroup was charged %d on %s; want 8 MiB both", res.Bytes, got.RBytes, loop.Name)
+		t.Fatalf("the reader read %d bytes, its cgroup was charged %d on %s; want 8 MiB both", res.Bytes, got.RBytes, r.Disk.Name)
 	}
 }

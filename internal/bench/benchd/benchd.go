@@ -1,6 +1,7 @@
-// Package benchd runs ddiskqos in-process for the benchmarks, wired the way
-// `ddiskqos run --devices DEV` wires it, and counts what it cost and did:
-// ticks, their mean and worst duration, level changes, errors by cause.
+// Package benchd runs ddiskqos in-process for the benchmarks, built by
+// app.Build as `ddiskqos run --devices DEV` builds it, and counts what it
+// cost and did: ticks, their mean and worst duration, level changes,
+// errors by cause.
 package benchd
 
 import (
@@ -12,12 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/client"
+
+	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
-	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
 // Stats is what the daemon cost and did while it ran.
@@ -29,9 +32,10 @@ type Stats struct {
 	Errors       map[string]int `json:"errors,omitempty"`
 }
 
-// observer is the daemon's Observer: its cost per tick, level changes and
-// errors.
+// observer wraps the daemon's Observer (the metrics) and counts its cost
+// per tick, level changes and errors.
 type observer struct {
+	next    daemon.Observer // nil: none
 	mu      sync.Mutex
 	ticks   int
 	sum     time.Duration
@@ -41,6 +45,9 @@ type observer struct {
 }
 
 func (o *observer) ObserveTick(d time.Duration) {
+	if o.next != nil {
+		o.next.ObserveTick(d)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ticks++
@@ -49,9 +56,16 @@ func (o *observer) ObserveTick(d time.Duration) {
 }
 
 // ObserveSense: a benchmark reports the tick's cost only.
-func (o *observer) ObserveSense(read, skipped int) {}
+func (o *observer) ObserveSense(read, skipped int) {
+	if o.next != nil {
+		o.next.ObserveSense(read, skipped)
+	}
+}
 
 func (o *observer) Error(cause snapshot.ErrorCause) {
+	if o.next != nil {
+		o.next.Error(cause)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.errs == nil {
@@ -61,6 +75,9 @@ func (o *observer) Error(cause snapshot.ErrorCause) {
 }
 
 func (o *observer) LevelChange(from, to int, reason string) {
+	if o.next != nil {
+		o.next.LevelChange(from, to, reason)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.changes++
@@ -84,11 +101,16 @@ type Options struct {
 	Roots host.Roots
 	// Device is the one device under QoS, as --devices names it.
 	Device string
-	// Source makes the workload source once the host is read.
-	Source func(wiring.Host) (source.Source, error)
-	// Tune, when set, changes the daemon's options before it is made
-	// (e.g. its policy).
-	Tune func(*daemon.Options)
+	// Configure changes the configuration from the defaults as a command
+	// line would: the source (source cgroup and its parent, or docker),
+	// the policy.
+	Configure func(*config.Config)
+	// Engine is the bench's Docker client, shared with the daemon; nil
+	// when the daemon needs none (or makes its own).
+	Engine *client.Client
+	// Narrow, when set, narrows the daemon's source (to the bench's own
+	// containers on a shared engine).
+	Narrow func(source.Source) source.Source
 	// Logger receives the daemon's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -101,50 +123,42 @@ type Daemon struct {
 	Mechanism, Scheduler string
 	Interval             time.Duration
 
+	pl     *app.Pipeline
 	cancel context.CancelFunc
 	done   chan error
 	obs    *observer
 }
 
-// Start runs ddiskqos in-process with the config defaults, no state file
-// (a bench keeps no state between its phases), the source o.Source makes
-// and the mechanism the host layer picks for the device's current
-// scheduler, and returns once it took its first tick.
+// Start runs ddiskqos in-process with the config defaults as o.Configure
+// changes them, on o.Device alone, with no state file (a bench keeps no
+// state between its phases) and the mechanism the host layer picks for the
+// device's current scheduler, and returns once it took its first tick.
 func Start(ctx context.Context, o Options) (*Daemon, error) {
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	hst, err := wiring.ReadHost(o.Roots, []string{o.Device}, log)
-	if err != nil {
-		return nil, err
-	}
-	src, err := o.Source(hst)
-	if err != nil {
-		return nil, err
-	}
 	cfg := config.Default()
+	cfg.Paths = config.Paths{Sys: o.Roots.Sys, Proc: o.Roots.Proc}
+	cfg.Devices = []string{o.Device}
 	cfg.StateFile = ""
-	obs := &observer{}
-	opts := wiring.Options(cfg, hst, src, log)
-	opts.Observer = obs
-	if o.Tune != nil {
-		o.Tune(&opts)
+	if o.Configure != nil {
+		o.Configure(&cfg)
 	}
-	d, err := daemon.New(opts)
+	obs := &observer{}
+	pl, err := app.Build(ctx, app.Params{Config: cfg, Logger: o.Logger, Engine: o.Engine, Narrow: o.Narrow,
+		Observe: func(next daemon.Observer) daemon.Observer { obs.next = next; return obs }})
 	if err != nil {
 		return nil, err
 	}
-	dev := hst.Devices.Actuated[0]
+	d := pl.Daemon
+	dev := pl.Host.Devices.Actuated[0]
 	dctx, cancel := context.WithCancel(ctx)
 	rd := &Daemon{D: d, Mechanism: string(dev.Mech), Scheduler: dev.Scheduler, Interval: cfg.Interval,
-		cancel: cancel, done: make(chan error, 1), obs: obs}
+		pl: pl, cancel: cancel, done: make(chan error, 1), obs: obs}
 	go func() { rd.done <- d.Run(dctx) }()
 	// Run takes its first tick at once; wait for the snapshot.
 	for d.Snapshot() == nil {
 		select {
 		case err := <-rd.done:
 			cancel()
+			pl.Close()
 			return nil, fmt.Errorf("daemon stopped at start: %w", err)
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -165,5 +179,5 @@ func (rd *Daemon) Stop() (Stats, error) {
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
-	return rd.obs.stats(), err
+	return rd.obs.stats(), errors.Join(err, rd.pl.Close())
 }

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/bench/volume"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
@@ -140,48 +139,17 @@ func RunHost(ctx context.Context, o HostOptions) (res *HostResult, err error) {
 			fmt.Fprintf(o.Progress, "bench contention (host): "+format+"\n", a...)
 		}
 	}
-	var uts syscall.Utsname
-	if syscall.Uname(&uts) == nil {
-		res.Kernel = utsString(uts.Release[:])
-	}
-	layout, err := host.Layout(o.Roots)
-	if err != nil {
-		return res, err
-	}
-	if b.h, err = layout.IOHierarchy(); err != nil {
-		return res, err
-	}
-	res.Cgroup = fmt.Sprintf("v%d", b.h.Version)
-	if b.h.Version != 1 && b.h.Version != 2 {
-		return res, fmt.Errorf("cgroup v%d at %s: want v1 blkio or v2", b.h.Version, b.h.Mount)
-	}
-	res.Nice = raisePriority(Nice)
-	removeStale(b.h.Mount)
-	b.parent = "/" + ParentPrefix + strconv.Itoa(os.Getpid())
 	defer func() {
 		if terr := b.teardown(); terr != nil {
 			err = errors.Join(err, fmt.Errorf("teardown: %w", terr))
 		}
 		res.End, res.LoadEnd = time.Now(), loadAvg(o.Roots.Proc)
 	}()
-	if _, err := b.h.Create(b.parent); err != nil {
-		return res, err
-	}
-	if b.h.Version == 2 {
-		if _, err = enableV2Controllers(b.h, b.parent); err != nil {
-			return res, err
-		}
-	}
-	b.log("creating a %d MiB volume", p.VolumeSize()>>20)
-	if b.vol, err = volume.Create(ctx, volume.Options{Dir: o.Dir, Size: p.VolumeSize(), Sys: o.Roots.Sys}); err != nil {
-		return res, err
-	}
-	res.Device, res.DefaultScheduler, res.Backing = b.vol.Name, b.vol.DefaultScheduler, b.vol.Backing
-	res.Scheduler = cmpOr(p.Scheduler, b.vol.DefaultScheduler)
-	if err := b.h.EnableV1Accounting(b.vol.Dev); err != nil {
-		return res, fmt.Errorf("enable v1 accounting on %s: %w", b.vol.Name, err)
-	}
-	if err := b.writeFiles(ctx); err != nil {
+	m, err := b.open(ctx, o.Roots, o.Dir)
+	res.Kernel, res.Cgroup, res.Nice = m.kernel, m.cgroup, m.nice
+	res.Device, res.DefaultScheduler, res.Backing = m.device, m.defaultScheduler, m.backing
+	res.Scheduler = cmpOr(p.Scheduler, m.defaultScheduler)
+	if err != nil {
 		return res, err
 	}
 	syscall.Sync()
@@ -250,7 +218,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		cell.Wall = time.Since(t0).Seconds()
 	}()
 	if c == DDiskQoS {
-		d, err := startDaemon(ctx, b.o.Roots, b.h, b.vol.Name, b.parent)
+		d, err := startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent)
 		if err != nil {
 			return cell, fmt.Errorf("start ddiskqos: %w", err)
 		}
@@ -387,18 +355,8 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 	vEnd := time.Now()
 
 	if stream != nil {
-		if !sleepCtx(ctx, p.After) {
-			return cell, ctx.Err()
-		}
-		if err := stream.Stop(); err != nil {
-			return cell, err
-		}
-		r, err := b.wait(stream)
+		r, err := b.stopLoad(ctx, stream, smp, p.After, "streamer")
 		if err != nil {
-			return cell, fmt.Errorf("streamer: %w", err)
-		}
-		smp.stop()
-		if err := smp.err(); err != nil {
 			return cell, err
 		}
 		s := cell.Streamer
@@ -432,11 +390,7 @@ func pooled(us []float64) workload.Latency {
 // hostCellLine is the progress line of a host cell.
 func hostCellLine(c HostCell) string {
 	s := fmt.Sprintf("trial %d %-10s web p99 %7.0f µs p99.9 %7.0f µs, light p99 %7.0f µs", c.Trial, c.Config, c.Web.P99, c.Web.P999, c.Light.P99)
-	for i, sz := range ColdSizes {
-		if len(c.Cold) > i && len(c.Cold[i]) > 0 {
-			s += fmt.Sprintf(", cold %d MiB %.1f ms", sz>>20, median(c.Cold[i]))
-		}
-	}
+	s += coldPart(c.Cold)
 	if c.Streamer != nil {
 		s += fmt.Sprintf(", streamer %.0f/%.0f/%.0f MiB/s warm/during/after", c.Streamer.Warm.Cgroup/(1<<20), c.Streamer.During.Cgroup/(1<<20), c.Streamer.AfterRest.Cgroup/(1<<20))
 	}

@@ -140,16 +140,10 @@ func (p *HostPlan) Select(configs []string) error {
 	if len(configs) == 0 {
 		return nil
 	}
-	cs := []Config{Idle, Original}
-	for _, c := range configs {
-		if !slices.Contains(HostConfigs, Config(c)) {
-			return fmt.Errorf("unknown configuration %q for the host scenario (want %s)", c, joinNames(HostConfigs))
-		}
-		if !slices.Contains(cs, Config(c)) {
-			cs = append(cs, Config(c))
-		}
+	cs, err := pickConfigs(configs, HostConfigs, []Config{Idle, Original}, " for the host scenario")
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(cs, func(a, b Config) int { return slices.Index(HostConfigs, a) - slices.Index(HostConfigs, b) })
 	p.Configs = cs
 	return nil
 }

@@ -16,7 +16,7 @@
 // the host's I/O hierarchy (v2: see v2.go); every workload is a process
 // (`ddiskqos workload`) placed in a new child cgroup before it issues any
 // I/O. ddiskqos runs in-process with the cgroup-directory source over that
-// parent, built by wiring as `ddiskqos run` builds it. The neighbour's
+// parent, built by app.Build as `ddiskqos run` builds it. The neighbour's
 // throughput is read from its cgroup's counters every few milliseconds.
 // Everything it creates — processes, cgroups, loop device, scheduler — is
 // removed or restored at the end, also on failure or cancellation.
@@ -237,20 +237,30 @@ func (p *Plan) Select(neighbours []string, configs []string) error {
 		p.Neighbours = nbs
 	}
 	if len(configs) > 0 {
-		cs := []Config{Idle, IdleBFQ, Original}
-		for _, c := range configs {
-			if !slices.Contains(Configs, Config(c)) {
-				return fmt.Errorf("unknown configuration %q (want %s)", c, joinNames(Configs))
-			}
-			if !slices.Contains(cs, Config(c)) {
-				cs = append(cs, Config(c))
-			}
+		cs, err := pickConfigs(configs, Configs, []Config{Idle, IdleBFQ, Original}, "")
+		if err != nil {
+			return err
 		}
-		// Keep the trial order of Configs.
-		slices.SortFunc(cs, func(a, b Config) int { return slices.Index(Configs, a) - slices.Index(Configs, b) })
 		p.Configs = cs
 	}
 	return nil
+}
+
+// pickConfigs is keep and the configurations named, each one of all, in
+// the trial order of all; where says which scenario an unknown name is
+// not one of.
+func pickConfigs(names []string, all, keep []Config, where string) ([]Config, error) {
+	cs := slices.Clone(keep)
+	for _, c := range names {
+		if !slices.Contains(all, Config(c)) {
+			return nil, fmt.Errorf("unknown configuration %q%s (want %s)", c, where, joinNames(all))
+		}
+		if !slices.Contains(cs, Config(c)) {
+			cs = append(cs, Config(c))
+		}
+	}
+	slices.SortFunc(cs, func(a, b Config) int { return slices.Index(all, a) - slices.Index(all, b) })
+	return cs, nil
 }
 
 func joinNames[T ~string](xs []T) string {

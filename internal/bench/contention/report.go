@@ -377,8 +377,10 @@ func writeChargedV2(w io.Writer, r *Result, s Summary) {
 		}
 	}
 	if r.Memory {
-		fmt.Fprintf(w, "\nWith the memory controller on for the run's cgroups, v2 charges writeback to the cgroup that dirtied the pages, "+
-			"also when the kernel's flusher threads issue it.\n\n")
+		fmt.Fprintf(w, "\nWith the memory controller on for the run's cgroups, v2 charges writeback to the cgroup that cached the pages, "+
+			"also when the kernel's flusher threads issue it: the buffered writer rewrites one file from a new cgroup each cell, "+
+			"so while the file stays cached only the cell that wrote it first is charged; later cells' writeback goes to the first cell's cgroup, or its parent once it is removed "+
+			"(docs/mechanisms.md).\n\n")
 	} else {
 		fmt.Fprintf(w, "\nThe memory controller was not available for the run's cgroups: writeback the flusher threads issue is charged to the root cgroup, as on v1.\n\n")
 	}

@@ -10,12 +10,11 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/benchd"
+	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/source"
-	"github.com/ddiskqos/ddiskqos/internal/source/docker"
-	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
 // LabelRun marks the containers of one bench run; the in-process daemon
@@ -104,20 +103,17 @@ func (rd *runningDaemon) watch(ctx context.Context) {
 	}
 }
 
-// startDaemon runs ddiskqos in-process the way `ddiskqos run --devices
-// <loop>` wires it, with pc as its policy, the docker source narrowed to
+// startDaemon runs ddiskqos in-process the way `ddiskqos run --source
+// docker --devices <loop>` builds it, with pc as its policy, the docker source narrowed to
 // this run's containers, and the mechanism the host layer picks for the
 // device's current scheduler.
 func startDaemon(ctx context.Context, cli *client.Client, roots host.Roots, devName, run string, pc policy.Config, log *slog.Logger) (*runningDaemon, error) {
-	bd, err := benchd.Start(ctx, benchd.Options{Roots: roots, Device: devName, Logger: log,
-		Source: func(hst wiring.Host) (source.Source, error) {
-			src, err := docker.New(docker.Options{Engine: cli, Layout: hst.Layout, ProcFS: roots.Proc, Logger: log})
-			if err != nil {
-				return nil, err
-			}
-			return source.WithLabel(src, LabelRun, run), nil
+	bd, err := benchd.Start(ctx, benchd.Options{Roots: roots, Device: devName, Logger: log, Engine: cli,
+		Configure: func(c *config.Config) {
+			c.Source = config.SourceDocker
+			c.SetPolicy(pc)
 		},
-		Tune: func(o *daemon.Options) { o.Policy = pc },
+		Narrow: func(src source.Source) source.Source { return source.WithLabel(src, LabelRun, run) },
 	})
 	if err != nil {
 		return nil, err

@@ -26,16 +26,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ddiskqos/ddiskqos/internal/api"
+	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
-	"github.com/ddiskqos/ddiskqos/internal/metrics"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
-	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
-	"github.com/ddiskqos/ddiskqos/internal/wiring"
 )
 
 // Config is one benchmark run.
@@ -237,13 +232,6 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	// The daemon's warnings and errors go with the progress: a scale run
 	// that stalls must say why (descriptors, knobs that fail).
 	log := slog.New(slog.NewTextHandler(c.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	hst, err := wiring.ReadHost(c.Roots, []string{strings.TrimPrefix(r.loop, "/dev/")}, log)
-	if err != nil {
-		return res, err
-	}
-	dev := hst.Devices.Actuated[0]
-	res.Device, res.Mechanism = dev.Name, string(dev.Mech)
-
 	names := make([]string, c.Workloads)
 	for i := range names {
 		names[i] = fmt.Sprintf("w%05d", i)
@@ -276,26 +264,24 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		say("%d readers at %d B/s each on %s", nIO, c.ReadRate, r.loop)
 	}
 
-	// The daemon, wired as `ddiskqos run --source cgroup` wires it.
-	def := config.Default()
-	src, err := cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: r.parent})
+	// The daemon, built as `ddiskqos run --source cgroup --cgroup-parent
+	// PARENT --devices LOOP --interval I` builds it.
+	cfg := config.Default()
+	cfg.Paths = config.Paths{Sys: c.Roots.Sys, Proc: c.Roots.Proc}
+	cfg.Source, cfg.CgroupParent = config.SourceCgroup, r.parent
+	cfg.Devices = []string{strings.TrimPrefix(r.loop, "/dev/")}
+	cfg.Interval, cfg.StateFile = c.Interval, ""
+	var obs *observer
+	pl, err := app.Build(ctx, app.Params{Config: cfg, Logger: log,
+		Observe: func(next daemon.Observer) daemon.Observer { obs = newObserver(next); return obs }})
 	if err != nil {
 		return res, err
 	}
-	reg := prometheus.NewRegistry()
-	var d *daemon.Daemon
-	m, err := metrics.New(reg, func() *snapshot.Snapshot { return d.Snapshot() })
-	if err != nil {
-		return res, err
-	}
-	obs := newObserver(m)
-	opts := wiring.Options(def, hst, src, log)
-	opts.Interval, opts.StateFile, opts.Observer = c.Interval, "", obs
-	d, err = daemon.New(opts)
-	if err != nil {
-		return res, err
-	}
-	handler := api.NewHandler(d.Snapshot, reg, log)
+	defer pl.Close()
+	d := pl.Daemon
+	dev := pl.Host.Devices.Actuated[0]
+	res.Device, res.Mechanism = dev.Name, string(dev.Mech)
+	handler := pl.Handler()
 	dctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	runtime.GC()

@@ -33,10 +33,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
@@ -392,50 +389,6 @@ func subdirs(dir string) ([]string, error) {
 	return names, nil // ReadDir sorts by name
 }
 
-// qosOfDir is the QoS class of a kubepods child that holds pods:
-// burstable or besteffort (cgroupfs), kubepods-burstable.slice or
-// kubepods-besteffort.slice (systemd).
-func qosOfDir(name string) (string, bool) {
-	switch name {
-	case "burstable", "kubepods-burstable.slice":
-		return QoSBurstable, true
-	case "besteffort", "kubepods-besteffort.slice":
-		return QoSBestEffort, true
-	}
-	return "", false
-}
-
-// podUID is the uid of a pod's directory: pod<uid> (cgroupfs) or
-// kubepods[-<qos>]-pod<uid with _ for ->.slice (systemd).
-func podUID(name string) (string, bool) {
-	if base, ok := strings.CutSuffix(name, ".slice"); ok {
-		last := base[strings.LastIndex(base, "-")+1:]
-		uid, ok := strings.CutPrefix(last, "pod")
-		if !ok || uid == "" || !strings.HasPrefix(base, "kubepods") {
-			return "", false
-		}
-		return strings.ReplaceAll(uid, "_", "-"), true
-	}
-	uid, ok := strings.CutPrefix(name, "pod")
-	return uid, ok && uid != ""
-}
-
-// containerID is the id of a container's directory in a pod: <id>
-// (cgroupfs) or <runtime>-<id>.scope (systemd: cri-containerd-, crio-,
-// docker-). CRI-O's crio-conmon-<id>.scope is its monitor, not a
-// container.
-func containerID(name string) (string, bool) {
-	base, ok := strings.CutSuffix(name, ".scope")
-	if !ok {
-		return name, name != ""
-	}
-	if strings.HasPrefix(base, "crio-conmon-") {
-		return "", false
-	}
-	id := base[strings.LastIndex(base, "-")+1:]
-	return id, id != ""
-}
-
 // report sends Removed for known workloads not in rels and Added for new
 // ones, in order, and updates known. It returns ctx's error if ctx ends.
 func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[string]struct{}, rels []string) error {
@@ -543,85 +496,4 @@ func (s *Source) matches(name string) bool {
 		}
 	}
 	return false
-}
-
-// watcher is an inotify instance watching a set of directories. Events
-// are not decoded: any of them only means "rescan now".
-type watcher struct {
-	fd      int
-	file    *os.File // the fd, non-blocking, so Read parks in the runtime poller and Close wakes it
-	ch      chan struct{}
-	wg      sync.WaitGroup
-	watches map[string]int // directory -> watch descriptor, as of the last arm
-}
-
-// watchMask: a child made, removed, or renamed in or out; the directory
-// itself removed or moved (the rescan then finds it gone and re-arms).
-const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
-	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
-
-func newWatcher() (*watcher, error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("inotify_init1: %w", err)
-	}
-	w := &watcher{fd: fd, file: os.NewFile(uintptr(fd), "inotify"), ch: make(chan struct{}, 1), watches: map[string]int{}}
-	w.wg.Add(1)
-	go w.read()
-	return w, nil
-}
-
-func (w *watcher) read() {
-	defer w.wg.Done()
-	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
-	for {
-		n, err := w.file.Read(buf)
-		if err != nil {
-			return // closed
-		}
-		if n > 0 {
-			select {
-			case w.ch <- struct{}{}:
-			default: // a rescan is already pending; it will see this change too
-			}
-		}
-	}
-}
-
-// arm (re)adds a watch on every directory of dirs and forgets the others
-// (the kernel drops the watch of a removed directory by itself). Adding a
-// watch that is in place returns its descriptor again; a new descriptor
-// means a directory that was not watched (new, or made again: a new
-// inode), reported as fresh. watched is whether parent is watched. A
-// directory that vanished in between is no error: the next scan sees it
-// gone.
-func (w *watcher) arm(parent string, dirs []string) (watched, fresh bool) {
-	next := make(map[string]int, len(dirs))
-	for _, d := range dirs {
-		wd, err := unix.InotifyAddWatch(w.fd, d, watchMask)
-		if err != nil {
-			continue
-		}
-		next[d] = wd
-		if old, ok := w.watches[d]; !ok || old != wd {
-			fresh = true
-		}
-	}
-	w.watches = next
-	_, watched = next[parent]
-	return watched, fresh
-}
-
-// changed returns the channel that fires after inotify events; nil (never
-// fires) when there is no watcher.
-func (w *watcher) changed() <-chan struct{} {
-	if w == nil {
-		return nil
-	}
-	return w.ch
-}
-
-func (w *watcher) close() {
-	w.file.Close()
-	w.wg.Wait()
 }

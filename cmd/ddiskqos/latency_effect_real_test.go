@@ -1,0 +1,283 @@
+package main
+
+// What users install ddiskqos for, asserted on the real kernel: a paced
+// small reader beside a streamer waits far less with the daemon than
+// without it, and the streamer keeps a share. The same load with and
+// without the daemon alternates in one test (A/B/A/B), so the host's noise
+// falls on both.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/workload"
+)
+
+// effect is a latency-effect run: per phase a streamer in a new cgroup,
+// then after warm a paced victim in another new cgroup, both started by
+// the test as a container's first process would be.
+type effect struct {
+	streamer workload.Spec // streams until stopped
+	victim   workload.Spec // ends by itself
+	warm     time.Duration // the streamer alone before the victim starts
+	pairs    int           // phases without, then with, the daemon
+	// The bars: the median over the phases of the victim's p99 with the
+	// daemon at most 1/p99Ratio of the median without it (a median, so
+	// that one phase hit by a burst of the host's own I/O does not decide
+	// alone); the streamer's rate while the
+	// victim reads, with the daemon ÷ without (pairs summed), at least
+	// minShare.
+	p99Ratio float64
+	minShare float64
+}
+
+// effectPhase is what one phase measured.
+type effectPhase struct {
+	daemon bool
+	victim workload.Result
+	bulk   float64 // the streamer's cgroup's read bytes/s while the victim ran
+	levels string  // with the daemon: the levels it showed as the victim ended
+}
+
+// latencyEffect runs e on r (scheduler none on r.loop: the throttle) and
+// asserts its bars.
+func latencyEffect(t *testing.T, r *runRig, e effect) {
+	t.Helper()
+	if err := r.h.EnableV1Accounting(r.dev); err != nil { // v1: count without the daemon too
+		t.Fatal(err)
+	}
+	start := time.Now()
+	idle := r.effectVictimAlone(t, e)
+	var ph []effectPhase
+	for i := range e.pairs {
+		for _, daemon := range []bool{false, true} {
+			p := r.effectPhase(t, e, fmt.Sprintf("%d-%v", i, daemon), daemon)
+			ph = append(ph, p)
+			t.Logf("%-14s victim p50 %6.0f µs, p99 %7.0f µs (%.1f× idle), response p99 %7.0f µs, %d reads; streamer %5.1f MiB/s%s",
+				map[bool]string{false: "without daemon", true: "with daemon"}[daemon],
+				p.victim.Latency.P50, p.victim.Latency.P99, p.victim.Latency.P99/idle.Latency.P99, respP99(p.victim),
+				p.victim.Ops, p.bulk/(1<<20), p.levels)
+		}
+	}
+	var with, without []float64
+	var bulkWith, bulkWithout float64
+	for _, p := range ph {
+		if p.daemon {
+			with, bulkWith = append(with, p.victim.Latency.P99), bulkWith+p.bulk
+		} else {
+			without, bulkWithout = append(without, p.victim.Latency.P99), bulkWithout+p.bulk
+		}
+	}
+	medWith, medWithout := median(with), median(without)
+	share := bulkWith / math.Max(bulkWithout, 1)
+	t.Logf("idle p99 %.0f µs; median p99 with the daemon %.0f µs, without %.0f µs (%.1f×, bar %.1f×; worst with ÷ best without %.1f×); streamer share with ÷ without %.0f %% (bar %.0f %%); %v",
+		idle.Latency.P99, medWith, medWithout, medWithout/medWith, e.p99Ratio, slices.Min(without)/slices.Max(with),
+		100*share, 100*e.minShare, time.Since(start).Round(time.Second))
+	if medWith*e.p99Ratio > medWithout {
+		t.Errorf("the victim's median p99 with the daemon (%.0f µs) is not %.1f× below without it (%.0f µs)", medWith, e.p99Ratio, medWithout)
+	}
+	if share < e.minShare {
+		t.Errorf("the streamer kept %.1f %% of its rate while the victim read with the daemon, want at least %.0f %%", 100*share, 100*e.minShare)
+	}
+}
+
+// median of xs (not empty): the middle value, or the mean of the two.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	return (s[(n-1)/2] + s[n/2]) / 2
+}
+
+// respP99 is the p99 of a paced job's response time, 0 without one.
+func respP99(r workload.Result) float64 {
+	if r.Response == nil {
+		return 0
+	}
+	return r.Response.P99
+}
+
+// effectVictimAlone runs the victim alone, the idle reference (logged).
+func (r *runRig) effectVictimAlone(t *testing.T, e effect) workload.Result {
+	t.Helper()
+	cg := r.child(t, "idle")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := startIn(t, ctx, r, cg, e.victim.Args()...).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("idle           victim p50 %6.0f µs, p99 %7.0f µs, response p99 %7.0f µs, %d reads", res.Latency.P50, res.Latency.P99, respP99(res), res.Ops)
+	r.removeChild(t, cg)
+	return res
+}
+
+// effectPhase runs one phase: with daemon, `ddiskqos run` with its
+// defaults (API and metrics on) starts first; then the streamer, and the
+// victim after e.warm.
+func (r *runRig) effectPhase(t *testing.T, e effect, tag string, daemon bool) effectPhase {
+	t.Helper()
+	ph := effectPhase{daemon: daemon}
+	var d *exec.Cmd
+	if daemon {
+		d, _ = r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent, "--devices", r.loop.Name,
+			"--listen", r.addr, "--state-file", filepath.Join(t.TempDir(), "state.json"))
+		deadline := time.Now().Add(30 * time.Second)
+		for _, err := r.snapshot(); err != nil; _, err = r.snapshot() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the daemon's API did not answer within 30 s: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	bulk, web := r.child(t, "bulk-"+tag), r.child(t, "web-"+tag)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startIn(t, ctx, r, bulk, e.streamer.Args()...)
+	time.Sleep(e.warm)
+	before, t0 := r.readBytes(t, bulk), time.Now()
+	v, err := startIn(t, ctx, r, web, e.victim.Args()...).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph.victim, ph.bulk = v, float64(r.readBytes(t, bulk)-before)/time.Since(t0).Seconds()
+	if daemon {
+		if snap, err := r.snapshot(); err == nil {
+			for _, w := range snap.Workloads {
+				if w.Name == "bulk-"+tag || w.Name == "web-"+tag {
+					ph.levels += fmt.Sprintf(", %s at level %d", strings.TrimSuffix(w.Name, "-"+tag), w.Level)
+				}
+			}
+		}
+		if code, body := httpGet(t, "http://"+r.addr+"/metrics"); code != 200 || !strings.Contains(body, `name="bulk-`+tag+`"`) {
+			t.Errorf("/metrics: status %d, bulk-%s in it: %v", code, tag, strings.Contains(body, "bulk-"+tag))
+		}
+	}
+	s.Stop()
+	if _, err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if daemon {
+		if code := term(t, d); code != 0 {
+			t.Fatalf("the daemon exited %d after SIGTERM", code)
+		}
+	}
+	r.removeChild(t, bulk)
+	r.removeChild(t, web)
+	return ph
+}
+
+// readBytes is what the kernel counted read by cg on the rig's device.
+func (r *runRig) readBytes(t *testing.T, cg string) uint64 {
+	t.Helper()
+	c, err := r.h.Open(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.ReadIO()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := st.Device(r.dev)
+	return d.RBytes
+}
+
+// removeChild removes a cgroup of r.child before the test ends, so the
+// next phase's daemon does not see it.
+func (r *runRig) removeChild(t *testing.T, rel string) {
+	t.Helper()
+	p, _ := r.h.Path(rel)
+	testkit.RemoveCgroup(t, p)
+}
+
+// effectSpecs are the streamer (QD iodepth, 1 MiB O_DIRECT reads over the
+// first span bytes of dev, looping) and the victim (4 KiB O_DIRECT random
+// reads at iops per second over the next 64 MiB, for d).
+func effectSpecs(dev string, span int64, iodepth int, iops float64, d time.Duration) (streamer, victim workload.Spec) {
+	streamer = workload.Spec{Path: dev, Op: workload.OpRead, Direct: true, BlockSize: 1 << 20, IODepth: iodepth,
+		Span: span, Loop: true, Duration: 5 * time.Minute}
+	victim = workload.Spec{Path: dev, Op: workload.OpRandRead, Direct: true, BlockSize: 4 << 10, IOPS: iops,
+		Offset: span, Span: 64 << 20, Duration: d}
+	return streamer, victim
+}
+
+// TestRealV1LatencyEffect: on cgroup v1 (blk-throttle through
+// blkio.throttle.*: a loop device on scheduler none), the real `ddiskqos
+// run` with its defaults from the start, a QD32 1 MiB O_DIRECT streamer and
+// a 4 KiB O_DIRECT reader at 100/s arriving 5 s later, each in a new
+// cgroup; two pairs without and with the daemon. The reader's p99 with the
+// daemon must be far below without it (median of the phases, 3×), and the
+// streamer keep a share (3 %).
+func TestRealV1LatencyEffect(t *testing.T) {
+	r := newRunRig(t) // skips in the VM
+	testkit.SetScheduler(t, r.loop.Name, "none")
+	streamer, victim := effectSpecs(r.loop.Path, 384<<20, 32, 100, 10*time.Second)
+	latencyEffect(t, r, effect{streamer: streamer, victim: victim, warm: 5 * time.Second, pairs: 2,
+		p99Ratio: 3, minShare: 0.03})
+}
+
+// TestRealV2LatencyEffect is the same on cgroup v2 (io.max) in the test VM,
+// on its disk (capped at 100 MiB/s by qemu) on scheduler none; the daemon
+// and the workloads are this test binary (the VM has no Go toolchain).
+func TestRealV2LatencyEffect(t *testing.T) {
+	r := newV2RunRig(t, "effect")
+	testkit.SetScheduler(t, r.loop.Name, "none")
+	streamer, victim := effectSpecs(r.loop.Path, 512<<20, 16, 100, 8*time.Second)
+	latencyEffect(t, r, effect{streamer: streamer, victim: victim, warm: 4 * time.Second, pairs: 2,
+		p99Ratio: 3, minShare: 0.03})
+}
+
+// newV2RunRig is a runRig inside the cgroup-v2 test VM: its test disk, a
+// parent cgroup with +io for the workloads, this test binary as ddiskqos.
+func newV2RunRig(t *testing.T, name string) *runRig {
+	t.Helper()
+	if !testkit.InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+	testkit.NeedRoot(t)
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := os.Getenv("DDISKQOS_VM_DISK")
+	testkit.Need(t, disk != "" && l.Unified != "", "no test disk (DDISKQOS_VM_DISK %q) or no cgroup2 (layout %s)", disk, l.Mode)
+	dname := filepath.Base(disk)
+	devText, err := os.ReadFile(filepath.Join("/sys/block", dname, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := cgroupfs.ParseDev(strings.TrimSpace(string(devText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The VM's init leaves the loopback interface down; the API listens on
+	// 127.0.0.1.
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set lo up: %v: %s", err, out)
+	}
+	t.Setenv(envRunAsMain, "1")
+	r := &runRig{bin: self, addr: testkit.FreeAddr(t), state: filepath.Join(t.TempDir(), "state.json"),
+		lock: filepath.Join(t.TempDir(), "ddiskqos.lock"), h: cgroupfs.Hierarchy{Version: 2, Mount: l.Unified},
+		parent: fmt.Sprintf("/ddiskqos-test-%s-%d", name, os.Getpid()),
+		loop:   testkit.Loop{Name: dname, Path: disk, Major: dev.Major, Minor: dev.Minor}, dev: dev}
+	p, _ := r.h.Path(r.parent)
+	testkit.Cgroup(t, p)
+	if err := os.WriteFile(filepath.Join(p, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -1,0 +1,41 @@
+package app
+
+import (
+	"log/slog"
+	"path/filepath"
+	"slices"
+
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
+	"github.com/ddiskqos/ddiskqos/internal/config"
+	"github.com/ddiskqos/ddiskqos/internal/daemon"
+	"github.com/ddiskqos/ddiskqos/internal/source"
+)
+
+// daemonOptions builds the daemon's options from a configuration, the host
+// and a workload source; Build adds the observer and the actuator.
+func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Logger) daemon.Options {
+	var shares [4]float64
+	copy(shares[:], cfg.ThrottleShares)
+	o := daemon.Options{
+		Hierarchy: hst.Hierarchy, CgroupMode: string(hst.Layout.Mode), Source: src, Policy: cfg.Policy(),
+		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
+			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst, Reads: cfg.ThrottleReads}},
+		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
+		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
+		Health: daemon.HealthOptions{SysRoot: hst.Roots.Sys, ProcRoot: hst.Roots.Proc, Models: cfg.HealthModels(),
+			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
+			ProbeInterval: cfg.Health.SyncProbeInterval, HoldBelow: cfg.Health.BurstHoldBelow,
+			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
+		Latency: latencyOptions(hst.Roots),
+	}
+	hst.Devices.Apply(&o)
+	for _, l := range cfg.LevelLimits {
+		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))
+	}
+	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
+	for i := range o.Actuator.Devices {
+		d := &o.Actuator.Devices[i]
+		d.Also = alsoOn(cfg, o.Actuator.Params, hst.Hierarchy, *d, log)
+	}
+	return o
+}
