@@ -103,6 +103,8 @@ type Options struct {
 	NoFile uint64
 	// Health configures the storage-health sensors (health.go).
 	Health HealthOptions
+	// Latency configures the I/O latency sensor (latency.go).
+	Latency LatencyOptions
 }
 
 // DefaultQuietTicks is the default of Options.QuietMax in intervals.
@@ -188,7 +190,8 @@ type Daemon struct {
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	hl health // the storage-health stage (health.go)
+	hl  health  // the storage-health stage (health.go)
+	lat latency // the I/O latency stage (latency.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -264,6 +267,7 @@ func New(opts Options) (*Daemon, error) {
 		d.closeHealth() // no Apply yet: no throttle loop runs
 		return nil, err
 	}
+	d.initLatency()
 	return d, nil
 }
 
@@ -408,6 +412,7 @@ func (d *Daemon) shutdown() error {
 		d.closeCgroup(t)
 	}
 	d.closeHealth()
+	d.closeLatency()
 	if err := d.store.Write(nil); err != nil {
 		errs = append(errs, err)
 	}
@@ -474,6 +479,7 @@ func (d *Daemon) step() {
 	}
 	d.sortOrder()
 	d.healthTick(start)
+	d.latencyTick()
 	d.obs.ObserveSense(read, skipped)
 	d.proceed(start, dt)
 	if err := d.store.Save(); err != nil {
@@ -546,6 +552,7 @@ func (d *Daemon) sortOrder() {
 	if d.orderOK {
 		return
 	}
+	d.lat.stale = true
 	d.order = d.order[:0]
 	for _, t := range d.work {
 		d.order = append(d.order, t)
