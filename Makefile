@@ -11,7 +11,7 @@ BIN       := $(CURDIR)/bin
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 FUZZTIME  ?= 50000x
 
-.PHONY: all build image man test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
+.PHONY: all build image man generate test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
 
 all: build
 
@@ -39,6 +39,13 @@ image:
 # TestManPageUpToDate fails until it is regenerated.
 man:
 	$(GO) run ./cmd/ddiskqos man > docs/ddiskqos.1
+
+# The BPF program of the I/O latency sensor (internal/iolat/iolat.c), compiled
+# by bpf2go with clang into iolat_bpfel.o and its Go file, both committed so
+# that building needs Go alone; TestGeneratedCurrent fails until they are
+# regenerated. Needs clang and llvm-strip (apt-get install clang llvm).
+generate:
+	$(GO) generate ./internal/iolat
 
 $(BIN)/vmexec: FORCE
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/vmexec ./cmd/vmexec

@@ -45,8 +45,8 @@ func TestRealV2LevelLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Probe(mech.Env{H: r.h, Dev: r.dev, Name: r.name, Scheduler: "bfq", Mechs: []mech.Name{mech.BFQWeight}}); err != nil {
-		t.Fatalf("probe: %v", err)
+	if v := m.Probe(mech.Env{H: r.h, Dev: r.dev, Name: r.name, Scheduler: "bfq", Mechs: []mech.Name{mech.BFQWeight}}); !v.OK {
+		t.Fatalf("probe: %s", v.Reason)
 	}
 	dev := Device{Name: r.name, Dev: r.dev, Mech: mech.BFQWeight, Also: []mech.Name{mech.LevelLimit}}
 	a, err := New(Config{Hierarchy: r.h, Devices: []Device{dev}, Params: mech.Params{LevelLimits: []uint64{0, 0, 0, capBps}}}, nil)

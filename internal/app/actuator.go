@@ -46,9 +46,9 @@ func alsoOn(cfg config.Config, p mech.Params, h cgroupfs.Hierarchy, d actuate.De
 			continue
 		}
 		env := mech.Env{H: h, Dev: d.Dev, Name: d.Name, Scheduler: d.Scheduler, Mechs: append([]mech.Name{d.Mech}, also...)}
-		if err := m.Probe(env); err != nil {
+		if v := m.Probe(env); !v.OK {
 			if log != nil {
-				log.Warn("mechanism not in force on this device", "mechanism", m.Name, "device", d.Name, "reason", err)
+				log.Warn("mechanism not in force on this device", "mechanism", m.Name, "device", d.Name, "reason", v.Reason)
 			}
 			continue
 		}

@@ -103,6 +103,8 @@ type Options struct {
 	NoFile uint64
 	// Health configures the storage-health sensors (health.go).
 	Health HealthOptions
+	// Latency configures the I/O latency sensor (latency.go).
+	Latency LatencyOptions
 	// Activity, when set, says which cgroups did I/O (an eBPF sensor's
 	// maps): a quiet workload it saw is read at the next tick
 	// (sensor.Activity). nil: polling alone.
@@ -192,7 +194,8 @@ type Daemon struct {
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	hl health // the storage-health stage (health.go)
+	hl  health  // the storage-health stage (health.go)
+	lat latency // the I/O latency stage (latency.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -268,6 +271,7 @@ func New(opts Options) (*Daemon, error) {
 		d.closeHealth() // no Apply yet: no throttle loop runs
 		return nil, err
 	}
+	d.initLatency()
 	return d, nil
 }
 
@@ -412,6 +416,7 @@ func (d *Daemon) shutdown() error {
 		d.closeCgroup(t)
 	}
 	d.closeHealth()
+	d.closeLatency()
 	if err := d.store.Write(nil); err != nil {
 		errs = append(errs, err)
 	}
@@ -478,6 +483,7 @@ func (d *Daemon) step() {
 	}
 	d.sortOrder()
 	d.healthTick(start)
+	d.latencyTick()
 	d.obs.ObserveSense(read, skipped)
 	d.proceed(start, dt)
 	if err := d.store.Save(); err != nil {
@@ -553,6 +559,7 @@ func (d *Daemon) sortOrder() {
 	if d.orderOK {
 		return
 	}
+	d.lat.stale = true
 	d.order = d.order[:0]
 	for _, t := range d.work {
 		d.order = append(d.order, t)

@@ -67,6 +67,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		s.HostPressure = sensor.HostPressure(d.opts.HostPressure)
 	}
 	s.Health = d.healthSnapshot()
+	s.Latency = d.latencySnapshot()
 	d.snap.Store(s)
 }
 
@@ -89,6 +90,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	if t.dec.labelErr != nil {
 		sw.LabelError = t.dec.labelErr.Error()
 	}
+	sw.Latency = d.workloadLatency(t)
 	apps := d.appScratch[:0]
 	applied, ok := t.ah.Applied()
 	if !ok {

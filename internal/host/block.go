@@ -88,11 +88,7 @@ func BlockDevices(r Roots, h IOHierarchy) ([]Device, error) {
 			m, ok := cgroupfs.FindCostModel(h.IOCostModel, cgroupfs.Dev{Major: d.Major, Minor: d.Minor})
 			d.IOCostCalibrated = ok && m.Ctrl == "user"
 		}
-		c := chooseMechanism(mechanismInput{
-			Name: d.Name, Dev: d.Dev, Kind: d.Kind,
-			Scheduler: d.Scheduler, Schedulers: d.Schedulers, Slaves: d.Slaves,
-			Hier: h, IOCostOn: d.IOCost,
-		})
+		c := chooseMechanism(h, d)
 		d.Mechanism, d.WeightsEffective = c.Mechanism, c.WeightsEffective
 		d.WeightFile, d.WeightDeviceFile, d.Weight = c.WeightFile, c.WeightDeviceFile, c.Weight
 		d.Verified, d.Reason, d.Fix = c.Verified, c.Reason, c.Fix

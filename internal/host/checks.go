@@ -71,12 +71,13 @@ const (
 )
 
 // Evaluate turns facts into checks, in a fixed order: cgroup, device, psi,
-// docker, limits. It is pure: it reads nothing.
+// latency, docker, limits. It is pure: it reads nothing.
 func Evaluate(f Facts) []Check {
 	var cs []Check
 	cs = append(cs, cgroupChecks(f)...)
 	cs = append(cs, deviceChecks(f)...)
 	cs = append(cs, psiChecks(f)...)
+	cs = append(cs, latencyChecks(f)...)
 	cs = append(cs, dockerChecks(f)...)
 	cs = append(cs, limitChecks(f)...)
 	return cs

@@ -51,6 +51,8 @@ type Facts struct {
 	InotifyWatches   Sysctl
 	Bridges          []Bridge
 	BridgesErr       error
+	// Latency is whether the I/O latency sensor runs here (ProbeLatency).
+	Latency *LatencyFacts
 }
 
 // Gather reads the facts of the host under r. It asks the Docker engine at
@@ -108,5 +110,6 @@ func Gather(ctx context.Context, r Roots, docker *DockerEndpoint) Facts {
 	f.InotifyInstances = ReadSysctl(r, "fs.inotify.max_user_instances")
 	f.InotifyWatches = ReadSysctl(r, "fs.inotify.max_user_watches")
 	f.Bridges, f.BridgesErr = Bridges(r)
+	f.Latency = ProbeLatency(r)
 	return f
 }

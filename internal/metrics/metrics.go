@@ -94,7 +94,8 @@ func New(reg prometheus.Registerer, current func() *snapshot.Snapshot) (*Metrics
 		// The per-workload families are not registered: Handler writes
 		// them straight from the snapshot.
 		newCollector(current, onlyHost),
-		newHealthCollector(current), // health.go
+		newHealthCollector(current),  // health.go
+		newLatencyCollector(current), // latency.go
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)

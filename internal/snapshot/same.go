@@ -16,5 +16,6 @@ func (w *Workload) Same(o *Workload) bool {
 		w.ReadBytes == o.ReadBytes && w.WriteBytes == o.WriteBytes &&
 		w.ReadIOs == o.ReadIOs && w.WriteIOs == o.WriteIOs &&
 		w.ReadBps == o.ReadBps && w.WriteBps == o.WriteBps &&
-		w.Pressure == o.Pressure && w.DTasks == o.DTasks && slices.Equal(w.Applied, o.Applied)
+		w.Pressure == o.Pressure && w.DTasks == o.DTasks && slices.Equal(w.Applied, o.Applied) &&
+		slices.Equal(w.Latency, o.Latency)
 }

@@ -42,6 +42,9 @@ type Snapshot struct {
 	HostPressure *Pressure `json:"host_pressure,omitempty"`
 	// Health is the storage-health sensors' picture (health.go).
 	Health *Health `json:"health,omitempty"`
+	// Latency is the I/O latency sensor's state and its histograms per
+	// disk, operation and level (latency.go).
+	Latency *Latency `json:"latency,omitempty"`
 }
 
 // Workload is one container or cgroup the daemon manages.
@@ -77,6 +80,10 @@ type Workload struct {
 	// (state D, usually waiting for I/O) when last looked at; looked at
 	// only on ticks it did I/O or had some, a bounded number per tick.
 	DTasks int `json:"dstate_tasks,omitempty"`
+	// Latency is what the I/O latency sensor (eBPF) measured of its
+	// requests, per disk it used (sorted by device); absent without the
+	// sensor (Snapshot.Latency says why).
+	Latency []WorkloadLatency `json:"latency,omitempty"`
 }
 
 // Applied is what ddiskqos set for one workload on one device.

@@ -22,3 +22,19 @@ func TestErrorCauses(t *testing.T) {
 		t.Errorf("out-of-range cause: %q, want unknown", s)
 	}
 }
+
+// TestLatencySummary: the worst p99 over disks and directions, in-flight
+// summed, and no record without latency.
+func TestLatencySummary(t *testing.T) {
+	t.Parallel()
+	w := &Workload{Latency: []WorkloadLatency{
+		{Device: "sda", Read: OpLatency{P99: 0.002, InFlight: 1}, Write: OpLatency{P99: 0.009, InFlight: 2}},
+		{Device: "sdb", Read: OpLatency{P99: 0.004, InFlight: 3}},
+	}}
+	if p99, n, ok := w.LatencySummary(); p99 != 0.009 || n != 6 || !ok {
+		t.Errorf("summary %g %d %v, want 0.009 6 true", p99, n, ok)
+	}
+	if _, _, ok := (&Workload{}).LatencySummary(); ok {
+		t.Error("no latency: ok")
+	}
+}

@@ -132,14 +132,14 @@ func Status(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, addr, fi
 	if len(ws) == 0 {
 		fmt.Fprintln(w, "no workloads")
 	} else {
-		// A new column (latency, issue 19) is one more heading here and
-		// one more cell function in workload.go, which top shares.
+		// A new column is one more heading here and one more cell
+		// function in workload.go, which top shares.
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tID\tLEVEL\tACTION\tIN-LEVEL\tREAD/s\tWRITE/s\tPRESSURE\tMECHANISM")
+		fmt.Fprintln(tw, "NAME\tID\tLEVEL\tACTION\tIN-LEVEL\tREAD/s\tWRITE/s\tP99\tIN-FLIGHT\tPRESSURE\tMECHANISM")
 		for _, wl := range ws {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				Cell(wl.Name), ShortID(wl.ID), level(wl), actions(wl), inLevel(wl),
-				rateText(wl.ReadBps), rateText(wl.WriteBps), pressure(wl.Pressure), mechanisms(wl.Applied))
+				rateText(wl.ReadBps), rateText(wl.WriteBps), p99(wl), inFlight(wl), pressure(wl.Pressure), mechanisms(wl.Applied))
 			notes = append(notes, workloadNotes(wl)...)
 		}
 		tw.Flush()

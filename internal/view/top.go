@@ -191,9 +191,11 @@ var topColumns = []column[*snapshot.Workload]{
 	{head: "WRITE/s", min: 7, right: true, cell: func(w *snapshot.Workload) string { return rateText(w.WriteBps) }},
 	{head: "ACTION", min: 6, drop: 2, cell: actions},
 	{head: "IN-LEVEL", min: 8, drop: 3, cell: inLevel},
-	// Per-workload latency (issue 19, the eBPF sensor) goes here: a column
-	// (or two, read and write p99) with its drop priority, its cell a
-	// function in workload.go shared with status.
+	// Who waits (the eBPF sensor): the worst p99 of the last tick, kept
+	// longest of the droppable columns; the requests in flight, dropped
+	// first.
+	{head: "P99", min: 5, right: true, drop: 1, cell: p99},
+	{head: "IN-FLIGHT", min: 4, right: true, drop: 7, cell: inFlight},
 	{head: "PSI", min: 5, right: true, drop: 4, cell: func(w *snapshot.Workload) string { return pressure(w.Pressure) }},
 	{head: "ID", min: 12, drop: 5, cell: func(w *snapshot.Workload) string { return ShortID(w.ID) }},
 	{head: "MECHANISM", min: 16, drop: 6, edge: true, cell: func(w *snapshot.Workload) string { return mechanisms(w.Applied) }},

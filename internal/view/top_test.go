@@ -138,12 +138,13 @@ func TestTopWidth(t *testing.T) {
 		width      int
 		want, gone []string
 	}{
-		{140, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "ACTION", "IN-LEVEL", "PSI", "ID", "MECHANISM"}, nil},
-		{100, []string{"ACTION", "IN-LEVEL", "PSI"}, []string{"ID", "MECHANISM"}},
-		{90, []string{"NAME", "ACTION", "IN-LEVEL", "PSI"}, []string{"MECHANISM", "ID"}},
-		{80, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "ACTION"}, []string{"IN-LEVEL", "PSI", "ID", "MECHANISM"}},
-		{60, []string{"NAME", "LEVEL", "READ/s", "WRITE/s"}, []string{"ACTION", "IN-LEVEL", "PSI", "ID", "MECHANISM"}},
-		{40, []string{"NAME", "LEVEL", "READ/s", "WRITE/s"}, []string{"ACTION"}},
+		{140, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "ACTION", "IN-LEVEL", "P99", "IN-FLIGHT", "PSI", "ID", "MECHANISM"}, nil},
+		{120, []string{"P99", "PSI", "ID"}, []string{"IN-FLIGHT", "MECHANISM"}},
+		{100, []string{"ACTION", "IN-LEVEL", "P99", "PSI"}, []string{"IN-FLIGHT", "ID", "MECHANISM"}},
+		{90, []string{"NAME", "ACTION", "IN-LEVEL", "P99"}, []string{"PSI", "MECHANISM", "ID"}},
+		{80, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "ACTION", "P99"}, []string{"IN-LEVEL", "PSI", "ID", "MECHANISM"}},
+		{60, []string{"NAME", "LEVEL", "READ/s", "WRITE/s", "P99"}, []string{"ACTION", "IN-LEVEL", "PSI", "ID", "MECHANISM"}},
+		{40, []string{"NAME", "LEVEL", "READ/s", "WRITE/s"}, []string{"ACTION", "P99"}},
 		{30, []string{"NAME", "LEVEL"}, []string{"ACTION"}}, // cut at the edge
 	}
 	for _, tt := range tests {

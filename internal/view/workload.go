@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
@@ -167,4 +168,43 @@ func mechanisms(applied []snapshot.Applied) string {
 		parts = append(parts, p)
 	}
 	return strings.Join(parts, " ")
+}
+
+// p99 is a workload's P99 cell: the worst p99 of its last tick's requests
+// over its disks and directions (the eBPF sensor), "idle" when none
+// completed, "-" without a latency record (no sensor, or no I/O yet).
+func p99(w *snapshot.Workload) string {
+	p, _, ok := w.LatencySummary()
+	switch {
+	case !ok:
+		return "-"
+	case p == 0:
+		return "idle"
+	}
+	return latencyText(p)
+}
+
+// inFlight is a workload's IN-FLIGHT cell: its requests issued and not
+// completed on all its disks at the last tick, "-" without a latency record.
+func inFlight(w *snapshot.Workload) string {
+	_, n, ok := w.LatencySummary()
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// latencyText is seconds as a short duration, two significant digits
+// below 10 of a unit: 853µs, 1.2ms, 35ms, 2.1s.
+func latencyText(sec float64) string {
+	d := time.Duration(sec * 1e9)
+	for _, unit := range []time.Duration{time.Second, time.Millisecond, time.Microsecond} {
+		if d >= unit {
+			if d < 10*unit {
+				return d.Round(unit / 10).String()
+			}
+			return d.Round(unit).String()
+		}
+	}
+	return d.String()
 }

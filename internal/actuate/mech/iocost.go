@@ -1,6 +1,10 @@
 package mech
 
-import "github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+import (
+	"fmt"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
 
 // IOCostWeight is cgroup v2 io.weight with iocost enabled for the device
 // (io.cost.qos enable=1): honoured under any scheduler. The host prefers
@@ -12,6 +16,35 @@ var iocost = Mech{Name: IOCostWeight, Knob: "iocost", Role: Weight,
 	Open: func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, _ Params) (Knob, error) {
 		return openWeight(h, dev, IOCostWeight, iocostFile(h.Version), "default", iocostScale)
 	},
+	Probe:       probeIOCost,
+	Range:       WeightRange{Min: 1, Max: 10000, Default: 100},
+	WeightFiles: func(v int) (string, string) { return iocostFile(v), iocostFile(v) },
+}
+
+// probeIOCost: v2 with io.cost.qos enable=1 for the device. Off, it is a
+// command away where the kernel has iocost (its fix).
+func probeIOCost(e Env) Verdict {
+	o := e.Offered[IOCostWeight]
+	switch {
+	case e.H.Version != 2:
+		return Verdict{Rank: RankOff, Verified: o.How, Reason: "iocost needs cgroup v2 as the I/O hierarchy",
+			Note: "iocost would need cgroup v2 as the I/O hierarchy"}
+	case !e.IOCostOn && !o.Present:
+		return Verdict{Rank: RankOff, Verified: o.How, Reason: fmt.Sprintf("the kernel has no iocost (%s)", o.How)}
+	case !e.IOCostOn:
+		return Verdict{Rank: RankOff, Verified: o.How,
+			Reason: fmt.Sprintf("iocost is not enabled for %s (io.cost.qos)", e.Dev),
+			Fix:    fmt.Sprintf("echo '%s enable=1' > %s/io.cost.qos", e.Dev, e.H.Mount), FixAs: "enable iocost"}
+	}
+	return Verdict{OK: true, Verified: o.How,
+		Reason: fmt.Sprintf("iocost is enabled for %s (io.cost.qos enable=1): io.weight is honoured under any scheduler (active: %s); preferred over bfq: work-conserving, cheap per request, models the device's cost", e.Dev, orNone(e.Scheduler))}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func iocostFile(v int) string {

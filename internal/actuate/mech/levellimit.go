@@ -29,18 +29,18 @@ var levelLimit = Mech{Name: LevelLimit, Knob: "level-limit", Role: Target,
 // probeLevelLimit: the throttle's files are offered (v1: the root's
 // read_bps_device; v2: io.max in a first-level cgroup, as the root has
 // none), and the throttle itself does not run on the device.
-func probeLevelLimit(e Env) error {
+func probeLevelLimit(e Env) Verdict {
 	if slices.Contains(e.Mechs, Throttle) {
-		return fmt.Errorf("the throttle runs on %s and owns its limits: static caps would overwrite its caps", e.Name)
+		return Verdict{Reason: fmt.Sprintf("the throttle runs on %s and owns its limits: static caps would overwrite its caps", e.Name)}
 	}
 	pattern := filepath.Join(e.H.Mount, "blkio.throttle.read_bps_device")
 	if e.H.Version == 2 {
 		pattern = filepath.Join(e.H.Mount, "*", "io.max")
 	}
 	if found, _ := filepath.Glob(pattern); len(found) == 0 {
-		return fmt.Errorf("no %s: kernel built without CONFIG_BLK_DEV_THROTTLING, or io not in the root's cgroup.subtree_control", pattern)
+		return Verdict{Reason: fmt.Sprintf("no %s: kernel built without CONFIG_BLK_DEV_THROTTLING, or io not in the root's cgroup.subtree_control", pattern)}
 	}
-	return nil
+	return Verdict{OK: true, Reason: "the throttle's files are offered and the throttle does not run on " + e.Name}
 }
 
 // levelLimitKnob is the limits of one device (LimitsKnob's value) with the

@@ -11,9 +11,12 @@
 // "nothing of ours set": no per-device weight, no limit, no target.
 //
 // Adding a mechanism is one file here (its Mech, its knob, its probe), one
-// entry in table, its test, and — when it takes a parameter — one field of
-// Params and the config key that sets it (wiring passes Params in, and
-// runs a mechanism of Role Target wherever On and Probe let it).
+// entry in table — whose order is the order of preference Choose walks to
+// pick a device's weight or caps —, its test, and — when it takes a
+// parameter — one field of Params and the config key that sets it (wiring
+// passes Params in, and runs a mechanism of Role Target wherever On and
+// Probe let it). A Probe reads the host's facts (Env; internal/host
+// gathers them) and says whether it can work, why (not), and the fix.
 package mech
 
 import (
@@ -57,9 +60,15 @@ type Mech struct {
 	// Open returns its knob for dev in h; an error says why it has none
 	// there (a v1-only knob on v2). nil: it writes no cgroup file.
 	Open func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, p Params) (Knob, error)
-	// Probe says whether it can work on a device: nil, or why not. nil
-	// Probe: the host's mechanism choice decides (internal/host).
-	Probe func(e Env) error
+	// Probe says whether it can work on a device, and why (not); nil: it
+	// is no device's mechanism (Docker's weight, chosen by the actuator).
+	// Choose walks the probes of the weights and the caps in table order.
+	Probe func(e Env) Verdict
+	// Range and WeightFiles are a weight's (Role Weight): the values its
+	// file takes, and its files on hierarchy version v (file takes "N" or
+	// "default N", devFile "MAJ:MIN N"; the same file on v2).
+	Range       WeightRange
+	WeightFiles func(v int) (file, devFile string)
 	// On says whether the configuration turns it on (Role Target: it runs
 	// beside the device's mechanism wherever Probe lets it).
 	On func(p Params) bool
@@ -88,19 +97,35 @@ type Params struct {
 	LevelLimits []uint64
 }
 
-// Env is what a Probe looks at: the hierarchy, the device and the
-// mechanisms already chosen for it.
+// Env is what a Probe looks at: the hierarchy and what its kernel offers,
+// the device, and the mechanisms already chosen for it. It holds facts
+// only (internal/host reads them); a Probe reads no file of its own,
+// except a Target's, which looks for its files under H.Mount.
 type Env struct {
-	H         cgroupfs.Hierarchy
+	H cgroupfs.Hierarchy
+	// Enabled is false on cgroup v2 when the root lacks the io controller.
+	Enabled bool
+	// Offered is what the kernel offers of each mechanism's files (for
+	// iocost: the root's io.cost.qos).
+	Offered   map[Name]Offer
 	Dev       cgroupfs.Dev
 	Name      string // e.g. vda
-	Scheduler string
-	Mechs     []Name
+	Kind      string // e.g. dm, loop
+	Scheduler string // the active one; "": none (bio-based)
+	// Schedulers are those the device offers; Slaves the disks under a
+	// stacked device.
+	Schedulers, Slaves []string
+	// IOCostOn: io.cost.qos has enable=1 for the device (v2).
+	IOCostOn bool
+	Mechs    []Name
 }
 
-// table is the registry, in the host's order of preference for a
-// device's main mechanism; extras (Role Target) after.
-var table = [...]*Mech{&bfq, &iocost, &cfq, &throttle, &dockerWeight, &levelLimit}
+// table is the registry. Its order is the order of preference for a
+// device's main mechanism (Choose): the weights first, iocost ahead of
+// bfq (work-conserving, cheap per request, it models the device's cost;
+// with both on a share would be weighted twice), then the throttle's
+// caps; extras (Role Target) after.
+var table = [...]*Mech{&iocost, &bfq, &cfq, &throttle, &dockerWeight, &levelLimit}
 
 // All returns every mechanism, in table order.
 func All() []*Mech { return table[:] }

@@ -210,9 +210,9 @@ func TestLevelLimitProbe(t *testing.T) {
 		{Env{H: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Name: "vda"}, "CONFIG_BLK_DEV_THROTTLING"},
 		{Env{H: cgroupfs.Hierarchy{Version: 1, Mount: t.TempDir()}, Name: "sda"}, "blkio.throttle.read_bps_device"},
 	} {
-		err := probeLevelLimit(c.e)
-		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("%+v: %v, want %q", c.e, err, c.want)
+		v := probeLevelLimit(c.e)
+		if (c.want == "") != v.OK || (!v.OK && !strings.Contains(v.Reason, c.want)) {
+			t.Errorf("%+v: %+v, want %q", c.e, v, c.want)
 		}
 	}
 }

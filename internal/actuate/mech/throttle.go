@@ -25,6 +25,21 @@ var throttle = Mech{Name: Throttle, Knob: "throttle", Role: Caps,
 	Open: func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, _ Params) (Knob, error) {
 		return LimitsKnob{H: h, Dev: dev}, nil
 	},
+	Probe: probeThrottle,
+}
+
+// probeThrottle: the kernel offers blk-throttle's files (or nothing could
+// tell). It says what limits do; Choose puts why no weight works before.
+func probeThrottle(e Env) Verdict {
+	o := e.Offered[Throttle]
+	if !o.usable() {
+		return Verdict{Verified: o.How, Reason: fmt.Sprintf("%s is not offered (%s)", o.File, o.How)}
+	}
+	files := "io.max"
+	if e.H.Version == 1 {
+		files = "blkio.throttle.*"
+	}
+	return Verdict{OK: true, Verified: o.How, Reason: fmt.Sprintf("only %s limits work", files)}
 }
 
 // LimitsKnob is the throttle's knob of one device. Its value is the limits

@@ -3,6 +3,7 @@ package mech
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
@@ -66,3 +67,21 @@ func (k *weightKnob) Write(cgroup, v string) error {
 
 // sameScale is BFQ's and CFQ's scale: 10..1000 as it is.
 func sameScale(w cgroupfs.Weight) uint64 { return uint64(w) }
+
+// schedulerRefusal is why a scheduler's weight (bfq.go, cfq.go) does not
+// work on a device whose active scheduler is not its own: what the device
+// is (stacked, bio-based) or which scheduler ignores weights.
+func schedulerRefusal(e Env) Verdict {
+	v := Verdict{Rank: RankDevice}
+	switch {
+	case len(e.Slaves) > 0:
+		v.Reason = fmt.Sprintf("%s is a stacked %s device with no scheduler of its own: weights work on the disks under it (%s), not here", e.Name, e.Kind, strings.Join(e.Slaves, ", "))
+	case e.Scheduler == "":
+		v.Reason = fmt.Sprintf("%s has no I/O scheduler (bio-based): weights are ignored", e.Name)
+	default:
+		v.Reason = fmt.Sprintf("scheduler is %s: weights are ignored", e.Scheduler)
+	}
+	return v
+}
+
+func schedulerPath(e Env) string { return fmt.Sprintf("/sys/block/%s/queue/scheduler", e.Name) }

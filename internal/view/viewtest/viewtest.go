@@ -33,6 +33,8 @@ func Fixture() *snapshot.Snapshot {
 				ReadBps: 180 << 20, WriteBps: 2 << 20,
 				Applied:  []snapshot.Applied{bfq(10), {Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 10 << 20, WriteBps: 10 << 20, Throttled: true, Used: true}},
 				Pressure: &snapshot.Pressure{SomeAvg10: 42.5, FullAvg10: 30.1},
+				Latency: []snapshot.WorkloadLatency{{Device: "loop3", Dev: "7:3",
+					Read: snapshot.OpLatency{Requests: 9000, InFlight: 31, TickRequests: 180, P50: 0.021, P99: 0.083}}},
 			},
 			{
 				ID: "1111111111112222222222223333333333334444444444445555555555556666", Name: "db",
@@ -40,6 +42,9 @@ func Fixture() *snapshot.Snapshot {
 				ReadBps: 300 << 10, WriteBps: 120 << 10,
 				Applied:  []snapshot.Applied{bfq(1000)},
 				Pressure: &snapshot.Pressure{SomeAvg10: 0.25},
+				Latency: []snapshot.WorkloadLatency{{Device: "loop3", Dev: "7:3",
+					Read:  snapshot.OpLatency{Requests: 120, InFlight: 1, TickRequests: 75, P50: 0.0009, P99: 0.0042},
+					Write: snapshot.OpLatency{Requests: 30, TickRequests: 30, P50: 0.0011, P99: 0.0023}}},
 			},
 			{
 				ID: "2222222222223333333333334444444444445555555555556666666666667777", Name: "etl",

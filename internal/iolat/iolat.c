@@ -1,0 +1,332 @@
+//go:build ignore
+
+// iolat.c: the kernel half of the I/O latency sensor (internal/iolat).
+//
+// Three BTF tracepoints (tp_btf: no tracefs, no kprobes) follow every block
+// request: block_rq_issue stamps it, block_rq_requeue forgets it (it will be
+// issued again), block_rq_complete times it and adds it to the aggregate of
+// the cgroup it is charged to, its disk and its operation:
+//
+//   key   = (cgroup, dev, op)
+//   cgroup  rq->bio->bi_blkg->blkcg->css.cgroup->kn->id: the kernfs id of the
+//           request's blkcg, which is the inode number of the cgroup's
+//           directory (the v1 blkio cgroup on a v1 or hybrid host, the v2
+//           cgroup on v2); 0 for a request without a bio
+//   dev     the whole disk, (major << 20) | first_minor (the kernel's dev_t)
+//   op      0 read, 1 write (REQ_OP_WRITE, DISCARD, WRITE_ZEROES and the
+//           other odd data-changing operations); flushes and passthrough
+//           requests are not counted
+//
+// Each aggregate counts completed requests, their bytes, the requests issued
+// and those retired without a completion (requeued, or issued again with no
+// completion seen), so in-flight = issued - completed - retired; the sums of
+// the total and the queue time; and a log-linear histogram of the total
+// time, 4 buckets per octave.
+//
+// The total time runs from the request's allocation (rq->start_time_ns,
+// which the kernel stamps when the device keeps I/O statistics or has a
+// scheduler) or, when it is not stamped, from the issue; to the completion.
+// The queue time is the part before the issue (in the scheduler).
+//
+// Bounded: the aggregates' table has max_entries keys (set by the loader).
+// When it is full, a request of a new key is not counted (drops[0]); user
+// space deletes keys that stayed idle. A request that finds the table of
+// starts full is not timed (drops[1]).
+//
+// Struct subsets below are relocated by CO-RE against the running kernel's
+// BTF: only the fields named here must exist, wherever they are.
+
+typedef unsigned char __u8;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef long long __s64;
+
+#define SEC(name) __attribute__((section(name), used))
+#define __uint(name, val) int(*name)[val]
+#define __type(name, val) typeof(val) *name
+#define __always_inline inline __attribute__((always_inline))
+
+#define BPF_MAP_TYPE_HASH 1
+#define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_F_NO_PREALLOC 1
+#define BPF_ANY 0
+#define BPF_NOEXIST 1
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+
+#define PRESERVE __attribute__((preserve_access_index))
+
+struct kernfs_node {
+	__u64 id;
+} PRESERVE;
+
+struct cgroup {
+	struct kernfs_node *kn;
+} PRESERVE;
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
+} PRESERVE;
+
+struct blkcg {
+	struct cgroup_subsys_state css;
+} PRESERVE;
+
+struct blkcg_gq {
+	struct blkcg *blkcg;
+} PRESERVE;
+
+struct bio {
+	struct blkcg_gq *bi_blkg;
+} PRESERVE;
+
+struct gendisk {
+	int major;
+	int first_minor;
+} PRESERVE;
+
+struct request_queue {
+	struct gendisk *disk;
+} PRESERVE;
+
+struct request {
+	struct request_queue *q;
+	struct bio *bio;
+	unsigned int cmd_flags;
+	unsigned int __data_len;
+	__u64 start_time_ns;
+} PRESERVE;
+
+// The histogram: bucket 0 holds everything below 2^MIN_SHIFT ns (1.024 µs);
+// bucket 1 + 4*(o - MIN_SHIFT) + s holds [(4+s) << (o-2), (5+s) << (o-2))
+// ns for the octave o = floor(log2(ns)) and s its next two bits; the last
+// bucket also holds everything from 2^(MIN_SHIFT+OCTAVES) ns (68.7 s) on.
+// internal/iolat/hist.go is the same arithmetic.
+#define MIN_SHIFT 10
+#define OCTAVES 26
+#define NUM_BUCKETS (1 + 4 * OCTAVES)
+// The histogram's array is a power of two long, so that an index masked
+// with HIST_SLOTS - 1 is one the verifier of older kernels (6.1) can see
+// is in bounds; the slots from NUM_BUCKETS on stay 0.
+#define HIST_SLOTS 128
+
+#define OP_READ 0
+#define OP_WRITE 1
+
+struct key {
+	__u64 cgroup;
+	__u32 dev;
+	__u32 op;
+};
+
+struct value {
+	__u64 count;      // requests completed
+	__u64 bytes;      // their bytes
+	__u64 issued;     // requests issued
+	__u64 retired;    // issued, then requeued or lost (no completion)
+	__u64 total_ns;   // sum of the total times
+	__u64 queue_ns;   // sum of the queue times
+	__u32 hist[HIST_SLOTS];
+};
+
+struct start {
+	__u64 issue_ns;
+	__u64 alloc_ns;
+	struct key key;
+	__u32 bytes;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768); // the loader may set another bound
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct key);
+	__type(value, struct value);
+} aggregates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); // the request's address
+	__type(value, struct start);
+} starts SEC(".maps");
+
+// drops: [0] requests not counted (aggregates full), [1] not timed (starts full).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+// zero: a zeroed value to create aggregates from (too large for the stack).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct value);
+} zero SEC(".maps");
+
+static __always_inline void drop(__u32 i)
+{
+	__u64 *n = bpf_map_lookup_elem(&drops, &i);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline __u32 bucket(__u64 ns)
+{
+	if (ns < (1ULL << MIN_SHIFT))
+		return 0;
+	__u32 o = 0;
+	__u64 v = ns;
+	if (v >> 32) {
+		v >>= 32;
+		o += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		o += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		o += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		o += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		o += 2;
+	}
+	if (v >> 1)
+		o += 1;
+	if (o >= MIN_SHIFT + OCTAVES)
+		return NUM_BUCKETS - 1;
+	return 1 + 4 * (o - MIN_SHIFT) + ((ns >> (o - 2)) & 3);
+}
+
+// classify returns the key's op for a request's cmd_flags, or -1 when the
+// request is not counted.
+static __always_inline int classify(unsigned int cmd_flags)
+{
+	unsigned int op = cmd_flags & 0xff; // REQ_OP_MASK
+	if (op == 0)
+		return OP_READ;
+	if ((op & 1) && op < 32) // op_is_write; 34/35 are driver passthrough
+		return OP_WRITE;
+	return -1;
+}
+
+static __always_inline struct value *aggregate(struct key *k)
+{
+	struct value *v = bpf_map_lookup_elem(&aggregates, k);
+	if (v)
+		return v;
+	__u32 i = 0;
+	struct value *z = bpf_map_lookup_elem(&zero, &i);
+	if (!z)
+		return 0;
+	// EEXIST: another CPU made it meanwhile; E2BIG: the table is full.
+	bpf_map_update_elem(&aggregates, k, z, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(&aggregates, k);
+	if (!v)
+		drop(0);
+	return v;
+}
+
+SEC("tp_btf/block_rq_issue")
+int on_issue(__u64 *ctx)
+{
+	struct request *rq = (struct request *)ctx[0];
+	int op = classify(rq->cmd_flags);
+	if (op < 0)
+		return 0;
+	struct start s = {};
+	s.issue_ns = bpf_ktime_get_ns();
+	s.alloc_ns = rq->start_time_ns;
+	s.bytes = rq->__data_len;
+	s.key.op = op;
+	struct gendisk *disk = rq->q->disk;
+	if (disk)
+		s.key.dev = ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+	struct bio *bio = rq->bio;
+	if (bio) {
+		struct blkcg_gq *blkg = bio->bi_blkg;
+		if (blkg)
+			s.key.cgroup = blkg->blkcg->css.cgroup->kn->id;
+	}
+	__u64 id = (__u64)rq;
+	struct start *old = bpf_map_lookup_elem(&starts, &id);
+	if (old) {
+		// Issued before without a completion seen: retire that one.
+		struct value *ov = bpf_map_lookup_elem(&aggregates, &old->key);
+		if (ov)
+			__sync_fetch_and_add(&ov->retired, 1);
+		bpf_map_delete_elem(&starts, &id);
+	}
+	struct value *v = aggregate(&s.key);
+	if (!v)
+		return 0;
+	if (bpf_map_update_elem(&starts, &id, &s, BPF_ANY)) {
+		drop(1);
+		return 0;
+	}
+	__sync_fetch_and_add(&v->issued, 1);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_requeue")
+int on_requeue(__u64 *ctx)
+{
+	__u64 id = ctx[0];
+	struct start *s = bpf_map_lookup_elem(&starts, &id);
+	if (!s)
+		return 0;
+	struct value *v = bpf_map_lookup_elem(&aggregates, &s->key);
+	if (v)
+		__sync_fetch_and_add(&v->retired, 1);
+	bpf_map_delete_elem(&starts, &id);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int on_complete(__u64 *ctx)
+{
+	__u64 id = ctx[0];
+	struct start *s = bpf_map_lookup_elem(&starts, &id);
+	if (!s)
+		return 0; // not counted, or issued before the sensor was attached
+	__u64 now = bpf_ktime_get_ns();
+	__u64 issue = s->issue_ns, from = s->alloc_ns;
+	__u32 bytes = s->bytes;
+	struct key k = s->key;
+	bpf_map_delete_elem(&starts, &id);
+	if (from == 0 || from > issue)
+		from = issue;
+	if (now < issue)
+		now = issue;
+	__u64 total = now - from;
+	struct value *v = bpf_map_lookup_elem(&aggregates, &k);
+	if (!v)
+		return 0; // deleted by user space meanwhile (idle keys only)
+	__u32 b = bucket(total);
+	// Hide b's range from the compiler, so that the mask is kept for the
+	// verifier (6.1 rejected the bounds check clang moved away from the
+	// access).
+	asm volatile("" : "+r"(b));
+	b &= HIST_SLOTS - 1;
+	__sync_fetch_and_add(&v->hist[b], 1);
+	__sync_fetch_and_add(&v->total_ns, total);
+	__sync_fetch_and_add(&v->queue_ns, issue - from);
+	__sync_fetch_and_add(&v->bytes, bytes);
+	__sync_fetch_and_add(&v->count, 1);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

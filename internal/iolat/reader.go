@@ -1,0 +1,145 @@
+package iolat
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Delta is what one aggregate did since the previous read.
+type Delta struct {
+	Key
+	// Count and Bytes are the requests completed and their bytes.
+	Count, Bytes uint64
+	// Total and Queue are the sums of the completed requests' total
+	// times (from allocation, or issue, to completion) and of the part
+	// of them before the issue.
+	Total, Queue time.Duration
+	// InFlight is how many requests are issued and not completed now.
+	InFlight uint64
+	// Hist is the histogram of the completed requests' total times.
+	Hist Hist
+}
+
+// table is the kernel's side as the reader sees it (*Sensor; a fake in the
+// tests).
+type table interface {
+	dump(keys []rawKey, vals []rawValue) ([]rawKey, []rawValue, error)
+	remove(k rawKey) error
+	drops() (Drops, error)
+}
+
+// DefaultIdleReads is how many reads an aggregate may stay unchanged, with
+// nothing in flight, before the reader deletes it from the kernel's table.
+const DefaultIdleReads = 60
+
+// Reader takes from the kernel's tables what changed since its last read.
+// It keeps the last value of each aggregate (to tell what changed) and
+// deletes aggregates that stayed idle for IdleReads reads, so that the keys
+// of cgroups that are gone give their room back. A request completed on an
+// aggregate between the read that found it idle and its deletion is lost;
+// one completed after the deletion starts a new aggregate (counted from
+// zero again) and its in-flight count is then off by one until the key is
+// idle again.
+type Reader struct {
+	t         table
+	closer    func() error
+	idleReads uint64
+	reads     uint64
+	prev      map[rawKey]*last
+	keys      []rawKey
+	vals      []rawValue
+}
+
+type last struct {
+	v       rawValue
+	changed uint64 // the read that last saw it change
+	seen    uint64 // the read that last saw it at all
+}
+
+// OpenReader opens the sensor (Open) and a reader of it; closing the reader
+// closes the sensor.
+func OpenReader(o Options) (*Reader, error) {
+	s, err := Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return newReader(s, s.Close), nil
+}
+
+func newReader(t table, closer func() error) *Reader {
+	return &Reader{t: t, closer: closer, idleReads: DefaultIdleReads, prev: map[rawKey]*last{}}
+}
+
+// SetIdleReads sets how many unchanged reads make an aggregate idle (at
+// least 1).
+func (r *Reader) SetIdleReads(n int) { r.idleReads = uint64(max(n, 1)) }
+
+// Keys is how many aggregates the reader knows (the kernel's table as of
+// the last read).
+func (r *Reader) Keys() int { return len(r.prev) }
+
+// Close closes the sensor.
+func (r *Reader) Close() error {
+	if r.closer == nil {
+		return nil
+	}
+	c := r.closer
+	r.closer = nil
+	return c()
+}
+
+// Read appends to dst a Delta for every aggregate whose counters moved
+// since the last read (a new one counts from zero), and returns the
+// kernel half's drops so far.
+func (r *Reader) Read(dst []Delta) ([]Delta, Drops, error) {
+	r.reads++
+	keys, vals, err := r.t.dump(r.keys[:0], r.vals[:0])
+	r.keys, r.vals = keys, vals
+	if err != nil {
+		return dst, Drops{}, err
+	}
+	var errs []error
+	for i := range keys {
+		k, v := keys[i], &vals[i]
+		p := r.prev[k]
+		if p == nil {
+			p = &last{changed: r.reads}
+			r.prev[k] = p
+		}
+		p.seen = r.reads
+		inFlight := v.Issued - v.Count - v.Retired
+		if int64(inFlight) < 0 {
+			inFlight = 0 // a completion after a deletion (see Reader)
+		}
+		if v.Count == p.v.Count && v.Issued == p.v.Issued && v.Retired == p.v.Retired {
+			if inFlight == 0 && r.reads-p.changed >= r.idleReads {
+				if err := r.t.remove(k); err != nil {
+					errs = append(errs, fmt.Errorf("iolat: delete idle aggregate %+v: %w", k.key(), err))
+					continue
+				}
+				delete(r.prev, k)
+			}
+			continue
+		}
+		d := Delta{Key: k.key(), Count: v.Count - p.v.Count, Bytes: v.Bytes - p.v.Bytes,
+			Total: time.Duration(v.TotalNs - p.v.TotalNs), Queue: time.Duration(v.QueueNs - p.v.QueueNs),
+			InFlight: inFlight}
+		for b := range NumBuckets {
+			d.Hist[b] = uint64(v.Hist[b] - p.v.Hist[b]) // 32-bit counters wrap; a tick adds less
+		}
+		dst = append(dst, d)
+		p.v = *v
+		p.changed = r.reads
+	}
+	if len(r.prev) > len(keys) {
+		// Deleted from the kernel's table since: forgotten.
+		for k, p := range r.prev {
+			if p.seen != r.reads {
+				delete(r.prev, k)
+			}
+		}
+	}
+	drops, err := r.t.drops()
+	return dst, drops, errors.Join(append(errs, err)...)
+}
