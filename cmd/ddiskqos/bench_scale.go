@@ -37,7 +37,7 @@ var benchScaleCmd = &cli.Cmd[benchScaleOptions]{
 		f.BoolVar(&o.json, "json", "print the result as JSON")
 		f.StringVar(&o.out, "out", "", "FILE", "also write the JSON result to FILE", cli.Files)
 		f.StringVar(&o.cpuprofile, "cpuprofile", "", "FILE", "write a pprof CPU profile of the steady window", cli.Files)
-		f.StringVar(&o.memprofile, "memprofile", "", "FILE", "write a pprof heap profile at the end of the window", cli.Files)
+		f.StringVar(&o.memprofile, "memprofile", "", "FILE", "write a pprof heap profile at the end of the window (and one at its start to FILE.start: the window's allocations are pprof -base FILE.start FILE)", cli.Files)
 	},
 }
 
@@ -84,6 +84,13 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 		}
 		defer f.Close()
 		c.HeapProfile = f
+		fs, err := os.Create(memprof + ".start")
+		if err != nil {
+			fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)
+			return 1
+		}
+		defer fs.Close()
+		c.HeapProfileStart = fs
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -2,7 +2,9 @@ package cgroupfs
 
 import (
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
+	"syscall"
 )
 
 // BlockStat is a block device's own counters, /sys/block/<dev>/stat.
@@ -74,34 +76,59 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// BlockStatFile is a kept descriptor on a device's stat file.
+// BlockStatFile is a kept descriptor on a device's stat file, read with
+// one pread(2) per reading (a sysfs attribute is generated whole at each
+// read from offset 0; os.File.ReadAt took a second read to see the end,
+// and the runtime poller's locking): the throttle's fast loop reads it at
+// every step.
 type BlockStatFile struct {
-	f   *os.File
-	buf [512]byte
+	fd   int
+	path string
+	buf  [512]byte
 }
 
 // OpenBlockStat opens path (normally /sys/block/<dev>/stat) for repeated
 // reads.
 func OpenBlockStat(path string) (*BlockStatFile, error) {
-	f, err := os.Open(path)
+	fd, err := openRead(path)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	return &BlockStatFile{f: f}, nil
+	return &BlockStatFile{fd: fd, path: path}, nil
 }
 
 // Read reads and parses the file again.
 func (b *BlockStatFile) Read() (BlockStat, error) {
-	n, err := b.f.ReadAt(b.buf[:], 0)
-	if n == 0 && err != nil {
-		return BlockStat{}, fmt.Errorf("read %s: %w", b.f.Name(), err)
+	var n int
+	var err error
+	for {
+		n, err = syscall.Pread(b.fd, b.buf[:], 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return BlockStat{}, fmt.Errorf("read %s: %w", b.path, err)
+	}
+	if n == 0 {
+		return BlockStat{}, fmt.Errorf("read %s: %w", b.path, io.EOF)
 	}
 	s, err := ParseBlockStat(b.buf[:n])
 	if err != nil {
-		return s, fmt.Errorf("%s: %w", b.f.Name(), err)
+		return s, fmt.Errorf("%s: %w", b.path, err)
 	}
 	return s, nil
 }
 
 // Close releases the descriptor.
-func (b *BlockStatFile) Close() error { return b.f.Close() }
+func (b *BlockStatFile) Close() error {
+	if b.fd < 0 {
+		return nil
+	}
+	err := syscall.Close(b.fd)
+	b.fd = -1
+	if err != nil {
+		return &fs.PathError{Op: "close", Path: b.path, Err: err}
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 )
 
@@ -15,36 +16,42 @@ import (
 // than open/read/close (figures: BenchmarkRealV1ReadIO and the README), which is
 // what lets one daemon poll 10,000 cgroups.
 //
-// A Cgroup is not safe for concurrent use. Close it when its cgroup goes
-// away: the kept descriptors otherwise pin the kernel's objects.
+// It holds raw descriptors, not *os.File, and builds its paths only when it
+// opens a file or names one in an error: a daemon keeps one Cgroup per
+// workload, and at 10,000 workloads the files, their names and a read buffer
+// each were ~10 MiB of live heap (scale.md). Close it when its cgroup goes
+// away: nothing closes the descriptors for it, and they pin the kernel's
+// objects.
+//
+// A Cgroup is not safe for concurrent use; different Cgroups are.
 type Cgroup struct {
 	h   Hierarchy
-	rel string
-	dir string
+	rel string // clean, with a leading slash
 
-	// v2: io.stat. v1: bytes and serviced rwstat files.
-	stat     *os.File
-	statName string
-	statFD   int
-	// The detail file: v1 the serviced counts, v2 io.pressure. Kept open
-	// unless CloseDetail dropped it; then opened for each read of it.
-	ios      *os.File
-	iosName  string
-	pressure *os.File // v2 io.pressure; nil when PSI is off or dropped
-	hasPSI   bool     // v2: io.pressure exists
-	// Their raw descriptors, taken once: (*os.File).Fd costs an fcntl
-	// each call.
-	iosFD, pressureFD int
+	// files names the counter files (an entry of v1StatFiles, or v2's
+	// io.stat and io.pressure).
+	files *[2]string
+	// The byte counters' descriptor (v2: io.stat; v1: the bytes rwstat
+	// file), always open; the detail file's (v1: the serviced counts, v2:
+	// io.pressure), -1 while not kept (CloseDetail: then it is opened for
+	// each read that needs it).
+	statFD, detailFD int32
+	// hasDetail: the detail file exists and is read (v1: not BytesOnly;
+	// v2: io.pressure exists, PSI on).
+	hasDetail bool
+	validDevs bool // devs and last hold the previous read
+	// iosStale: devs holds bytes newer than its serviced counts (v1: a
+	// ReadBytes saw the bytes move and did not read the serviced file).
+	iosStale bool
+	sinceIOs uint8 // v1 reads since the serviced file was last read
 
-	buf  []byte
 	devs []DeviceIO
 	// last is the primary file's content at the previous read: when it
 	// has not changed, neither have the counters, and ReadIO returns the
 	// previous ones without parsing (v1: without reading the serviced
-	// file either, see detailEvery).
-	last      []byte
-	sinceIOs  int // v1 reads since the serviced file was last read
-	validDevs bool
+	// file either, see detailEvery). It is also what devs was parsed
+	// from; reads go through a pooled buffer (readBufs).
+	last []byte
 }
 
 // detailEvery bounds how many reads the v1 serviced counts may be reused
@@ -62,6 +69,8 @@ var v1StatFiles = [][2]string{
 	{"blkio.bfq.io_service_bytes_recursive", "blkio.bfq.io_serviced_recursive"},
 }
 
+var v2Files = [2]string{"io.stat", "io.pressure"}
+
 // Open opens the cgroup rel of the hierarchy for reading its counters. It
 // returns an error wrapping ErrCgroupGone when the directory does not exist,
 // and ErrNotAvailable when no I/O counter file exists in it.
@@ -76,62 +85,73 @@ func (h Hierarchy) Open(rel string) (*Cgroup, error) {
 		}
 		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
 	}
-	// A small buffer, grown on demand: an idle cgroup's counter file is a
-	// few dozen bytes, and 10,000 kept 4 KiB buffers would be 40 MiB.
-	c := &Cgroup{h: h, rel: filepath.Clean("/" + rel), dir: dir, buf: make([]byte, initialBuf)}
+	c := &Cgroup{h: h, rel: cleanRel(rel), statFD: -1, detailFD: -1}
 	switch h.Version {
 	case 2:
-		if c.stat, err = c.openOptional("io.stat"); err != nil {
+		c.files = &v2Files
+		fd, err := c.openOptional(dir, v2Files[0])
+		if err != nil {
 			return nil, err
 		}
-		if c.stat == nil {
+		if fd < 0 {
 			return nil, fmt.Errorf("open cgroup %s: io.stat: %w (is the io controller enabled in the parent's cgroup.subtree_control?)", dir, ErrNotAvailable)
 		}
-		c.statName = "io.stat"
-		if c.pressure, err = c.openOptional("io.pressure"); err != nil {
+		c.statFD = fd
+		if fd, err = c.openOptional(dir, v2Files[1]); err != nil {
 			if !errors.Is(pressureErr(dir, err), ErrNotAvailable) {
 				c.Close()
 				return nil, err
 			}
-			c.pressure = nil
+			fd = -1
 		}
-		c.hasPSI = c.pressure != nil
+		c.detailFD, c.hasDetail = fd, fd >= 0
 	case 1:
-		for _, pair := range v1StatFiles {
-			if c.stat, err = c.openOptional(pair[0]); err != nil {
+		for i := range v1StatFiles {
+			fd, err := c.openOptional(dir, v1StatFiles[i][0])
+			if err != nil {
 				return nil, err
 			}
-			if c.stat == nil {
+			if fd < 0 {
 				continue
 			}
-			c.statName = pair[0]
-			if c.ios, err = c.openOptional(pair[1]); err != nil {
+			c.files, c.statFD = &v1StatFiles[i], fd
+			if fd, err = c.openOptional(dir, v1StatFiles[i][1]); err != nil {
 				c.Close()
 				return nil, err
 			}
-			c.iosName = pair[1]
+			// A missing serviced file is opened (and found missing) at
+			// each read that wants it, as before: the bytes still count.
+			c.detailFD, c.hasDetail = fd, true
 			break
 		}
-		if c.stat == nil {
+		if c.statFD < 0 {
 			return nil, fmt.Errorf("open cgroup %s: no blkio counter file: %w", dir, ErrNotAvailable)
 		}
 	default:
 		return nil, fmt.Errorf("open cgroup %s: unknown cgroup version %d", dir, h.Version)
 	}
-	// Read through the raw descriptors: one pread(2) per file and read, no
-	// runtime poller bookkeeping. The *os.File keeps ownership (Close).
-	c.statFD = int(c.stat.Fd())
-	c.takeFDs()
 	return c, nil
+}
+
+// cleanRel is rel as a clean path with a leading slash, rel itself (no
+// copy) when it is one already.
+func cleanRel(rel string) string {
+	if len(rel) > 0 && rel[0] == '/' {
+		if c := filepath.Clean(rel); c == rel {
+			return rel
+		}
+	}
+	return filepath.Clean("/" + rel)
 }
 
 // KeptFiles is how many descriptors the cgroup holds open.
 func (c *Cgroup) KeptFiles() int {
 	n := 0
-	for _, f := range []*os.File{c.stat, c.ios, c.pressure} {
-		if f != nil {
-			n++
-		}
+	if c.statFD >= 0 {
+		n++
+	}
+	if c.detailFD >= 0 {
+		n++
 	}
 	return n
 }
@@ -141,40 +161,29 @@ func (c *Cgroup) KeptFiles() int {
 // The detail file is then opened for each read that needs it. The daemon
 // does this when the open-file budget is short and for quiet workloads.
 func (c *Cgroup) CloseDetail() error {
-	var err error
-	if c.h.Version == 1 && c.ios != nil {
-		err = c.ios.Close()
-		c.ios = nil
+	if c.detailFD < 0 {
+		return nil
 	}
-	if c.pressure != nil {
-		err = c.pressure.Close()
-		c.pressure = nil
+	err := syscall.Close(int(c.detailFD))
+	c.detailFD = -1
+	if err != nil {
+		return fmt.Errorf("close %s: %w", c.path(c.files[1]), err)
 	}
-	return err
+	return nil
 }
 
 // KeepDetail opens the detail file again and keeps it (undoes
 // CloseDetail). A cgroup without one is no error.
 func (c *Cgroup) KeepDetail() error {
-	var err error
-	switch {
-	case c.h.Version == 1 && c.ios == nil && c.iosName != "":
-		c.ios, err = c.openOptional(c.iosName)
-	case c.h.Version == 2 && c.pressure == nil && c.hasPSI:
-		c.pressure, err = c.openOptional("io.pressure")
+	if c.detailFD >= 0 || !c.hasDetail || c.statFD < 0 {
+		return nil
 	}
-	c.takeFDs()
-	return err
-}
-
-// takeFDs records the raw descriptors of the kept detail files.
-func (c *Cgroup) takeFDs() {
-	if c.ios != nil {
-		c.iosFD = int(c.ios.Fd())
+	fd, err := c.openOptional(c.Dir(), c.files[1])
+	if err != nil {
+		return err
 	}
-	if c.pressure != nil {
-		c.pressureFD = int(c.pressure.Fd())
-	}
+	c.detailFD = fd
+	return nil
 }
 
 // BytesOnly makes the cgroup read its byte counters and nothing else: the
@@ -184,114 +193,127 @@ func (c *Cgroup) takeFDs() {
 // ReadIO's serviced counts then stay zero.
 func (c *Cgroup) BytesOnly() error {
 	err := c.CloseDetail()
-	c.iosName, c.hasPSI = "", false
+	c.hasDetail = false
 	return err
 }
 
 // DetailKept reports whether the detail file's descriptor is kept.
-func (c *Cgroup) DetailKept() bool {
-	if c.h.Version == 1 {
-		return c.ios != nil || c.iosName == ""
-	}
-	return c.pressure != nil || !c.hasPSI
-}
+func (c *Cgroup) DetailKept() bool { return c.detailFD >= 0 || !c.hasDetail }
 
 // HasPressure reports whether the cgroup has an io.pressure file (v2 with
 // PSI on); ReadPressure fails with ErrNotAvailable when it does not.
-func (c *Cgroup) HasPressure() bool { return c.hasPSI }
+func (c *Cgroup) HasPressure() bool { return c.h.Version == 2 && c.hasDetail }
 
-// openOptional opens a file of the cgroup; (nil, nil) when it does not exist.
-func (c *Cgroup) openOptional(name string) (*os.File, error) {
-	f, err := os.Open(filepath.Join(c.dir, name))
+// openOptional opens the file name of the cgroup's directory dir; -1 and
+// no error when it does not exist.
+func (c *Cgroup) openOptional(dir, name string) (int32, error) {
+	p := filepath.Join(dir, name)
+	fd, err := openRead(p)
 	if err == nil {
-		return f, nil
+		return int32(fd), nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, serr := os.Stat(c.dir); serr != nil && errors.Is(serr, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open %s: %w", filepath.Join(c.dir, name), ErrCgroupGone)
+		if _, serr := os.Stat(dir); serr != nil && errors.Is(serr, fs.ErrNotExist) {
+			return -1, fmt.Errorf("open %s: %w", p, ErrCgroupGone)
 		}
-		return nil, nil
+		return -1, nil
 	}
-	return nil, fmt.Errorf("open %s: %w", filepath.Join(c.dir, name), err)
+	return -1, fmt.Errorf("open %s: %w", p, err)
+}
+
+// openRead opens path read-only with a raw system call: no *os.File, no
+// runtime poller registration (kernfs files are not pollable: os.Open
+// would try and fail, one epoll_ctl per open).
+func openRead(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
 }
 
 // Rel returns the cgroup's path relative to the hierarchy mount.
 func (c *Cgroup) Rel() string { return c.rel }
 
 // Dir returns the cgroup's directory.
-func (c *Cgroup) Dir() string { return c.dir }
+func (c *Cgroup) Dir() string { return filepath.Join(c.h.Mount, c.rel) }
+
+// path is the path of the cgroup's file name (for errors).
+func (c *Cgroup) path(name string) string { return filepath.Join(c.h.Mount, c.rel, name) }
 
 // Hierarchy returns the hierarchy the cgroup belongs to.
 func (c *Cgroup) Hierarchy() Hierarchy { return c.h }
 
 // StatFile names the counter file the cgroup is read from.
-func (c *Cgroup) StatFile() string { return c.statName }
+func (c *Cgroup) StatFile() string {
+	if c.files == nil {
+		return ""
+	}
+	return c.files[0]
+}
 
 // Close releases the kept descriptors.
 func (c *Cgroup) Close() error {
 	var errs []error
-	for _, f := range []*os.File{c.stat, c.ios, c.pressure} {
-		if f != nil {
-			errs = append(errs, f.Close())
+	for _, fd := range []*int32{&c.statFD, &c.detailFD} {
+		if *fd >= 0 {
+			if err := syscall.Close(int(*fd)); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", c.Dir(), err))
+			}
+			*fd = -1
 		}
 	}
-	c.stat, c.ios, c.pressure = nil, nil, nil
 	return errors.Join(errs...)
 }
 
-// pread reads the whole of f from offset 0 into c.buf, growing it as needed.
-// cgroupfs files are produced whole at each read from offset 0, so a read
-// shorter than the buffer is all of it: one pread(2) per file.
-func (c *Cgroup) pread(f *os.File) ([]byte, error) {
-	if f == nil {
-		return nil, fmt.Errorf("read cgroup %s: closed", c.dir)
-	}
-	fd := c.statFD
-	switch f {
-	case c.ios:
-		fd = c.iosFD
-	case c.pressure:
-		fd = c.pressureFD
-	}
-	return c.preadFD(fd, f.Name())
-}
+// readBufs are the read buffers of every Cgroup: one per read in flight
+// (the daemon's loop and the throttle's fast loops read at the same time),
+// not one per cgroup.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, initialBuf); return &b }}
 
-func (c *Cgroup) preadFD(fd int, name string) ([]byte, error) {
+// initialBuf is the pooled read buffer's size: a v1 rwstat file is ~13
+// lines per device (~330 bytes), io.stat one line per device.
+const initialBuf = 4096
+
+// preadFD reads the whole of the file open as fd from offset 0 into *bp,
+// growing it as needed; name is the file's name in the cgroup (for
+// errors). cgroupfs files are produced whole at each read from offset 0,
+// so a read shorter than the buffer is all of it: one pread(2) per file.
+func (c *Cgroup) preadFD(fd int32, bp *[]byte, name string) ([]byte, error) {
 	for {
-		n, err := syscall.Pread(fd, c.buf, 0)
+		n, err := syscall.Pread(int(fd), *bp, 0)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
 			if isGone(err) {
-				return nil, fmt.Errorf("read %s: %w", name, ErrCgroupGone)
+				return nil, fmt.Errorf("read %s: %w", c.path(name), ErrCgroupGone)
 			}
-			return nil, fmt.Errorf("read %s: %w", name, err)
+			return nil, fmt.Errorf("read %s: %w", c.path(name), err)
 		}
-		if n < len(c.buf) {
-			return c.buf[:n], nil
+		if n < len(*bp) {
+			return (*bp)[:n], nil
 		}
 		// Full: grow and read the whole file again from 0, so the result
 		// is one consistent generation of it.
-		c.buf = make([]byte, 2*len(c.buf))
+		*bp = make([]byte, max(2*len(*bp), initialBuf))
 	}
 }
 
-// initialBuf is the read buffer a Cgroup starts with.
-const initialBuf = 256
-
-// readDetail reads the detail file name through f when kept, else opens,
-// reads and closes it. ok is false when the file does not exist.
-func (c *Cgroup) readDetail(f *os.File, name string) (data []byte, ok bool, err error) {
-	if f != nil {
-		data, err = c.pread(f)
+// readDetail reads the detail file through its kept descriptor, else
+// opens, reads and closes it. ok is false when the file does not exist.
+func (c *Cgroup) readDetail(bp *[]byte) (data []byte, ok bool, err error) {
+	name := c.files[1]
+	if c.detailFD >= 0 {
+		data, err = c.preadFD(c.detailFD, bp, name)
 		return data, err == nil, err
 	}
-	p := filepath.Join(c.dir, name)
-	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	p := c.path(name)
+	fd, err := openRead(p)
 	if err != nil {
 		if isGone(err) {
-			if _, serr := os.Stat(c.dir); serr != nil && errors.Is(serr, fs.ErrNotExist) {
+			if _, serr := os.Stat(c.Dir()); serr != nil && errors.Is(serr, fs.ErrNotExist) {
 				return nil, false, fmt.Errorf("open %s: %w", p, ErrCgroupGone)
 			}
 			return nil, false, nil
@@ -299,7 +321,7 @@ func (c *Cgroup) readDetail(f *os.File, name string) (data []byte, ok bool, err 
 		return nil, false, fmt.Errorf("open %s: %w", p, err)
 	}
 	defer syscall.Close(fd)
-	data, err = c.preadFD(fd, p)
+	data, err = c.preadFD(int32(fd), bp, name)
 	return data, err == nil, err
 }
 
@@ -315,11 +337,21 @@ func isGone(err error) bool {
 // When the byte counters' file reads exactly as at the previous call, the
 // previous counters are returned without parsing; on v1 the serviced
 // counts are then re-read only every detailEvery calls.
-func (c *Cgroup) ReadIO() (IOStat, error) {
-	if c.stat == nil {
-		return IOStat{}, fmt.Errorf("read cgroup %s: closed", c.dir)
+func (c *Cgroup) ReadIO() (IOStat, error) { return c.read(true) }
+
+// ReadBytes is ReadIO without the v1 serviced counts when the bytes moved:
+// one pread. The I/O counts it returns are those of the last read that
+// read them, and IOStat.StaleIOs says so; a device that appeared since
+// has none yet. On v2 (io.stat holds both) it is ReadIO.
+func (c *Cgroup) ReadBytes() (IOStat, error) { return c.read(c.h.Version == 2) }
+
+func (c *Cgroup) read(ios bool) (IOStat, error) {
+	if c.statFD < 0 {
+		return IOStat{}, fmt.Errorf("read cgroup %s: closed", c.Dir())
 	}
-	data, err := c.preadFD(c.statFD, c.stat.Name())
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	data, err := c.preadFD(c.statFD, bp, c.files[0])
 	if err != nil {
 		return IOStat{}, err
 	}
@@ -327,60 +359,76 @@ func (c *Cgroup) ReadIO() (IOStat, error) {
 	if !same {
 		c.last = append(c.last[:0], data...)
 	}
+	data = c.last       // bp is reused below
 	c.validDevs = false // until this read has parsed everything
 	switch c.h.Version {
 	case 2:
 		if !same {
 			c.devs, err = ParseIOStat(data, c.devs[:0])
 			if err != nil {
-				return IOStat{}, fmt.Errorf("%s: %w", c.stat.Name(), err)
+				return IOStat{}, fmt.Errorf("%s: %w", c.path(c.files[0]), err)
 			}
 		}
 	default:
-		if same && c.sinceIOs < detailEvery-1 {
-			c.sinceIOs++
-			break
-		}
-		c.devs, err = ParseBlkioRWStat(data, c.statName, false, c.devs[:0])
-		if err != nil {
-			return IOStat{}, fmt.Errorf("%s: %w", c.stat.Name(), err)
-		}
-		if c.iosName != "" {
-			data, ok, err := c.readDetail(c.ios, c.iosName)
+		switch {
+		case same && (!ios || !c.hasDetail || !c.iosStale && c.sinceIOs < detailEvery-1):
+			// Nothing moved; the serviced counts are as fresh as before
+			// (a flush moves them alone: re-read every detailEvery).
+			if ios && c.hasDetail {
+				c.sinceIOs++
+			}
+		case !ios || !c.hasDetail:
+			// The bytes moved: parse them over the previous counters,
+			// whose serviced counts stay (stale, if there is a file).
+			for i := range c.devs {
+				c.devs[i].RBytes, c.devs[i].WBytes, c.devs[i].DBytes = 0, 0, 0
+			}
+			c.devs, err = ParseBlkioRWStat(data, c.files[0], false, c.devs)
+			if err != nil {
+				return IOStat{}, fmt.Errorf("%s: %w", c.path(c.files[0]), err)
+			}
+			c.iosStale = c.hasDetail
+		default:
+			c.devs, err = ParseBlkioRWStat(data, c.files[0], false, c.devs[:0])
+			if err != nil {
+				return IOStat{}, fmt.Errorf("%s: %w", c.path(c.files[0]), err)
+			}
+			d, ok, err := c.readDetail(bp)
 			if err != nil {
 				return IOStat{}, err
 			}
 			if ok {
-				c.devs, err = ParseBlkioRWStat(data, c.iosName, true, c.devs)
+				c.devs, err = ParseBlkioRWStat(d, c.files[1], true, c.devs)
 				if err != nil {
-					return IOStat{}, fmt.Errorf("%s: %w", filepath.Join(c.dir, c.iosName), err)
+					return IOStat{}, fmt.Errorf("%s: %w", c.path(c.files[1]), err)
 				}
 			}
+			c.sinceIOs, c.iosStale = 0, false
 		}
-		c.sinceIOs = 0
 	}
 	c.validDevs = true
-	return IOStat{Devices: c.devs}, nil
+	return IOStat{Devices: c.devs, StaleIOs: c.iosStale}, nil
 }
 
 // ReadPressure returns the cgroup's I/O pressure (v2 io.pressure). It
 // returns ErrNotAvailable on v1, where cgroups have no PSI files, and when
 // PSI is disabled.
 func (c *Cgroup) ReadPressure() (Pressure, error) {
-	if !c.hasPSI {
-		return Pressure{}, fmt.Errorf("io.pressure of %s: %w", c.dir, ErrNotAvailable)
+	if !c.HasPressure() {
+		return Pressure{}, fmt.Errorf("io.pressure of %s: %w", c.Dir(), ErrNotAvailable)
 	}
-	data, ok, err := c.readDetail(c.pressure, "io.pressure")
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	data, ok, err := c.readDetail(bp)
 	if err != nil {
-		return Pressure{}, pressureErr(c.dir, err)
+		return Pressure{}, pressureErr(c.Dir(), err)
 	}
 	if !ok {
-		return Pressure{}, fmt.Errorf("io.pressure of %s: %w", c.dir, ErrNotAvailable)
+		return Pressure{}, fmt.Errorf("io.pressure of %s: %w", c.Dir(), ErrNotAvailable)
 	}
-	// c.buf is shared with ReadIO: the primary's copy is in c.last.
 	p, err := ParsePressure(data)
 	if err != nil {
-		return Pressure{}, fmt.Errorf("%s: %w", filepath.Join(c.dir, "io.pressure"), err)
+		return Pressure{}, fmt.Errorf("%s: %w", c.path("io.pressure"), err)
 	}
 	return p, nil
 }

@@ -236,3 +236,74 @@ func TestBytesOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestReadBytesV1: ReadBytes reads the byte counters alone and keeps the
+// serviced counts of the last ReadIO, saying they are stale once the bytes
+// moved past them; a device new since has none yet; ReadIO reads them
+// again, also when the bytes stand still but were read without them.
+func TestReadBytesV1(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "c", name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fakeCgroup(t, root, "c", map[string]string{
+		"blkio.throttle.io_service_bytes_recursive": "7:0 Read 4096\n7:0 Write 0\nTotal 4096\n",
+		"blkio.throttle.io_serviced_recursive":      "7:0 Read 1\n7:0 Write 0\nTotal 1\n",
+	})
+	c, err := Hierarchy{Version: 1, Mount: root}.Open("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	check := func(what string, st IOStat, err error, stale bool, want ...DeviceIO) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if st.StaleIOs != stale || fmt.Sprint(st.Devices) != fmt.Sprint(want) {
+			t.Fatalf("%s: %+v stale %v, want %+v stale %v", what, st.Devices, st.StaleIOs, want, stale)
+		}
+	}
+	st, err := c.ReadBytes()
+	check("first ReadBytes", st, err, true, DeviceIO{Dev: Dev{7, 0}, RBytes: 4096})
+	st, err = c.ReadIO()
+	check("ReadIO", st, err, false, DeviceIO{Dev: Dev{7, 0}, RBytes: 4096, RIOs: 1})
+	st, err = c.ReadBytes()
+	check("ReadBytes, nothing moved", st, err, false, DeviceIO{Dev: Dev{7, 0}, RBytes: 4096, RIOs: 1})
+	write("blkio.throttle.io_service_bytes_recursive", "7:0 Read 8192\n7:0 Write 0\n8:0 Read 0\n8:0 Write 512\nTotal 8704\n")
+	write("blkio.throttle.io_serviced_recursive", "7:0 Read 2\n7:0 Write 0\n8:0 Read 0\n8:0 Write 1\nTotal 3\n")
+	want := []DeviceIO{{Dev: Dev{7, 0}, RBytes: 8192, RIOs: 1}, {Dev: Dev{8, 0}, WBytes: 512}}
+	st, err = c.ReadBytes()
+	check("ReadBytes, bytes moved", st, err, true, want...)
+	st, err = c.ReadBytes()
+	check("ReadBytes again, still stale", st, err, true, want...)
+	st, err = c.ReadIO()
+	check("ReadIO, bytes as before", st, err, false, DeviceIO{Dev: Dev{7, 0}, RBytes: 8192, RIOs: 2}, DeviceIO{Dev: Dev{8, 0}, WBytes: 512, WIOs: 1})
+}
+
+// TestReadKnobKeepsBufferWhole: a knob read hands its (pooled) buffer back
+// whole, also after an empty file: the counter reads that take the buffer
+// next read into its length, and a zero-length buffer made their grow loop
+// spin (found by the throttle's tests hanging).
+func TestReadKnobKeepsBufferWhole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, body := range []string{"", "8:0 100\n", string(make([]byte, 3*initialBuf))} {
+		p := filepath.Join(dir, "knob")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, initialBuf)
+		data, err := readKnobInto(p, &buf)
+		if err != nil || string(data) != body {
+			t.Fatalf("read %d bytes: got %d, %v", len(body), len(data), err)
+		}
+		if len(buf) != cap(buf) || len(buf) < initialBuf || len(buf) < len(body) {
+			t.Fatalf("after a %d-byte file the buffer is %d long of %d, want whole", len(body), len(buf), cap(buf))
+		}
+	}
+}

@@ -38,7 +38,8 @@ func TestRealV1KnobRemovedAfterOpen(t *testing.T) {
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
-	_, err = readOpenKnob(f, path)
+	var buf []byte
+	_, err = readOpenKnob(int(f.Fd()), path, &buf)
 	if !errors.Is(err, ErrCgroupGone) {
 		t.Fatalf("read of a knob whose cgroup was removed after the open: %v, want ErrCgroupGone", err)
 	}

@@ -3,12 +3,12 @@ package cgroupfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Weight is an I/O weight on the one scale ddiskqos uses everywhere: Docker's
@@ -113,9 +113,12 @@ func (h Hierarchy) WriteKnob(rel, file, line string) error {
 }
 
 // readParsed reads the knob file path (see readKnob) and parses it; a
-// parse error names the path.
+// parse error names the path. parse must not keep the bytes it is given
+// (they are a pooled buffer's).
 func readParsed[T any](path string, parse func([]byte) (T, error)) (T, error) {
-	data, err := readKnob(path)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	data, err := readKnobInto(path, bp)
 	if err != nil {
 		var zero T
 		return zero, err
@@ -128,8 +131,24 @@ func readParsed[T any](path string, parse func([]byte) (T, error)) (T, error) {
 	return v, nil
 }
 
+// readKnob reads the whole of the knob file path into a buffer of its own
+// (the caller keeps it).
 func readKnob(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	buf := make([]byte, 512)
+	data, err := readKnobInto(path, &buf)
+	if err != nil {
+		return nil, err
+	}
+	return data[:len(data):len(data)], nil
+}
+
+// readKnobInto reads the whole of the knob file path into *bp (grown as
+// needed) with raw system calls: open, read to the end, close. os.Open
+// registers a kernfs file with the runtime's poller and os.ReadAll
+// allocates its buffer: two epoll_ctl and an allocation per knob read, and
+// the actuator and the throttle read and write knobs in their loops.
+func readKnobInto(path string, bp *[]byte) ([]byte, error) {
+	fd, err := openRead(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(filepath.Dir(path)); serr != nil {
@@ -137,30 +156,53 @@ func readKnob(path string) ([]byte, error) {
 			}
 			return nil, fmt.Errorf("read %s: %w", path, ErrNotAvailable)
 		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: err})
 	}
-	defer f.Close()
-	return readOpenKnob(f, path)
+	defer syscall.Close(fd)
+	return readOpenKnob(fd, path, bp)
 }
 
-// readOpenKnob reads the whole of a knob file opened at path. A cgroup
-// removed between the open and the read answers ENODEV (kernfs): that is
-// ErrCgroupGone, as a removal before the open is (it was an actuator
-// error, one "apply levels" WARN each, under churn: issue 18).
-func readOpenKnob(f *os.File, path string) ([]byte, error) {
-	data, err := io.ReadAll(f)
-	if err != nil {
-		if isGone(err) {
-			return nil, fmt.Errorf("read %s: %w", path, ErrCgroupGone)
+// readOpenKnob reads the whole of a knob file open as fd (from its current
+// offset to the end) into *bp. A cgroup removed between the open and the
+// read answers ENODEV (kernfs): that is ErrCgroupGone, as a removal before
+// the open is (it was an actuator error, one "apply levels" WARN each,
+// under churn: issue 18).
+func readOpenKnob(fd int, path string, bp *[]byte) ([]byte, error) {
+	buf := (*bp)[:0]
+	// *bp keeps the whole (maybe grown) buffer for its next user.
+	defer func() { *bp = buf[:cap(buf)] }()
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
 		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			if isGone(err) {
+				return nil, fmt.Errorf("read %s: %w", path, ErrCgroupGone)
+			}
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if n <= 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
 	}
-	return data, nil
 }
 
 func writeKnob(path, line string) error {
 	// One write(2) per line: cgroupfs parses each write as one command.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	// Raw system calls, as readKnobInto.
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(path, syscall.O_WRONLY|syscall.O_TRUNC|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(filepath.Dir(path)); serr != nil {
@@ -168,15 +210,21 @@ func writeKnob(path, line string) error {
 			}
 			return fmt.Errorf("write %q to %s: %w", line, path, ErrNotAvailable)
 		}
-		return fmt.Errorf("write %q to %s: %w", line, path, err)
+		return fmt.Errorf("write %q to %s: %w", line, path, &fs.PathError{Op: "open", Path: path, Err: err})
 	}
-	_, werr := f.Write([]byte(line))
-	cerr := f.Close()
+	var werr error
+	for {
+		_, werr = syscall.Write(fd, []byte(line))
+		if werr != syscall.EINTR {
+			break
+		}
+	}
+	cerr := syscall.Close(fd)
 	if werr != nil {
 		if isGone(werr) {
 			return fmt.Errorf("write %q to %s: %w", line, path, ErrCgroupGone)
 		}
-		return fmt.Errorf("write %q to %s: %w", line, path, werr)
+		return fmt.Errorf("write %q to %s: %w", line, path, &fs.PathError{Op: "write", Path: path, Err: werr})
 	}
 	if cerr != nil {
 		return fmt.Errorf("write %q to %s: %w", line, path, cerr)

@@ -78,6 +78,10 @@ func (d DeviceIO) Bytes() uint64 { return d.RBytes + d.WBytes }
 // IOStat is a cgroup's I/O per device, ordered as the kernel listed it.
 type IOStat struct {
 	Devices []DeviceIO
+	// StaleIOs: the I/O counts (RIOs, WIOs, DIOs) are not of this reading
+	// but of an earlier one; the bytes are (Cgroup.ReadBytes on v1, where
+	// the counts are a file of their own).
+	StaleIOs bool
 }
 
 // Total sums all devices; its Dev is zero.

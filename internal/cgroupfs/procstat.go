@@ -81,7 +81,7 @@ func (c *Cgroup) CountDState(procRoot string, max int, buf []byte) (TaskCount, [
 	if c.h.Version == 2 {
 		name = "cgroup.threads"
 	}
-	p := filepath.Join(c.dir, name)
+	p := filepath.Join(c.Dir(), name)
 	// Raw system calls, no *os.File: a sample opens one file per task,
 	// and os.Open's runtime-poller bookkeeping cost more than the read.
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)

@@ -96,7 +96,7 @@ func TestCountDStateTree(t *testing.T) {
 		must(os.MkdirAll(filepath.Join(proc, tid), 0o755))
 		must(os.WriteFile(filepath.Join(proc, tid, "stat"), []byte(st), 0o644))
 	}
-	c := &Cgroup{h: Hierarchy{Version: 2, Mount: root}, dir: cg}
+	c := &Cgroup{h: Hierarchy{Version: 2, Mount: root}, rel: "/cg"}
 	tc, _, err := c.CountDState(proc, 100, nil)
 	if err != nil || tc != (TaskCount{D: 2, Seen: 3}) {
 		t.Errorf("got %+v %v, want 2 D of 3 seen", tc, err)
@@ -109,7 +109,7 @@ func TestCountDStateTree(t *testing.T) {
 	if _, _, err := c.CountDState(proc, 100, nil); err == nil || !strings.Contains(err.Error(), `"abc"`) {
 		t.Errorf("bad listing: %v", err)
 	}
-	gone := &Cgroup{h: Hierarchy{Version: 1}, dir: filepath.Join(root, "gone")}
+	gone := &Cgroup{h: Hierarchy{Version: 1, Mount: root}, rel: "/gone"}
 	if _, _, err := gone.CountDState(proc, 100, nil); err == nil {
 		t.Error("missing cgroup: no error")
 	}

@@ -105,6 +105,10 @@ type Options struct {
 	Health HealthOptions
 	// Latency configures the I/O latency sensor (latency.go).
 	Latency LatencyOptions
+	// Activity, when set, says which cgroups did I/O (an eBPF sensor's
+	// maps): a quiet workload it saw is read at the next tick
+	// (sensor.Activity). nil: polling alone.
+	Activity sensor.Activity
 }
 
 // DefaultQuietTicks is the default of Options.QuietMax in intervals.
@@ -262,7 +266,7 @@ func New(opts Options) (*Daemon, error) {
 			"originals", len(st.Originals), "workloads", len(st.Workloads), "written", st.Written)
 	}
 	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
-		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval)}
+		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval), Activity: opts.Activity}
 	if err := d.initHealth(); err != nil {
 		d.closeHealth() // no Apply yet: no throttle loop runs
 		return nil, err
@@ -460,7 +464,7 @@ func (d *Daemon) step() {
 			continue
 		}
 		id := t.w.ID
-		if t.c.Due(d.tick) {
+		if d.sen.Due(t.c, t.ino, d.tick) {
 			read++
 			if !d.sense(start, dt, id, t) {
 				continue
@@ -516,10 +520,13 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 	}
 	d.senseDState(t, rd.Delta > 0)
 	// The descriptors of the detail files follow the polling: kept while
-	// the counters move, given back while they stand still.
+	// the counters move, given back once they have stood still long
+	// enough to be polled least often (not at the first still reading:
+	// a paced or capped stream has still ticks, and closing and opening
+	// its file again each time cost more than the file is read).
 	if rd.Busy {
 		d.keepDetail(t)
-	} else if rd.BackedOff {
+	} else if rd.Settled {
 		d.dropDetail(t)
 	}
 	if t.cg.DetailKept() && d.details > d.maxDetails() {

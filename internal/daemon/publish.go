@@ -113,7 +113,13 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 		return t.pub
 	}
 	sw.Applied = nil
-	if len(apps) > 0 {
+	switch {
+	case t.pub != nil && slices.Equal(apps, t.pub.Applied):
+		// A busy workload's counters move every tick, what is in force
+		// on its devices rarely: share the published (never modified)
+		// entries rather than copy them per tick.
+		sw.Applied = t.pub.Applied
+	case len(apps) > 0:
 		sw.Applied = slices.Clone(apps)
 	}
 	pub := new(snapshot.Workload)

@@ -123,3 +123,74 @@ func itoa(n int) string {
 	}
 	return string(b)
 }
+
+// appliedActuator says the same thing is in force on one device for every
+// workload, until changed.
+type appliedActuator struct {
+	nullActuator
+	limits *cgroupfs.Limits
+}
+
+func (a appliedActuator) Applied(string) []actuate.Applied {
+	return []actuate.Applied{{Device: actuate.Device{Name: "sda", Dev: cgroupfs.Dev{Major: 8}}, Limits: *a.limits}}
+}
+
+// TestPublishSharesUnchangedApplied: a workload whose counters move gets a
+// new record every tick, but while what is in force on its devices is the
+// same, the record shares the previous one's Applied entries (no copy per
+// busy workload per tick); when that changes, a new slice, and the previous
+// snapshot still says what it said.
+func TestPublishSharesUnchangedApplied(t *testing.T) {
+	t.Parallel()
+	mount := t.TempDir()
+	dir := filepath.Join(mount, "busy")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stat := func(rbytes int) {
+		t.Helper()
+		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
+		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat(4096)
+	limits := &cgroupfs.Limits{RBps: 1 << 20}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d, err := New(Options{
+		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
+		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) {
+			return appliedActuator{limits: limits}, nil
+		},
+		Interval: time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.started, d.noFile = now, 1<<20
+	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "busy", Name: "busy", Cgroup: "/busy"}})
+	var recs []*snapshot.Workload
+	for i := 1; i <= 3; i++ {
+		if i == 3 {
+			limits.RBps = 2 << 20
+		}
+		stat(4096 + i<<20)
+		now = now.Add(time.Second)
+		d.step()
+		recs = append(recs, d.Snapshot().Workloads[0])
+	}
+	r1, r2, r3 := recs[0], recs[1], recs[2]
+	if r1 == r2 || len(r1.Applied) != 1 || len(r2.Applied) != 1 {
+		t.Fatalf("records %p %p, applied %v %v: want two records with one entry each", r1, r2, r1.Applied, r2.Applied)
+	}
+	if &r1.Applied[0] != &r2.Applied[0] {
+		t.Error("unchanged applied entries copied into the new record")
+	}
+	if &r3.Applied[0] == &r2.Applied[0] || r3.Applied[0].ReadBps != 2<<20 || r2.Applied[0].ReadBps != 1<<20 {
+		t.Errorf("changed limits: shared %v, new %d, previous %d; want a new slice with 2 MiB/s, the previous 1 MiB/s",
+			&r3.Applied[0] == &r2.Applied[0], r3.Applied[0].ReadBps, r2.Applied[0].ReadBps)
+	}
+	if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+}

@@ -28,6 +28,9 @@ type Sensor struct {
 	Stacked map[cgroupfs.Dev][]cgroupfs.Dev
 	// MaxPeriod is the longest polling period in ticks (a power of two).
 	MaxPeriod uint32
+	// Activity, when set, makes a quiet workload it saw do I/O due at
+	// once (see Activity and Due).
+	Activity Activity
 
 	deltas []devDelta    // Take's scratch
 	dev    []DeviceBytes // indexed like Devices
@@ -44,6 +47,9 @@ type DeviceBytes struct {
 // BeginTick starts a tick: its device bytes are zero until readings are
 // taken. Call it before the tick's first Take.
 func (s *Sensor) BeginTick() {
+	if s.Activity != nil {
+		s.Activity.BeginTick()
+	}
 	if len(s.dev) != len(s.Devices) {
 		s.dev = make([]DeviceBytes, len(s.Devices))
 	}
@@ -88,6 +94,18 @@ func MaxPeriod(quietMax, interval time.Duration) uint32 {
 // read at every PressureEvery-th reading of them.
 const PressureEvery = 16
 
+// IOCountsEvery: on cgroup v1, where a workload's I/O counts are a file of
+// their own (blkio.throttle.io_serviced*), a workload whose bytes move has
+// them read at every IOCountsEvery-th reading, and its bytes at every
+// reading. The policy, the throttle and the device rates use bytes only;
+// the counts are shown (read_ios, write_ios) and lag by at most
+// IOCountsEvery-1 readings, and are exact whenever read: I/O of stacked
+// devices is counted once over the span since the last count (see Take).
+// At 10,000 workloads, 1,000 of them busy, this is 750 of ~4,400 preads a
+// tick. A reading after the counts were skipped while the bytes stood
+// still, and the first reading, read them at once.
+const IOCountsEvery = 4
+
 // Counters is one workload's sensing state.
 type Counters struct {
 	// Totals since the workload was first read (the baseline reading
@@ -100,9 +118,13 @@ type Counters struct {
 	// Pressure is the last io.pressure reading, nil before one (v2 only).
 	Pressure *snapshot.Pressure
 
-	charge   bool // charge the first reading from zero (new since start)
-	seen     bool // the counters have a baseline
-	last     []cgroupfs.DeviceIO
+	charge bool // charge the first reading from zero (new since start)
+	seen   bool // the counters have a baseline
+	last   []cgroupfs.DeviceIO
+	// lastIO is the reading the I/O counts were last taken at, while
+	// later readings had stale counts (ioLag > 0); else it is last.
+	lastIO   []cgroupfs.DeviceIO
+	ioLag    uint32 // readings since the I/O counts were read
 	lastRead time.Time
 	// The counters are read on ticks where (tick+slot)%period == 0.
 	period, slot uint32
@@ -146,8 +168,8 @@ type Reading struct {
 	Delta uint64
 	// Busy: the counters moved (or this was the first reading); the
 	// workload is read every tick again. BackedOff: they stood still and
-	// the polling period grew.
-	Busy, BackedOff bool
+	// the polling period grew; Settled: to the longest (MaxPeriod).
+	Busy, BackedOff, Settled bool
 	// PressureDue says whether io.pressure should be read now: when the
 	// counters moved, every PressureEvery-th reading otherwise.
 	PressureDue bool
@@ -158,7 +180,11 @@ type Reading struct {
 // error is cgroupfs.Cgroup.ReadIO's: cgroupfs.ErrCgroupGone once the cgroup
 // is removed.
 func (s *Sensor) Read(c *Counters, cg *cgroupfs.Cgroup, now time.Time, dt float64) (Reading, error) {
-	st, err := cg.ReadIO()
+	read := cg.ReadIO
+	if c.seen && c.ioLag+1 < IOCountsEvery && c.period == 1 {
+		read = cg.ReadBytes // busy: the counts every IOCountsEvery-th
+	}
+	st, err := read()
 	if err != nil {
 		return Reading{}, err
 	}
@@ -175,6 +201,12 @@ func (s *Sensor) Read(c *Counters, cg *cgroupfs.Cgroup, now time.Time, dt float6
 // and adds this tick's share of its bytes per actuated device to the
 // tick's DeviceBytes (a workload read less often than every tick brings
 // several ticks' bytes: a device's rate must not be made of them).
+//
+// The bytes are charged since the last reading. The I/O counts, when st has
+// them (not StaleIOs), are counted since the last reading that had them,
+// and I/O of stacked devices is removed from them in proportion to the
+// bytes of that same span: both sides of the proportion cover the same
+// requests, however many readings lay between.
 func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat) Reading {
 	span := dt
 	if !c.lastRead.IsZero() {
@@ -183,21 +215,36 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 		}
 	}
 	c.lastRead = now
+	base := c.seen || c.charge // deltas are charged (not a baseline only)
+	// The baseline of the I/O counts: the last reading, unless readings
+	// with stale counts came since.
+	ioPrev := c.last
+	if c.ioLag > 0 {
+		ioPrev = c.lastIO
+	}
+	ioFresh := !st.StaleIOs
+	// A reading whose counts are as fresh as its bytes, after one that was
+	// too: one pass counts both (every reading on v2).
+	together := ioFresh && c.ioLag == 0
 	var dr, dw uint64
 	clear(c.Active)
 	s.deltas = s.deltas[:0]
 	for _, cur := range st.Devices {
-		prev := cgroupfs.DeviceIn(c.last, cur.Dev)
-		if !c.seen && !c.charge {
+		if !base {
 			continue // baseline only: history before we saw it is not charged
 		}
+		prev := cgroupfs.DeviceIn(c.last, cur.Dev)
 		r, w := sub(cur.RBytes, prev.RBytes), sub(cur.WBytes, prev.WBytes)
-		c.RIOs += sub(cur.RIOs, prev.RIOs)
-		c.WIOs += sub(cur.WIOs, prev.WIOs)
 		dr += r
 		dw += w
+		var rIOs, wIOs uint64
+		if together {
+			rIOs, wIOs = sub(cur.RIOs, prev.RIOs), sub(cur.WIOs, prev.WIOs)
+			c.RIOs += rIOs
+			c.WIOs += wIOs
+		}
 		if len(s.Stacked) > 0 && r+w > 0 {
-			s.deltas = append(s.deltas, devDelta{cur.Dev, r, w, sub(cur.RIOs, prev.RIOs), sub(cur.WIOs, prev.WIOs)})
+			s.deltas = append(s.deltas, devDelta{cur.Dev, r, w, rIOs, wIOs})
 		}
 		for i, dv := range s.Devices {
 			if dv == cur.Dev && r+w > 0 {
@@ -210,6 +257,20 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 	// I/O of a stacked device that its lower disks show again counts once.
 	ov := stackedOverlap(s.Stacked, s.deltas)
 	dr, dw, c.RIOs, c.WIOs = dr-ov.r, dw-ov.w, c.RIOs-ov.rIOs, c.WIOs-ov.wIOs
+	if ioFresh && !together && base {
+		s.takeIOs(c, ioPrev, st.Devices)
+	}
+	switch {
+	case ioFresh:
+		c.ioLag = 0
+	case c.ioLag == 0:
+		// The first reading with stale counts: the baseline of the
+		// counts stays the last reading.
+		c.lastIO = append(c.lastIO[:0], c.last...)
+		c.ioLag = 1
+	default:
+		c.ioLag++
+	}
 	c.last = append(c.last[:0], st.Devices...)
 	first := !c.seen
 	c.seen = true
@@ -229,8 +290,31 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 	} else if c.period < s.MaxPeriod {
 		c.period *= 2
 		rd.BackedOff = true
+		rd.Settled = c.period >= s.MaxPeriod
 	}
 	return rd
+}
+
+// takeIOs counts the I/Os of cur since the reading prev (the last one that
+// had counts), stacked devices' once: their lower disks' requests are
+// removed in proportion to the bytes of the same span.
+func (s *Sensor) takeIOs(c *Counters, prev, cur []cgroupfs.DeviceIO) {
+	s.deltas = s.deltas[:0]
+	var rIOs, wIOs uint64
+	for _, d := range cur {
+		p := cgroupfs.DeviceIn(prev, d.Dev)
+		ri, wi := sub(d.RIOs, p.RIOs), sub(d.WIOs, p.WIOs)
+		rIOs += ri
+		wIOs += wi
+		if len(s.Stacked) > 0 {
+			if r, w := sub(d.RBytes, p.RBytes), sub(d.WBytes, p.WBytes); r+w > 0 {
+				s.deltas = append(s.deltas, devDelta{d.Dev, r, w, ri, wi})
+			}
+		}
+	}
+	ov := stackedOverlap(s.Stacked, s.deltas)
+	c.RIOs += rIOs - ov.rIOs
+	c.WIOs += wIOs - ov.wIOs
 }
 
 // sub is cur-prev, or cur when the counter went backwards (it was reset).

@@ -44,7 +44,7 @@ func TestTakeBaselineChargeAndBackoff(t *testing.T) {
 	// Standing still: period 2, 4, 4 (MaxPeriod); Due follows the slot.
 	for i, want := range []uint32{2, 4, 4} {
 		rd := s.Take(old, t0.Add(time.Duration(i+1)*time.Second), 1, stat(1<<20, 1<<20))
-		if rd.Delta != 0 || old.period != want || rd.BackedOff != (i < 2) {
+		if rd.Delta != 0 || old.period != want || rd.BackedOff != (i < 2) || rd.Settled != (i == 1) {
 			t.Fatalf("still reading %d: %+v period %d, want %d", i, rd, old.period, want)
 		}
 	}
@@ -114,5 +114,57 @@ func TestPressureKeptWhileStill(t *testing.T) {
 	got := pressureOf(first, moved)
 	if got == first || got.SomeTotal != 1500 || first.SomeTotal != 1000 {
 		t.Fatalf("a moved reading: got %+v (same pointer %v), the first now %+v", got, got == first, first)
+	}
+}
+
+// TestTakeStaleIOCounts: readings whose I/O counts are stale (v1 reads the
+// serviced file every IOCountsEvery-th reading of a busy workload) charge
+// their bytes at once, and the counts, when read, count a stacked device's
+// requests once over the whole span since the last count — also when the
+// reading that brings them saw no bytes move (the stream stopped in
+// between), where a correction by that reading's own bytes removes nothing
+// and counts the disk's requests a second time.
+func TestTakeStaleIOCounts(t *testing.T) {
+	loop, vda := cgroupfs.Dev{Major: 7, Minor: 64}, cgroupfs.Dev{Major: 254}
+	s := &Sensor{Devices: []cgroupfs.Dev{loop}, Stacked: map[cgroupfs.Dev][]cgroupfs.Dev{loop: {vda}}, MaxPeriod: 4}
+	s.BeginTick()
+	c := s.NewCounters(0, false)
+	// Each reading the stream reads 1 MiB of the loop device in 16
+	// requests, which reach vda as 8.
+	reading := func(n uint64, ios uint64, stale bool) cgroupfs.IOStat {
+		return cgroupfs.IOStat{StaleIOs: stale, Devices: []cgroupfs.DeviceIO{
+			{Dev: loop, RBytes: n << 20, RIOs: 16 * ios},
+			{Dev: vda, RBytes: n << 20, RIOs: 8 * ios},
+		}}
+	}
+	at := func(i int) time.Time { return time.Unix(int64(100+i), 0) }
+	s.Take(c, at(0), 1, reading(0, 0, false)) // baseline
+	// Three readings with bytes but stale counts (those of reading 0).
+	for i := 1; i <= 3; i++ {
+		rd := s.Take(c, at(i), 1, reading(uint64(i), 0, true))
+		if rd.Delta != 1<<20 || c.RBytes != uint64(i)<<20 {
+			t.Fatalf("stale reading %d: charged %d, total %d; want 1 MiB, %d MiB (the loop's bytes once)", i, rd.Delta, c.RBytes, i)
+		}
+		if c.RIOs != 0 || !c.Active[0] {
+			t.Fatalf("stale reading %d: read_ios %d active %v, want 0 (no counts read yet), active", i, c.RIOs, c.Active[0])
+		}
+	}
+	// The stream stopped; this reading's bytes did not move and its counts
+	// are fresh: 3 MiB of the loop in 48 requests since reading 0.
+	if rd := s.Take(c, at(4), 1, reading(3, 3, false)); rd.Delta != 0 {
+		t.Fatalf("still reading charged %d", rd.Delta)
+	}
+	if c.RBytes != 3<<20 || c.RIOs != 48 {
+		t.Fatalf("after the counts: read %d B in %d requests, want %d in 48 (the loop's, vda's 24 removed)", c.RBytes, c.RIOs, 3<<20)
+	}
+	// Direct vda I/O besides, in a span of stale counts: 1 MiB through the
+	// loop (16 requests, 8 on vda) and 1 MiB straight to vda in 4.
+	s.Take(c, at(5), 1, cgroupfs.IOStat{StaleIOs: true, Devices: []cgroupfs.DeviceIO{
+		{Dev: loop, RBytes: 4 << 20, RIOs: 48}, {Dev: vda, RBytes: 5 << 20, RIOs: 24}}})
+	s.Take(c, at(6), 1, cgroupfs.IOStat{Devices: []cgroupfs.DeviceIO{
+		{Dev: loop, RBytes: 4 << 20, RIOs: 64}, {Dev: vda, RBytes: 5 << 20, RIOs: 36}}})
+	if c.RBytes != 5<<20 || c.RIOs != 48+16+6 {
+		t.Fatalf("with direct I/O: read %d B in %d requests, want %d in %d (vda's 12 requests, half of its bytes the loop's: 6 removed)",
+			c.RBytes, c.RIOs, 5<<20, 48+16+6)
 	}
 }

@@ -84,6 +84,27 @@ func procStatus(keys ...string) map[string]uint64 {
 }
 
 // openFDs counts this process's open descriptors.
+// readCalls is the process's read system calls so far (syscr of
+// /proc/self/io: read, pread64, readv and the like); 0 when unreadable.
+func readCalls() uint64 {
+	return procIO("syscr")
+}
+
+func procIO(key string) uint64 {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && k == key {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 func openFDs() int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

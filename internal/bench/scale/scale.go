@@ -61,8 +61,10 @@ type Config struct {
 	// window.
 	CPUProfile io.Writer
 	// HeapProfile, when set, receives a pprof heap profile taken at the
-	// end of the steady window.
-	HeapProfile io.Writer
+	// end of the steady window; HeapProfileStart one taken at its start,
+	// so that the window's own allocations are the difference (pprof
+	// -base).
+	HeapProfile, HeapProfileStart io.Writer
 }
 
 // Dist summarises one per-tick quantity, milliseconds.
@@ -112,14 +114,19 @@ type Result struct {
 	SetupS      float64 `json:"setup_s"` // making the cgroups (not the daemon)
 
 	// Per tick in the steady window.
-	CPUPerTickMS   Dist    `json:"cpu_per_tick_ms"` // user+sys between consecutive tick ends
-	UserPerTickMS  float64 `json:"user_per_tick_ms"`
-	SysPerTickMS   float64 `json:"sys_per_tick_ms"`
-	WallPerTickMS  Dist    `json:"wall_per_tick_ms"` // the daemon's tick duration
-	ReadsPerTick   float64 `json:"reads_per_tick"`   // workloads whose counters were read
-	AllocsPerTick  float64 `json:"allocs_per_tick"`
-	AllocKBPerTick float64 `json:"alloc_kib_per_tick"`
-	CPUPercent     float64 `json:"cpu_percent_of_one_core"`
+	CPUPerTickMS  Dist    `json:"cpu_per_tick_ms"` // user+sys between consecutive tick ends
+	UserPerTickMS float64 `json:"user_per_tick_ms"`
+	SysPerTickMS  float64 `json:"sys_per_tick_ms"`
+	WallPerTickMS Dist    `json:"wall_per_tick_ms"` // the daemon's tick duration
+	ReadsPerTick  float64 `json:"reads_per_tick"`   // workloads whose counters were read
+	// ReadCallsPerTick is the process's read system calls (read, pread,
+	// readv: /proc/self/io syscr) per tick: every file read of the tick,
+	// the throttle's fast loop and the rest, in a count that does not
+	// depend on the machine's load.
+	ReadCallsPerTick float64 `json:"read_calls_per_tick"`
+	AllocsPerTick    float64 `json:"allocs_per_tick"`
+	AllocKBPerTick   float64 `json:"alloc_kib_per_tick"`
+	CPUPercent       float64 `json:"cpu_percent_of_one_core"`
 
 	RSSMiB     float64 `json:"rss_mib"`
 	RSSPeakMiB float64 `json:"rss_peak_mib"`
@@ -318,7 +325,12 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	}
 	obs.waitTick(2 * c.Interval)
 	n0 := len(obs.ticks())
-	a0 := allocsNow()
+	a0, r0 := allocsNow(), readCalls()
+	if c.HeapProfileStart != nil {
+		if err := pprof.WriteHeapProfile(c.HeapProfileStart); err != nil {
+			return res, err
+		}
+	}
 	if c.CPUProfile != nil {
 		if err := pprof.StartCPUProfile(c.CPUProfile); err != nil {
 			return res, err
@@ -330,13 +342,16 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	}
 	pprof.StopCPUProfile()
 	obs.waitTick(2 * c.Interval)
-	a1 := allocsNow()
+	a1, r1 := allocsNow(), readCalls()
 	ts := obs.ticks()
 	window := ts[n0-1:]
 	if len(window) < 2 {
 		return res, fmt.Errorf("only %d ticks in %s: the daemon is not ticking", len(window), c.Duration)
 	}
 	summarise(&res, window, a1.objects-a0.objects, a1.bytes-a0.bytes, c.Interval)
+	// The window is a whole number of ticks give or take the two waits
+	// above; the calls are over the same span.
+	res.ReadCallsPerTick = float64(r1-r0) / float64(res.Ticks)
 	st := procStatus("VmRSS", "VmHWM")
 	res.RSSMiB, res.RSSPeakMiB = float64(st["VmRSS"])/1024, float64(st["VmHWM"])/1024
 	res.HeapMiB = float64(heapLive()) / (1 << 20)
@@ -346,8 +361,8 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 			return res, err
 		}
 	}
-	say("steady: %d ticks, CPU %.2f ms/tick (max %.2f), wall %.2f ms/tick, %.0f reads/tick, %.0f allocs/tick, RSS %.1f MiB",
-		res.Ticks, res.CPUPerTickMS.Mean, res.CPUPerTickMS.Max, res.WallPerTickMS.Mean, res.ReadsPerTick, res.AllocsPerTick, res.RSSMiB)
+	say("steady: %d ticks, CPU %.2f ms/tick (max %.2f), wall %.2f ms/tick, %.0f reads/tick, %.0f read calls/tick, %.0f allocs/tick, RSS %.1f MiB",
+		res.Ticks, res.CPUPerTickMS.Mean, res.CPUPerTickMS.Max, res.WallPerTickMS.Mean, res.ReadsPerTick, res.ReadCallsPerTick, res.AllocsPerTick, res.RSSMiB)
 
 	// /metrics and /v1/workloads, right after a tick, best of three.
 	best := func(target string, gz bool) Scrape {
