@@ -10,7 +10,15 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
+
+// The fixtures name mechanisms as the registry spells them.
+var (
+	bfqWeight    = string(mech.BFQWeight)
+	throttle     = string(mech.Throttle)
+	iocostWeight = string(mech.IOCostWeight)
 )
 
 // T0 is the fixture's tick time.
@@ -21,7 +29,7 @@ var T0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // level without allowance, a name that sorts differently from its rate.
 func Fixture() *snapshot.Snapshot {
 	bfq := func(w int) snapshot.Applied {
-		return snapshot.Applied{Device: "loop3", Dev: "7:3", Mechanism: "bfq-weight", Weight: w, Used: true}
+		return snapshot.Applied{Device: "loop3", Dev: "7:3", Mechanism: bfqWeight, Weight: w, Used: true}
 	}
 	return &snapshot.Snapshot{
 		At: T0, Tick: 1234, Interval: time.Second, TickDuration: 3210 * time.Microsecond,
@@ -31,7 +39,7 @@ func Fixture() *snapshot.Snapshot {
 				ID: "0a1b2c3d4e5f67890a1b2c3d4e5f67890a1b2c3d4e5f67890a1b2c3d4e5f6789", Name: "backup",
 				Level: 4, BytesInLevel: 3 << 30, Weight: 10,
 				ReadBps: 180 << 20, WriteBps: 2 << 20,
-				Applied:  []snapshot.Applied{bfq(10), {Device: "sda", Dev: "8:0", Mechanism: "throttle", ReadBps: 10 << 20, WriteBps: 10 << 20, Throttled: true, Used: true}},
+				Applied:  []snapshot.Applied{bfq(10), {Device: "sda", Dev: "8:0", Mechanism: throttle, ReadBps: 10 << 20, WriteBps: 10 << 20, Throttled: true, Used: true}},
 				Pressure: &snapshot.Pressure{SomeAvg10: 42.5, FullAvg10: 30.1},
 				Latency: []snapshot.WorkloadLatency{{Device: "loop3", Dev: "7:3",
 					Read: snapshot.OpLatency{Requests: 9000, InFlight: 31, TickRequests: 180, P50: 0.021, P99: 0.083}}},
@@ -50,24 +58,24 @@ func Fixture() *snapshot.Snapshot {
 				ID: "2222222222223333333333334444444444445555555555556666666666667777", Name: "etl",
 				Level: 3, BytesInLevel: 700 << 20, Allowance: 2 << 30, Weight: 100,
 				ReadBps: 20 << 20, WriteBps: 40 << 20, LabelError: `ddiskqos.level "fast": want 1..4 or exempt`,
-				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: "throttle", WriteBps: 20 << 20, Throttled: true, Error: "write io.max: device or resource busy", Used: true}},
+				Applied: []snapshot.Applied{{Device: "sda", Dev: "8:0", Mechanism: throttle, WriteBps: 20 << 20, Throttled: true, Error: "write io.max: device or resource busy", Used: true}},
 			},
 			{ID: "3333333333334444444444445555555555556666666666667777777777778888", Name: "ssh", Exempt: true},
 			{
 				ID: "4444444444445555555555556666666666667777777777778888888888889999", Name: "web-1",
 				Level: 2, BytesInLevel: 900, Allowance: 64 << 20, Weight: 500, ReadBps: 512,
 				Applied: []snapshot.Applied{
-					{Device: "sda", Dev: "8:0", Mechanism: "throttle", Used: true},
-					{Device: "nvme0n1", Dev: "259:0", Mechanism: "iocost-weight", Weight: 500},
+					{Device: "sda", Dev: "8:0", Mechanism: throttle, Used: true},
+					{Device: "nvme0n1", Dev: "259:0", Mechanism: iocostWeight, Weight: 500},
 					bfq(500),
-					{Device: "loop4", Dev: "7:4", Mechanism: "bfq-weight", Weight: 500},
+					{Device: "loop4", Dev: "7:4", Mechanism: bfqWeight, Weight: 500},
 				},
 			},
 		},
 		Devices: []snapshot.Device{
-			{Name: "sda", Dev: "8:0", Scheduler: "mq-deadline", Mechanism: "throttle", TopActiveLevel: 3, ReadBps: 20 << 20, WriteBps: 40 << 20},
-			{Name: "loop3", Dev: "7:3", Scheduler: "bfq", Mechanism: "bfq-weight", WeightsEffective: true, TopActiveLevel: 1, ReadBps: 180 << 20, WriteBps: 2 << 20},
-			{Name: "nvme0n1", Dev: "259:0", Scheduler: "none", Mechanism: "iocost-weight", WeightsEffective: true},
+			{Name: "sda", Dev: "8:0", Scheduler: "mq-deadline", Mechanism: throttle, TopActiveLevel: 3, ReadBps: 20 << 20, WriteBps: 40 << 20},
+			{Name: "loop3", Dev: "7:3", Scheduler: "bfq", Mechanism: bfqWeight, WeightsEffective: true, TopActiveLevel: 1, ReadBps: 180 << 20, WriteBps: 2 << 20},
+			{Name: "nvme0n1", Dev: "259:0", Scheduler: "none", Mechanism: iocostWeight, WeightsEffective: true},
 		},
 		Levels:       [5]int{1, 1, 1, 1, 1},
 		Errors:       []snapshot.ErrorCount{{Cause: "sense", Count: 1}, {Cause: "actuate", Count: 3}},
@@ -83,7 +91,7 @@ func Fixture() *snapshot.Snapshot {
 // at all; vda's capacity measured.
 func Capped() *snapshot.Snapshot {
 	untouched := func(w int) snapshot.Applied {
-		return snapshot.Applied{Device: "nvme0n1", Dev: "259:0", Mechanism: "iocost-weight", Weight: w}
+		return snapshot.Applied{Device: "nvme0n1", Dev: "259:0", Mechanism: iocostWeight, Weight: w}
 	}
 	return &snapshot.Snapshot{
 		At: T0, Tick: 77, Interval: time.Second, TickDuration: 900 * time.Microsecond,
@@ -92,17 +100,17 @@ func Capped() *snapshot.Snapshot {
 			{ID: "a1a1a1a1a1a1b2b2b2b2b2b2c3c3c3c3c3c3d4d4d4d4d4d4e5e5e5e5e5e5f6f6", Name: "app", Level: 3, Weight: 100,
 				BytesInLevel: 900 << 20, Allowance: 2 << 30, ReadBps: 64 << 20,
 				Applied: []snapshot.Applied{untouched(100),
-					{Device: "vda", Dev: "254:0", Mechanism: "throttle", ReadBps: 64 << 20, WriteBps: 64 << 20, Throttled: true, Used: true}}},
+					{Device: "vda", Dev: "254:0", Mechanism: throttle, ReadBps: 64 << 20, WriteBps: 64 << 20, Throttled: true, Used: true}}},
 			{ID: "0f0f0f0f0f0f1e1e1e1e1e1e2d2d2d2d2d2d3c3c3c3c3c3c4b4b4b4b4b4b5a5a", Name: "idle", Level: 1, Weight: 1000,
 				Allowance: 8 << 20,
-				Applied:   []snapshot.Applied{untouched(1000), {Device: "vda", Dev: "254:0", Mechanism: "throttle"}}},
+				Applied:   []snapshot.Applied{untouched(1000), {Device: "vda", Dev: "254:0", Mechanism: throttle}}},
 			{ID: "9e9e9e9e9e9e8d8d8d8d8d8d7c7c7c7c7c7c6b6b6b6b6b6b5a5a5a5a5a5a4949", Name: "web", Level: 1, Weight: 1000,
 				BytesInLevel: 3 << 20, Allowance: 8 << 20, ReadBps: 400 << 10,
-				Applied: []snapshot.Applied{untouched(1000), {Device: "vda", Dev: "254:0", Mechanism: "throttle", Used: true}}},
+				Applied: []snapshot.Applied{untouched(1000), {Device: "vda", Dev: "254:0", Mechanism: throttle, Used: true}}},
 		},
 		Devices: []snapshot.Device{
-			{Name: "nvme0n1", Dev: "259:0", Scheduler: "none", Mechanism: "iocost-weight", WeightsEffective: true},
-			{Name: "vda", Dev: "254:0", Scheduler: "mq-deadline", Mechanism: "throttle", TopActiveLevel: 1,
+			{Name: "nvme0n1", Dev: "259:0", Scheduler: "none", Mechanism: iocostWeight, WeightsEffective: true},
+			{Name: "vda", Dev: "254:0", Scheduler: "mq-deadline", Mechanism: throttle, TopActiveLevel: 1,
 				ReadBps: 64<<20 + 400<<10, CapacityBps: 180 << 20, CapacityIOPS: 2400},
 		},
 		Levels: [5]int{0, 2, 0, 1, 0},
@@ -194,7 +202,7 @@ func HostileFixture() (*snapshot.Snapshot, []string) {
 	snap.Source, snap.Actuator, snap.CgroupMode = "docker"+evil, "cgroup"+evil, "v2"+evil
 	snap.Errors = append(snap.Errors, snapshot.ErrorCount{Cause: "cause" + evil, Count: 1})
 	snap.Devices = append(snap.Devices, snapshot.Device{Name: "disk" + evil, Dev: "8:" + evil, Scheduler: "bfq" + evil,
-		Mechanism: "bfq-weight" + evil})
+		Mechanism: bfqWeight + evil})
 	wants = append(wants, `docker\x1b]0;pwned\x07\u009b\xff`, `cause\x1b]0;pwned\x07\u009b\xff 1`,
 		`disk\x1b]0;pwned\x07`, `8:\x1b]0;pwned`, `bfq\x1b]0;pwned`, `label \x1b]0;pwned\x07`,
 		`err \x1b]0;pwned\x07`, `dev\x1b]0;pwned\x07:mech\x1b]0;pwned\x07`, `\x1b]0;pwned\x0701 `)
