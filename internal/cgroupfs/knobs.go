@@ -336,14 +336,7 @@ func (h Hierarchy) SetLimits(rel string, dev Dev, l Limits) error {
 		if err != nil {
 			return err
 		}
-		v := func(n uint64) string {
-			if n == 0 {
-				return "max"
-			}
-			return strconv.FormatUint(n, 10)
-		}
-		line := fmt.Sprintf("%s rbps=%s wbps=%s riops=%s wiops=%s", dev, v(l.RBps), v(l.WBps), v(l.RIOps), v(l.WIOps))
-		return writeKnob(path, line)
+		return writeKnob(path, dev.String()+" "+l.Keys())
 	}
 	cur, err := h.ReadLimits(rel, dev)
 	if err != nil {

@@ -494,6 +494,19 @@ type Limits struct {
 // IsZero reports whether no limit is set.
 func (l Limits) IsZero() bool { return l == Limits{} }
 
+// Keys is l in io.max's key form, "rbps=N wbps=max riops=max wiops=N"
+// (0, unlimited, is "max"): the line io.max takes after the device, and
+// the text a limit knob's value is kept as.
+func (l Limits) Keys() string {
+	v := func(n uint64) string {
+		if n == 0 {
+			return "max"
+		}
+		return strconv.FormatUint(n, 10)
+	}
+	return "rbps=" + v(l.RBps) + " wbps=" + v(l.WBps) + " riops=" + v(l.RIOps) + " wiops=" + v(l.WIOps)
+}
+
 // ParseIOMax parses cgroup v2 io.max:
 //
 //	8:16 rbps=2097152 wbps=max riops=max wiops=120

@@ -71,13 +71,7 @@ func LimitsValue(l cgroupfs.Limits) string {
 	if l.IsZero() {
 		return ""
 	}
-	f := func(n uint64) string {
-		if n == 0 {
-			return "max"
-		}
-		return strconv.FormatUint(n, 10)
-	}
-	return "rbps=" + f(l.RBps) + " wbps=" + f(l.WBps) + " riops=" + f(l.RIOps) + " wiops=" + f(l.WIOps)
+	return l.Keys()
 }
 
 // ParseLimits is the inverse of LimitsValue; a key left out is unlimited.
