@@ -146,7 +146,8 @@ func writebackCheck(io IOHierarchy) Check {
 			"so those bytes are neither counted against the container's level nor slowed by its weight or cap. " +
 			"Reads, O_DIRECT writes, and the pages the writer forces out itself while still dirty (fsync, O_SYNC) are charged to it"
 		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2, with the memory and io controllers enabled for the containers) " +
-			"so writeback is charged to the cgroup that dirtied the pages"
+			"so writeback is charged to the cgroup whose memory holds the file's cached pages: " +
+			"the container that wrote or read the file first, not one that rewrites it while it is cached"
 		return c
 	}
 	if !io.Memory {

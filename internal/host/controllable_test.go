@@ -83,6 +83,11 @@ func TestWritebackCheck(t *testing.T) {
 	if c.Status != StatusWarn || !strings.Contains(c.Value, "charged to the flusher") || !strings.Contains(c.Fix, "systemd.unified_cgroup_hierarchy=1") {
 		t.Errorf("v1: %+v", c)
 	}
+	// What v2 would do, as v2's own check says it (TestRealV2WritebackOwner):
+	// the owner of the cached pages, not whoever dirtied them.
+	if !strings.Contains(c.Fix, "cached pages") || strings.Contains(c.Fix, "dirtied") {
+		t.Errorf("v1 fix says what v2 charges writeback to wrongly: %q", c.Fix)
+	}
 	v2 := hosttest.New(t)
 	v2.UnifiedV2("-")
 	c = mustFind(t, Evaluate(Gather(context.Background(), Roots{Sys: v2.Sys, Proc: v2.Proc}, nil)), "cgroup.writeback")

@@ -58,7 +58,7 @@ type IOHierarchy struct {
 	Pressure bool `json:"pressure"`
 	// Memory is v2 only: the root delegates the memory controller
 	// (cgroup.subtree_control), without which writeback is charged to the
-	// root, not to the cgroup that dirtied the pages.
+	// root, not to the cgroup whose memory holds the cached pages.
 	Memory bool `json:"memory"`
 }
 
