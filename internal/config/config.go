@@ -122,6 +122,9 @@ type Config struct {
 	// /sys/block, e.g. "sd*", "nvme0n1". Empty means automatic: every
 	// non-virtual disk that carries a workload's I/O.
 	Devices []string `yaml:"devices"`
+	// Latency says whether the I/O latency sensor (eBPF) runs: auto
+	// where it can, off never (no BPF is loaded).
+	Latency LatencyMode `yaml:"latency"`
 
 	Listen    string `yaml:"listen"`     // host:port of the HTTP API and metrics; "" turns them off
 	StateFile string `yaml:"state_file"` // where levels survive a restart
@@ -205,6 +208,7 @@ func Default() Config {
 		ThrottleReads:       actuate.DefaultThrottleReads,
 		ThrottleWithWeights: true,
 		Reassert:            60 * time.Second,
+		Latency:             LatencyAuto,
 		Listen:              "127.0.0.1:9191",
 		StateFile:           "/run/ddiskqos/state.json",
 		Paths:               Paths{Sys: "/sys", Proc: "/proc"},

@@ -187,6 +187,7 @@ throttle_reads: 2000
 throttle_with_weights: false
 reassert: 0s
 devices: ["sd*", "vd?"]
+latency: off   # YAML 1.1's boolean off: a word here
 listen: ":9000"
 state_file: /var/lib/ddiskqos/state.json
 paths: {sys: /host/sys, proc: /host/proc}
@@ -218,6 +219,7 @@ anchored: &a 1s
 		ThrottleReads:  2000,
 		Reassert:       0,
 		Devices:        []string{"sd*", "vd?"},
+		Latency:        LatencyOff,
 		Listen:         ":9000",
 		StateFile:      "/var/lib/ddiskqos/state.json",
 		Paths:          Paths{Sys: "/host/sys", Proc: "/host/proc"},

@@ -260,6 +260,8 @@ func wantFor(t reflect.Type) string {
 		return "recent or paper"
 	case t == reflect.TypeOf(LogLevel(0)):
 		return "debug, info, warn or error"
+	case t == reflect.TypeOf(LatencyMode("")):
+		return "auto or off"
 	case t == reflect.TypeOf(CgroupPin{}):
 		return "GLOB=LEVEL, such as db-*=1"
 	case t == reflect.TypeOf(HealthModel{}):

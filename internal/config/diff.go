@@ -11,7 +11,8 @@ import (
 // source and its connection (source, cgroup_parent, docker_host), what is
 // bound or opened (listen, state_file, paths), how and where values are
 // written (actuator, dry_run, throttle_shares, throttle_min,
-// throttle_burst, throttle_reads, throttle_with_weights, level_limits, reassert, devices) and the log
+// throttle_burst, throttle_reads, throttle_with_weights, level_limits, reassert, devices), whether
+// BPF is loaded (latency) and the log
 // handler (log.format).
 var liveKeys = map[string]bool{
 	"interval":     true,

@@ -204,6 +204,9 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if _, err := ParseLatencyMode(c.Latency.String()); err != nil {
+		bad("latency", string(c.Latency), "%s", err.Error())
+	}
 	if _, err := ParseLogLevel(c.Log.Level.String()); err != nil {
 		bad("log.level", c.Log.Level, "%s", err.Error())
 	}

@@ -118,6 +118,8 @@ func TestValidate(t *testing.T) {
 			[]want{{"throttle_shares[2]", "throttle_shares[2]=NaN: level 3 share must be in (0, 1]"}}},
 		{"shares increase", func(c *Config) { c.ThrottleShares[3] = 0.5 },
 			[]want{{"throttle_shares[3]", "throttle_shares[3]=0.5: level 4 share is greater than level 3 share 0.45"}}},
+		{"unknown latency", func(c *Config) { c.Latency = "on" },
+			[]want{{"latency", `latency="on": want auto (the eBPF latency sensor where the kernel and privileges allow) or off (never load BPF)`}}},
 		{"zero throttle_min", func(c *Config) { c.ThrottleMin = 0 },
 			[]want{{"throttle_min", "throttle_min=0: must be > 0"}}},
 		{"throttle_reads too low", func(c *Config) { c.ThrottleReads = 10 },

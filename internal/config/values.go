@@ -164,3 +164,40 @@ func (l *LogLevel) UnmarshalText(b []byte) error {
 
 // MarshalText writes l as it reads.
 func (l LogLevel) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// LatencyMode is the latency key: whether the daemon runs the I/O latency
+// sensor (eBPF, internal/iolat).
+type LatencyMode string
+
+const (
+	// LatencyAuto runs the sensor where the kernel and the daemon's
+	// privileges allow it; where not, the daemon logs why and runs
+	// without it (the default).
+	LatencyAuto LatencyMode = "auto"
+	// LatencyOff never loads BPF: no per-request latency, as the
+	// operator chose.
+	LatencyOff LatencyMode = "off"
+)
+
+// ParseLatencyMode reads auto or off.
+func ParseLatencyMode(s string) (LatencyMode, error) {
+	switch m := LatencyMode(s); m {
+	case LatencyAuto, LatencyOff:
+		return m, nil
+	}
+	return "", errors.New("want auto (the eBPF latency sensor where the kernel and privileges allow) or off (never load BPF)")
+}
+
+func (m LatencyMode) String() string { return string(m) }
+
+// UnmarshalText reads m as ParseLatencyMode does.
+func (m *LatencyMode) UnmarshalText(b []byte) error {
+	v, err := ParseLatencyMode(string(b))
+	if err == nil {
+		*m = v
+	}
+	return err
+}
+
+// MarshalText writes m as it reads.
+func (m LatencyMode) MarshalText() ([]byte, error) { return []byte(m), nil }

@@ -40,6 +40,7 @@ func TestParseValues(t *testing.T) {
 	model := func(s string) (fmt.Stringer, error) { return ParseHealthModel(s) }
 	mode := func(s string) (fmt.Stringer, error) { return ParsePolicyMode(s) }
 	level := func(s string) (fmt.Stringer, error) { return ParseLogLevel(s) }
+	lat := func(s string) (fmt.Stringer, error) { return ParseLatencyMode(s) }
 	for _, tc := range []struct {
 		parse parser
 		in    string
@@ -65,6 +66,12 @@ func TestParseValues(t *testing.T) {
 		{mode, "paper", modePaper, ""},
 		{mode, "fifo", nil, "want recent (usage decays"},
 		{mode, "Paper", nil, "want recent"},
+
+		{lat, "auto", LatencyAuto, ""},
+		{lat, "off", LatencyOff, ""},
+		{lat, "on", nil, "want auto (the eBPF latency sensor"},
+		{lat, "false", nil, "or off (never load BPF)"},
+		{lat, "", nil, "want auto"},
 
 		{level, "debug", logDebug, ""},
 		{level, "error", LogLevel(slog.LevelError), ""},
@@ -117,6 +124,8 @@ func TestLoadBadValues(t *testing.T) {
 		{"health:\n  models: [sdb]\n", `:2: health.models[0]="sdb": want DEVICE=MODEL`},
 		{"policy: fifo\n", `:1: policy="fifo": want recent`},
 		{"policy: 1\n", `:1: policy="1": want recent`},
+		{"latency: no\n", `:1: latency="no": want auto (the eBPF latency sensor where the kernel and privileges allow) or off`},
+		{"latency: [off]\n", `:1: latency: want auto or off, got a list`},
 		{"log:\n  level: trace\n", `:2: log.level="trace": must be debug, info, warn or error`},
 		{"log:\n  level: [debug]\n", `:2: log.level: want debug, info, warn or error, got a list`},
 	} {
@@ -161,6 +170,7 @@ func TestFlagBadValues(t *testing.T) {
 		{[]string{"--health-models", "sdb=aws-gp2:1GiB,sdc"}, `"sdc": want DEVICE=MODEL`},
 		{[]string{"--policy", "fifo"}, "want recent"},
 		{[]string{"--log-level", "trace"}, "must be debug, info, warn or error"},
+		{[]string{"--latency", "on"}, "want auto"},
 	} {
 		_, _, err := fromArgs(tc.args, noEnv)
 		flag := strings.TrimPrefix(tc.args[len(tc.args)-2], "--")
