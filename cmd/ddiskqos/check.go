@@ -19,6 +19,7 @@ type checkOptions struct {
 	json                  bool
 	sys, proc, dockerHost string
 	config, devices       string
+	latency               string
 }
 
 var checkCmd = &cli.Cmd[checkOptions]{
@@ -36,8 +37,11 @@ fuse-overlayfs a container's root-filesystem I/O is done outside its
 cgroup: only volumes and devices are shaped), buffered writes on cgroup v1
 (charged to the kernel's flusher, not the writer), the disk under Docker's
 data root and whether the daemon shapes it (give --devices as to run, or
-the daemon's --config file), and
-cpu.rt_runtime_us of the containers' parent (0: no SCHED_FIFO in them).
+the daemon's --config file),
+cpu.rt_runtime_us of the containers' parent (0: no SCHED_FIFO in them), and
+whether each container's I/O latency can be measured: the eBPF sensor is
+loaded and attached once, then taken away (not with the daemon's latency
+off: --latency off, or the --config file's).
 
 Each finding has a stable id, a status, the value seen, why it matters and
 the exact command that fixes it:
@@ -69,8 +73,9 @@ info, the devices and what is fine.`,
 		f.StringVar(&o.proc, "path-proc", "/proc", "PATH", "procfs root to read the mount table, limits, sysctls and PSI from", cli.Dirs)
 		f.Alias("proc", "path-proc")
 		f.StringVar(&o.dockerHost, "docker-host", "", "URL", "Docker engine to ask: unix:///path, tcp://host:port, or off (default $DOCKER_HOST, else "+host.DefaultDockerHost+")")
-		f.StringVar(&o.config, "config", "", "FILE", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped (--devices overrides it)", cli.Files)
+		f.StringVar(&o.config, "config", "", "FILE", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped, its latency key whether the eBPF sensor is probed (--devices and --latency override them)", cli.Files)
 		f.StringVar(&o.devices, "devices", "", "GLOB,...", "the daemon's devices, as given to run --devices (sd*,nvme0n1): decides whether the disk under Docker's data root is shaped; empty = run's default, every target disk", cli.Devices)
+		f.StringVar(&o.latency, "latency", "", "auto|off", "the daemon's latency, as given to run --latency: off does not probe the eBPF sensor (no BPF is loaded) and says it is off; empty = the --config file's, else auto", cli.Values("auto", "off"))
 	},
 }
 
@@ -87,12 +92,23 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var globs []string
-	if o.config != "" && o.devices == "" {
+	latency := config.LatencyAuto
+	if o.config != "" && (o.devices == "" || o.latency == "") {
 		cfg, err := config.Load(o.config)
 		if err != nil {
 			return cli.Usagef(stderr, "ddiskqos check", "--config: %v", err)
 		}
-		globs = cfg.Devices
+		if o.devices == "" {
+			globs = cfg.Devices
+		}
+		latency = cfg.Latency
+	}
+	if o.latency != "" {
+		m, err := config.ParseLatencyMode(o.latency)
+		if err != nil {
+			return cli.Usagef(stderr, "ddiskqos check", "--latency %q: %v", o.latency, err)
+		}
+		latency = m
 	}
 	more, err := host.ParseDeviceGlobs(o.devices)
 	if err != nil {
@@ -106,7 +122,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	facts := host.Gather(ctx, host.Roots{Sys: o.sys, Proc: o.proc}, ep)
+	facts := host.GatherWith(ctx, host.Roots{Sys: o.sys, Proc: o.proc}, ep, host.GatherOptions{LatencyOff: latency == config.LatencyOff})
 	facts.DeviceGlobs = globs
 	checks := host.Evaluate(facts)
 	report := host.BuildReport(facts, checks)

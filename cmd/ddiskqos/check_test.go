@@ -156,6 +156,55 @@ func TestCheckDevicesDataRoot(t *testing.T) {
 	}
 }
 
+// --latency off, or latency: off in the daemon's --config file, skips the
+// sensor's probe and says it is off by configuration; on the sample tree
+// (no BTF) the probe otherwise says unavailable.
+func TestCheckLatencyOff(t *testing.T) {
+	t.Parallel()
+	tr := hosttest.Sample(t)
+	latencyCheck := func(args ...string) host.Check {
+		t.Helper()
+		out, errOut, code := runCheckT(t, append([]string{"--path-sys", tr.Sys, "--path-proc", tr.Proc, "--docker-host", "off", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errOut)
+		}
+		var r host.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range r.Checks {
+			if c.ID == "latency.ebpf" {
+				return c
+			}
+		}
+		t.Fatalf("%q: no latency.ebpf", args)
+		return host.Check{}
+	}
+	off := func(c host.Check) bool {
+		return c.Status == host.StatusOK && strings.HasPrefix(c.Value, "off by configuration (latency: off)")
+	}
+	if c := latencyCheck(); c.Status != host.StatusWarn || !strings.HasPrefix(c.Value, "unavailable (no BTF)") {
+		t.Errorf("default: %+v", c)
+	}
+	if c := latencyCheck("--latency", "off"); !off(c) {
+		t.Errorf("--latency off: %+v", c)
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("latency: off\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := latencyCheck("--config", cfg); !off(c) {
+		t.Errorf("--config with latency: off: %+v", c)
+	}
+	if c := latencyCheck("--config", cfg, "--latency", "auto"); off(c) {
+		t.Errorf("--latency auto over the file's off: %+v", c)
+	}
+	_, errOut, code := runCheckT(t, "--path-sys", tr.Sys, "--path-proc", tr.Proc, "--docker-host", "off", "--latency", "on")
+	if code != 2 || !strings.Contains(errOut, `--latency "on": want auto`) {
+		t.Errorf("--latency on: exit %d, stderr %q", code, errOut)
+	}
+}
+
 func TestCheckUsage(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -26,7 +26,7 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
 			ProbeInterval: cfg.Health.SyncProbeInterval, HoldBelow: cfg.Health.BurstHoldBelow,
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
-		Latency: latencyOptions(hst.Roots),
+		Latency: latencyOptions(cfg.Latency, hst.Roots),
 	}
 	hst.Devices.Apply(&o)
 	for _, l := range cfg.LevelLimits {

@@ -34,7 +34,16 @@ type LatencyOptions struct {
 	// SysRoot is sysfs, where a disk's name is found from its number
 	// (/sys/dev/block/MAJ:MIN); "" is /sys.
 	SysRoot string
+	// Off: the operator turned the sensor off (latency: off). Open is
+	// not called, and Snapshot.Latency says it is off, not unavailable.
+	Off bool
 }
+
+// What Snapshot.Latency says when the sensor is off by configuration.
+const (
+	latencyOffReason = "off by configuration (latency: off)"
+	latencyOffFix    = "to measure each workload's I/O latency: latency: auto in the config file (or --latency auto), and restart the daemon"
+)
 
 // latencyBounds are the buckets of the per-level histograms: every octave
 // from 2^13 ns (8.2 µs) to 2^35 ns (34.4 s), 23 buckets, each a boundary of
@@ -89,6 +98,10 @@ type latency struct {
 // initLatency opens the sensor, or says why not.
 func (d *Daemon) initLatency() {
 	l := &d.lat
+	if d.opts.Latency.Off {
+		d.log.Info("I/O latency sensor off by configuration (latency: off): no BPF is loaded")
+		return
+	}
 	if d.opts.Latency.Open == nil {
 		return
 	}
@@ -275,6 +288,9 @@ func (d *Daemon) workloadLatency(t *tracked) []snapshot.WorkloadLatency {
 // it was not asked for.
 func (d *Daemon) latencySnapshot() *snapshot.Latency {
 	l := &d.lat
+	if d.opts.Latency.Off {
+		return &snapshot.Latency{Off: true, Reason: latencyOffReason, Fix: latencyOffFix}
+	}
 	if l.sen == nil {
 		if l.why == "" {
 			return nil

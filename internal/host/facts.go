@@ -55,9 +55,21 @@ type Facts struct {
 	Latency *LatencyFacts
 }
 
+// GatherOptions are what GatherWith is told of the daemon's configuration.
+type GatherOptions struct {
+	// LatencyOff is the daemon's latency: off: the I/O latency sensor is
+	// not probed (no BPF is loaded), and latency.ebpf says it is off.
+	LatencyOff bool
+}
+
 // Gather reads the facts of the host under r. It asks the Docker engine at
 // docker unless that is nil.
 func Gather(ctx context.Context, r Roots, docker *DockerEndpoint) Facts {
+	return GatherWith(ctx, r, docker, GatherOptions{})
+}
+
+// GatherWith is Gather for a daemon configured as o says.
+func GatherWith(ctx context.Context, r Roots, docker *DockerEndpoint, o GatherOptions) Facts {
 	f := Facts{Roots: r}
 	f.Layout, f.LayoutErr = Layout(r)
 	if f.LayoutErr == nil {
@@ -110,6 +122,10 @@ func Gather(ctx context.Context, r Roots, docker *DockerEndpoint) Facts {
 	f.InotifyInstances = ReadSysctl(r, "fs.inotify.max_user_instances")
 	f.InotifyWatches = ReadSysctl(r, "fs.inotify.max_user_watches")
 	f.Bridges, f.BridgesErr = Bridges(r)
-	f.Latency = ProbeLatency(r)
+	if o.LatencyOff {
+		f.Latency = &LatencyFacts{Off: true}
+	} else {
+		f.Latency = ProbeLatency(r)
+	}
 	return f
 }

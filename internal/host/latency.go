@@ -10,6 +10,9 @@ import (
 // can run on this host: ProbeLatency loads and attaches it, then takes it
 // away again.
 type LatencyFacts struct {
+	// Off: the daemon's configuration turns the sensor off (latency:
+	// off); it was not probed.
+	Off bool
 	Err error // nil: it ran
 	// Why and Fix classify Err (iolat.UnavailableError).
 	Why, Fix string
@@ -39,6 +42,10 @@ func latencyChecks(f Facts) []Check {
 	c := Check{ID: "latency.ebpf",
 		Why: "each container's I/O latency (p50/p99 per disk, in-flight, per-level histograms: who waits, and who makes them wait) " +
 			"is measured by BPF programs on the block layer's tracepoints; without them /v1/workloads, /metrics, status and top show no latency"}
+	if l.Off {
+		c.Status, c.Value = StatusOK, "off by configuration (latency: off): not probed, no BPF loaded; latency: auto (--latency auto) turns it on"
+		return []Check{c}
+	}
 	if l.Err == nil {
 		c.Status, c.Value = StatusOK, "available: tp_btf block_rq_issue, block_rq_requeue, block_rq_complete attach"
 		return []Check{c}

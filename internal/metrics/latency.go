@@ -30,7 +30,7 @@ func newLatencyCollector(current func() *snapshot.Snapshot) *latencyCollector {
 			"Bytes of the requests completed on the device by the workloads at the level (eBPF, as io_latency_seconds).",
 			"device", labelOperation, "level"),
 		up: d("io_latency_available",
-			"1 while the I/O latency sensor (eBPF) runs, 0 when it is unavailable (ddiskqos check says why: latency.ebpf)."),
+			"1 while the I/O latency sensor (eBPF) runs, 0 when it is unavailable (ddiskqos check says why: latency.ebpf); absent when it is off by configuration (latency: off)."),
 		lost: d("io_latency_lost_requests_total",
 			"Requests the I/O latency sensor could not account: reason uncounted (its table of cgroups full), untimed (its table of requests in flight full), missed (block events the kernel skipped it for: an interrupt while it ran).",
 			"reason"),
@@ -45,8 +45,8 @@ func (c *latencyCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *latencyCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.current()
-	if s == nil || s.Latency == nil {
-		return
+	if s == nil || s.Latency == nil || s.Latency.Off {
+		return // no stage, or off by configuration: not a sensor that failed
 	}
 	l := s.Latency
 	up := 0.0

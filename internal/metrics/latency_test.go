@@ -13,7 +13,7 @@ import (
 // TestLatencyCollector: per device, operation and level one histogram of
 // the snapshot's cumulative counts and one bytes counter; the sensor's
 // availability and its lost requests; only the availability (0) when it
-// is unavailable; nothing without a latency stage.
+// is unavailable; nothing without a latency stage or with it off.
 func TestLatencyCollector(t *testing.T) {
 	t.Parallel()
 	snap := &snapshot.Snapshot{Latency: &snapshot.Latency{Available: true, Buckets: []float64{0.001, 0.01}, Uncounted: 4,
@@ -28,7 +28,7 @@ func TestLatencyCollector(t *testing.T) {
 # TYPE ddiskqos_io_bytes_total counter
 ddiskqos_io_bytes_total{device="sda",level="1",operation="read"} 40960
 ddiskqos_io_bytes_total{device="sda",level="other",operation="read"} 8192
-# HELP ddiskqos_io_latency_available 1 while the I/O latency sensor (eBPF) runs, 0 when it is unavailable (ddiskqos check says why: latency.ebpf).
+# HELP ddiskqos_io_latency_available 1 while the I/O latency sensor (eBPF) runs, 0 when it is unavailable (ddiskqos check says why: latency.ebpf); absent when it is off by configuration (latency: off).
 # TYPE ddiskqos_io_latency_available gauge
 ddiskqos_io_latency_available 1
 # HELP ddiskqos_io_latency_lost_requests_total Requests the I/O latency sensor could not account: reason uncounted (its table of cgroups full), untimed (its table of requests in flight full), missed (block events the kernel skipped it for: an interrupt while it ran).
@@ -58,6 +58,10 @@ ddiskqos_io_latency_seconds_count{device="sda",level="other",operation="read"} 2
 	snap.Latency = &snapshot.Latency{Reason: "no BTF"}
 	if n := testutil.CollectAndCount(newLatencyCollector(func() *snapshot.Snapshot { return snap })); n != 1 {
 		t.Errorf("unavailable: %d series, want 1 (available 0)", n)
+	}
+	snap.Latency = &snapshot.Latency{Off: true, Reason: "off by configuration (latency: off)"}
+	if n := testutil.CollectAndCount(newLatencyCollector(func() *snapshot.Snapshot { return snap })); n != 0 {
+		t.Errorf("off by configuration: %d series, want none (an alert on available 0 would fire for a choice)", n)
 	}
 	snap.Latency = nil
 	if n := testutil.CollectAndCount(newLatencyCollector(func() *snapshot.Snapshot { return snap })); n != 0 {

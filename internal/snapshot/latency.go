@@ -34,8 +34,10 @@ type OpLatency struct {
 // operation and level: who waits, at which level.
 type Latency struct {
 	// Available is whether the sensor runs; Reason says why not, and Fix
-	// what to do.
+	// what to do. Off: not for want of anything, the operator turned it
+	// off (latency: off).
 	Available bool   `json:"available"`
+	Off       bool   `json:"off,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 	Fix       string `json:"fix,omitempty"`
 	// Buckets are the upper bounds (seconds) of the histograms' buckets,
