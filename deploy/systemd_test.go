@@ -16,8 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -195,16 +199,40 @@ func TestSystemdUnitVerify(t *testing.T) {
 	t.Logf("systemd-analyze verify: clean; security exposure level %s %s (threshold %s tenths)", m[1], m[2], threshold)
 }
 
+// unitCaps are the unit's capabilities: setpriv's --bounding-set argument
+// for them, and the mask /proc/PID/status shows of a root process that has
+// them (CapBnd, and CapEff: root's effective set is its bounding set).
+func unitCaps(t *testing.T, u unit) (setprivArg string, mask uint64) {
+	t.Helper()
+	if amb := u.words("Service", "AmbientCapabilities"); len(amb) > 0 {
+		t.Fatalf("AmbientCapabilities=%q: this test models a root service without ambient capabilities", amb)
+	}
+	known := map[string]uint{"CAP_BPF": unix.CAP_BPF, "CAP_PERFMON": unix.CAP_PERFMON, "CAP_SYS_ADMIN": unix.CAP_SYS_ADMIN,
+		"CAP_SYS_RESOURCE": unix.CAP_SYS_RESOURCE, "CAP_NET_BIND_SERVICE": unix.CAP_NET_BIND_SERVICE}
+	setprivArg = "-all"
+	for _, c := range u.words("Service", "CapabilityBoundingSet") {
+		n, ok := known[c]
+		if !ok {
+			t.Fatalf("CapabilityBoundingSet=%s: unknown to this test (add its number)", c)
+		}
+		mask |= 1 << n
+		setprivArg += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
+	}
+	return setprivArg, mask
+}
+
 // TestRealSystemdUnitCapabilities runs the daemon as root with exactly the
 // capabilities the unit leaves it (its CapabilityBoundingSet, through
 // setpriv, with no_new_privs) over a real cgroup and a BFQ loop device, and
 // checks that it demotes a streaming process — the weight written into
-// the kernel —, reloads on the unit's ExecReload signal and restores the
-// original on SIGTERM. The run is traced (strace): every system call the
-// daemon made must be in the unit's SystemCallFilter, every socket family
-// in RestrictAddressFamilies, and no mapping writable and executable
-// (MemoryDenyWriteExecute). The rest of the sandbox (ProtectSystem and the
-// others) needs systemd as PID 1, which this machine has not, and is
+// the kernel —, that its I/O latency sensor (eBPF) attaches and times the
+// stream's requests, that it reloads on the unit's ExecReload signal and
+// restores the original on SIGTERM. The run is traced (strace): every
+// system call the daemon made — bpf(2) among them — must be in the unit's
+// SystemCallFilter, every socket family in RestrictAddressFamilies, and no
+// mapping writable and executable (MemoryDenyWriteExecute). The rest of
+// the sandbox (ProtectSystem, PrivateDevices, ProtectKernelModules and
+// the others) needs systemd as PID 1, which this machine has not, and is
 // checked by systemd-analyze only.
 func TestRealSystemdUnitCapabilities(t *testing.T) {
 	testkit.NeedRoot(t)
@@ -214,13 +242,9 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	testkit.Need(t, err == nil, "strace not in PATH (Debian package strace: apt-get install strace)")
 	sa := systemdAnalyze(t)
 	u := parseUnit(t, unitPath)
-	caps := "-all"
-	for _, c := range u.words("Service", "CapabilityBoundingSet") {
-		caps += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
-	}
-	if amb := u.words("Service", "AmbientCapabilities"); len(amb) > 0 {
-		t.Fatalf("AmbientCapabilities=%q: this test models a root service without ambient capabilities", amb)
-	}
+	caps, mask := unitCaps(t, u)
+	_, btfErr := os.Stat("/sys/kernel/btf/vmlinux")
+	testkit.Need(t, btfErr == nil, "the kernel's BTF (/sys/kernel/btf/vmlinux) for the latency sensor: %v", btfErr)
 
 	// The daemon binary of this tree.
 	bin := filepath.Join(t.TempDir(), "ddiskqos")
@@ -245,10 +269,11 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	tmp := t.TempDir()
 	var log testkit.SyncBuffer
 	trace := filepath.Join(tmp, "strace.out")
+	addr := testkit.FreeAddr(t)
 	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
 		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
 		bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name,
-		"--interval", "200ms", "--listen", testkit.FreeAddr(t), "--state-file", tmp+"/state.json")
+		"--interval", "200ms", "--listen", addr, "--state-file", tmp+"/state.json")
 	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
 	d.Stdout, d.Stderr = &log, &log
 	if err := d.Start(); err != nil {
@@ -264,29 +289,17 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 		}
 	})
 
-	// strace forks setpriv, which execs the daemon in the same process:
-	// its capabilities are those of the unit.
-	var status string
-	var pid int
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && status == ""; time.Sleep(20 * time.Millisecond) {
-		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", d.Process.Pid, d.Process.Pid))
-		for _, k := range strings.Fields(string(kids)) {
-			cmd, _ := os.ReadFile("/proc/" + k + "/comm")
-			if strings.TrimSpace(string(cmd)) == "ddiskqos" {
-				b, _ := os.ReadFile("/proc/" + k + "/status")
-				status = string(b)
-				pid, _ = strconv.Atoi(k)
-			}
-		}
-	}
+	pid, status := tracedDaemon(d.Process.Pid)
 	capEff := regexp.MustCompile(`(?m)^CapEff:\s*(\S+)$`).FindStringSubmatch(status)
 	capBnd := regexp.MustCompile(`(?m)^CapBnd:\s*(\S+)$`).FindStringSubmatch(status)
 	if capEff == nil || capBnd == nil {
 		t.Fatalf("daemon's /proc/PID/status without CapEff/CapBnd (did it start?):\n%s\nlog:\n%s", status, log.String())
 	}
 	t.Logf("daemon runs with CapEff %s, CapBnd %s (unit: CapabilityBoundingSet=%s)", capEff[1], capBnd[1], strings.Join(u.words("Service", "CapabilityBoundingSet"), " "))
-	if caps == "-all" && (strings.Trim(capEff[1], "0") != "" || strings.Trim(capBnd[1], "0") != "") {
-		t.Fatalf("setpriv left capabilities: CapEff %s CapBnd %s", capEff[1], capBnd[1])
+	for _, c := range [][]string{capEff, capBnd} {
+		if n, err := strconv.ParseUint(c[1], 16, 64); err != nil || n != mask {
+			t.Fatalf("%s: want exactly the unit's set %#x (CapEff %s CapBnd %s)", c[0], mask, capEff[1], capBnd[1])
+		}
 	}
 
 	// A streaming reader in the workload's cgroup.
@@ -312,7 +325,40 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	if !slices.Contains(strings.Split(string(got), "\n"), want) {
 		t.Fatalf("%s = %q after 20 s of streaming, want a line %q (level 4)\ndaemon log:\n%s\nstreamer:\n%s", knob, got, want, log.String(), slog.String())
 	}
-	t.Logf("without capabilities the daemon demoted the stream: %s has %q", knob, want)
+	t.Logf("with the unit's capabilities the daemon demoted the stream: %s has %q", knob, want)
+
+	// The latency sensor: attached, and the stream's requests timed
+	// under its own cgroup, through the daemon's API.
+	client, err := api.NewClient(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lat *snapshot.Latency
+	var timed uint64
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && timed == 0; time.Sleep(200 * time.Millisecond) {
+		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+		snap, err := client.Workloads(qctx, nil)
+		qcancel()
+		if err != nil {
+			continue
+		}
+		lat = snap.Latency
+		for _, w := range snap.Workloads {
+			for _, l := range w.Latency {
+				if w.Name == "stream" && l.Device == loop.Name {
+					timed = l.Read.Requests
+				}
+			}
+		}
+	}
+	if lat == nil || !lat.Available || timed == 0 {
+		t.Fatalf("latency sensor under the unit's sandbox: snapshot latency %+v, stream's reads timed on %s: %d; want it available and counting\ndaemon log:\n%s",
+			lat, loop.Name, timed, log.String())
+	}
+	if !strings.Contains(log.String(), "I/O latency sensor attached") {
+		t.Errorf("no \"I/O latency sensor attached\" in the daemon's log:\n%s", log.String())
+	}
+	t.Logf("the latency sensor attached under the unit's capabilities and filter: %d reads of the stream timed on %s", timed, loop.Name)
 
 	// ExecReload: SIGHUP re-reads the configuration.
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
@@ -350,13 +396,124 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 			t.Errorf("daemon without capabilities logged: %s", l)
 		}
 	}
-	checkTrace(t, sa, u, trace, bin)
+	used := checkTrace(t, sa, u, trace, bin)
+	if used["bpf"] == 0 {
+		t.Errorf("strace saw no bpf(2) call, but the sensor attached: is the trace the daemon's?")
+	}
+	if used["perf_event_open"] > 0 {
+		t.Errorf("perf_event_open called %d times: BTF tracepoints should not need it (and the unit's filter refuses it)", used["perf_event_open"])
+	}
+}
+
+// tracedDaemon finds the daemon under strace (pid stracePid): strace forks
+// setpriv, which execs the daemon in the same process, so its capabilities
+// are those of the unit. It returns the daemon's pid and its
+// /proc/PID/status, or 0 and "" after 10 s without it.
+func tracedDaemon(stracePid int) (pid int, status string) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && status == ""; time.Sleep(20 * time.Millisecond) {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", stracePid, stracePid))
+		for _, k := range strings.Fields(string(kids)) {
+			cmd, _ := os.ReadFile("/proc/" + k + "/comm")
+			if strings.TrimSpace(string(cmd)) == "ddiskqos" {
+				b, _ := os.ReadFile("/proc/" + k + "/status")
+				status = string(b)
+				pid, _ = strconv.Atoi(k)
+			}
+		}
+	}
+	return pid, status
+}
+
+// TestRealSystemdUnitLatencyOff: the daemon under the unit's capabilities
+// with --latency off makes no bpf(2) call at all (strace), and its
+// snapshot says the sensor is off by configuration: with it off, a
+// drop-in may take CAP_BPF, CAP_PERFMON and the bpf filter entry away.
+func TestRealSystemdUnitLatencyOff(t *testing.T) {
+	testkit.NeedRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	testkit.Need(t, err == nil, "setpriv (util-linux) not in PATH")
+	strace, err := exec.LookPath("strace")
+	testkit.Need(t, err == nil, "strace not in PATH (Debian package strace: apt-get install strace)")
+	sa := systemdAnalyze(t)
+	u := parseUnit(t, unitPath)
+	caps, _ := unitCaps(t, u)
+	bin := filepath.Join(t.TempDir(), "ddiskqos")
+	if err := os.WriteFile(bin, dockertest.Binary(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loop := testkit.LoopDevice(t, 8)
+	parent := fmt.Sprintf("/ddiskqos-deploy-latoff-%d", os.Getpid())
+	testkit.Cgroup(t, "/sys/fs/cgroup/blkio"+parent)
+
+	tmp := t.TempDir()
+	var log testkit.SyncBuffer
+	trace := filepath.Join(tmp, "strace.out")
+	addr := testkit.FreeAddr(t)
+	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
+		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
+		bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name, "--dry-run",
+		"--latency", "off", "--interval", "200ms", "--listen", addr, "--state-file", tmp+"/state.json")
+	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
+	d.Stdout, d.Stderr = &log, &log
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			d.Process.Kill()
+			<-done
+		}
+	})
+
+	client, err := api.NewClient(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lat *snapshot.Latency
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && lat == nil; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if snap, err := client.Workloads(ctx, nil); err == nil {
+			lat = snap.Latency
+		}
+		cancel()
+	}
+	if lat == nil || !lat.Off || lat.Available {
+		t.Fatalf("snapshot latency %+v, want off by configuration\ndaemon log:\n%s", lat, log.String())
+	}
+	// The daemon, not strace: strace detaches on SIGTERM and leaves it
+	// running.
+	pid, _ := tracedDaemon(d.Process.Pid)
+	if pid == 0 {
+		t.Fatalf("no ddiskqos process under strace\n%s", log.String())
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("daemon after SIGTERM: %v\n%s", err, log.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("daemon did not stop 15 s after SIGTERM\n%s", log.String())
+	}
+	used := checkTrace(t, sa, u, trace, bin)
+	if used["bpf"] > 0 {
+		t.Errorf("latency off: %d bpf(2) calls, want none\ndaemon log:\n%s", used["bpf"], log.String())
+	}
+	if !strings.Contains(log.String(), "off by configuration") || strings.Contains(log.String(), "unavailable") {
+		t.Errorf("daemon log should say the sensor is off by configuration, not unavailable:\n%s", log.String())
+	}
 }
 
 // checkTrace compares what the daemon did under strace (from its execve
 // on) with the unit's SystemCallFilter, RestrictAddressFamilies and
-// MemoryDenyWriteExecute.
-func checkTrace(t *testing.T, systemdAnalyze string, u unit, trace, bin string) {
+// MemoryDenyWriteExecute, and returns how often it made each system call.
+func checkTrace(t *testing.T, systemdAnalyze string, u unit, trace, bin string) map[string]int {
 	t.Helper()
 	b, err := os.ReadFile(trace)
 	if err != nil {
@@ -426,9 +583,10 @@ func checkTrace(t *testing.T, systemdAnalyze string, u unit, trace, bin string) 
 	slices.Sort(denied)
 	if len(denied) > 0 {
 		t.Errorf("system calls the daemon made that SystemCallFilter=%s refuses (EPERM): %s", strings.Join(filter, " "), strings.Join(denied, " "))
-		return
+		return used
 	}
 	t.Logf("strace: %d distinct system calls, all in SystemCallFilter=%s: %s", len(names), strings.Join(filter, " "), strings.Join(names, " "))
+	return used
 }
 
 // syscallGroups parses `systemd-analyze syscall-filter`: group -> members
