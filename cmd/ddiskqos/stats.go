@@ -12,9 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/app"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	dockersrc "github.com/ddiskqos/ddiskqos/internal/source/docker"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
 	"github.com/ddiskqos/ddiskqos/internal/view"
@@ -26,6 +28,7 @@ type statsOptions struct {
 	interval              time.Duration
 	count                 int
 	dockerHost, proc, sys string
+	addr                  string
 }
 
 var statsCmd = &cli.Cmd[statsOptions]{
@@ -51,6 +54,13 @@ An argument that starts with "/" is a cgroup: its path as
 directory under a cgroup mount (/sys/fs/cgroup/memory/x). Any other
 argument is a Docker container, by name or (a prefix of its) id, asked of
 the engine at --docker-host; its cgroup is found as "ddiskqos run" finds it.
+
+Per-request I/O latency is not in the kernel's counters: the running
+daemon measures it (eBPF). When its API answers at --addr, each workload
+it manages gets a LATENCY section: per disk, read and write p50/p99 of the
+daemon's last tick and the requests in flight; otherwise the section says
+why there is none (no daemon, its sensor off or unavailable, not one of
+its workloads). --addr off asks no daemon.
 
 Values the kernel does not provide here (a controller not mounted, PSI on
 v1, a file of a newer kernel) are listed as missing, never shown as 0.
@@ -79,6 +89,7 @@ second. What is missing and the notes are printed with the first reading.`,
 		f.Alias("proc", "path-proc")
 		f.StringVar(&o.sys, "path-sys", "/sys", "PATH", "sysfs root: block device names", cli.Dirs)
 		f.Alias("sys", "path-sys")
+		f.StringVar(&o.addr, "addr", api.DefaultAddr, "HOST:PORT", "the daemon's API, asked for each cgroup's I/O latency (what \"ddiskqos run --listen\" was given); off: ask no daemon")
 	},
 }
 
@@ -116,6 +127,12 @@ func statsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail("%v", err)
 	}
+	var daemon *api.Client
+	if o.addr != "off" && o.addr != "" {
+		if daemon, err = api.NewClient(o.addr); err != nil {
+			return bad("--addr %q: %v", o.addr, err)
+		}
+	}
 	r := &stats.Reader{Layout: layout, ProcFS: o.proc, SysFS: o.sys}
 	targets, err := statsTargets(ctx, r, names, o.dockerHost, o.proc)
 	if err != nil {
@@ -129,6 +146,13 @@ func statsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		defer tick.Stop()
 	}
 	for n := 1; ; n++ {
+		var snap *snapshot.Snapshot
+		var snapErr error
+		if daemon != nil {
+			qctx, cancel := context.WithTimeout(ctx, daemonWait)
+			snap, snapErr = daemon.Workloads(qctx, nil)
+			cancel()
+		}
 		cur := make([]*stats.Stats, len(targets))
 		for i, t := range targets {
 			s, err := r.Read(t)
@@ -139,6 +163,9 @@ func statsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				return fail("%v", err)
 			}
 			stats.Rate(prev[i], s)
+			if daemon != nil {
+				s.Latency = stats.LatencyOf(t, snap, snapErr, o.addr)
+			}
 			cur[i] = s
 		}
 		if err := view.Stats(stdout, cur, o.json, o.watch, n == 1); err != nil {
@@ -155,6 +182,9 @@ func statsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 }
+
+// daemonWait is how long stats waits for the daemon's answer, each reading.
+const daemonWait = 2 * time.Second
 
 // statsTargets resolves the arguments: cgroup paths as they are, containers
 // through the Docker engine.

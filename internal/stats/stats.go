@@ -50,6 +50,9 @@ type Stats struct {
 	Net           *Net      `json:"net,omitempty"`
 	// Rates are set by Rate between two readings (the streaming mode).
 	Rates *Rates `json:"rates,omitempty"`
+	// Latency is what the running daemon measured of the cgroup's
+	// requests, or why nothing (set by LatencyOf; nil: not asked).
+	Latency *Latency `json:"latency,omitempty"`
 	// Missing lists what could not be read and why ("memory.peak: not
 	// available on this kernel"), so that an absent value is never taken
 	// for a zero.

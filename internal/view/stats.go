@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
 )
 
@@ -94,6 +95,9 @@ func oneStats(w io.Writer, s *stats.Stats, notes bool) {
 			fmt.Fprintf(w, "\tno I/O counted on any disk\n")
 		}
 	}
+	if l := s.Latency; l != nil {
+		statsLatency(w, l)
+	}
 	if n := s.Net; n != nil {
 		var ns string
 		switch n.SharedWith {
@@ -121,6 +125,32 @@ func oneStats(w io.Writer, s *stats.Stats, notes bool) {
 			fmt.Fprintf(w, "  note: %s\n", Cell(m))
 		}
 	}
+}
+
+// statsLatency is the LATENCY section: per disk the daemon's read and write
+// p50/p99 of its last tick and the requests in flight, or why there are
+// none.
+func statsLatency(w io.Writer, l *stats.Latency) {
+	if l.Missing != "" {
+		fmt.Fprintf(w, "  LATENCY\t%s\n", Cell(l.Missing))
+		return
+	}
+	fmt.Fprintf(w, "  LATENCY\tthe daemon at %s, its last tick (eBPF)\n", Cell(l.Daemon))
+	fmt.Fprintf(w, "\tDEVICE\tREAD-P50\tREAD-P99\tWRITE-P50\tWRITE-P99\tIN-FLIGHT\n")
+	for _, d := range l.Devices {
+		fmt.Fprintf(w, "\t%s %s\t%s\t%s\t%s\t%s\t%d\n", Cell(d.Device), Cell(d.Dev),
+			opLatency(d.Read, d.Read.P50), opLatency(d.Read, d.Read.P99),
+			opLatency(d.Write, d.Write.P50), opLatency(d.Write, d.Write.P99), d.Read.InFlight+d.Write.InFlight)
+	}
+}
+
+// opLatency is one quantile of one direction: "-" when no request of it
+// completed in the daemon's last tick.
+func opLatency(o snapshot.OpLatency, q float64) string {
+	if o.TickRequests == 0 {
+		return "-"
+	}
+	return latencyText(q)
 }
 
 // nsText is a duration in nanoseconds, to the millisecond.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/stats"
 )
 
@@ -26,11 +27,17 @@ func statsSample() []*stats.Stats {
 			Pids: &stats.Pids{Current: 3, Limit: 100},
 			Net: &stats.Net{Pid: 4242, Netns: "net:[4026532301]", Interfaces: []stats.Interface{
 				{Name: "eth0", RxBytes: 180568, RxPackets: 89, TxBytes: 28316, TxPackets: 92, RxDropped: 1}, {Name: "lo"}}},
-			Rates: &stats.Rates{Seconds: 1, CPUPercent: 45.2, CPUThrottledPercent: 20, ReadBps: 12 << 20, ReadIOPS: 120, RxBps: 2048, PgFaultsPerSec: 10}},
+			Rates: &stats.Rates{Seconds: 1, CPUPercent: 45.2, CPUThrottledPercent: 20, ReadBps: 12 << 20, ReadIOPS: 120, RxBps: 2048, PgFaultsPerSec: 10},
+			Latency: &stats.Latency{Daemon: "127.0.0.1:9191", Devices: []snapshot.WorkloadLatency{
+				{Device: "loop3", Dev: "7:3", Read: snapshot.OpLatency{Requests: 64, Bytes: 64 << 20, InFlight: 2, TickRequests: 12, P50: 0.00085, P99: 0.0123}},
+				{Device: "vda", Dev: "254:0", Read: snapshot.OpLatency{Requests: 8950, Bytes: 90 << 20, InFlight: 1, TickRequests: 120, P50: 0.000212, P99: 0.0021},
+					Write: snapshot.OpLatency{Requests: 12, Bytes: 1 << 20}}}}},
 		{Name: "/evil\x1b]0;x\a", Cgroup: "/evil\x1b]0;x\a", Time: at, CgroupVersion: 1,
-			CPU:     &stats.CPU{UsageNs: 5e9, UserNs: 3e9, SystemNs: 2e9},
-			IO:      &stats.IO{File: "blkio.throttle.io_service_bytes_recursive", Devices: []stats.Device{{Dev: "7:0"}}},
-			Net:     &stats.Net{Pid: 77, Netns: "net:[4026531833]", SharedWith: "pid 1", Interfaces: []stats.Interface{{Name: "eth0", RxBytes: 1 << 30}}},
+			CPU: &stats.CPU{UsageNs: 5e9, UserNs: 3e9, SystemNs: 2e9},
+			IO:  &stats.IO{File: "blkio.throttle.io_service_bytes_recursive", Devices: []stats.Device{{Dev: "7:0"}}},
+			Net: &stats.Net{Pid: 77, Netns: "net:[4026531833]", SharedWith: "pid 1", Interfaces: []stats.Interface{{Name: "eth0", RxBytes: 1 << 30}}},
+			Latency: &stats.Latency{Daemon: "127.0.0.1:9191", Missing: "latency needs the daemon (ddiskqos run), which measures it; its API at 127.0.0.1:9191 did not answer: " +
+				"dial tcp 127.0.0.1:9191: connect: connection refused"},
 			Missing: []string{"memory: cgroup not in memory hierarchy /sys/fs/cgroup/memory"},
 			Notes:   []string{"v1 charges buffered writes to the kernel's flusher"}},
 	}
