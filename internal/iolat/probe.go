@@ -102,8 +102,9 @@ func privileged(procRoot string) error {
 func noPrivilege(err error) *UnavailableError {
 	return &UnavailableError{Why: WhyNoPrivilege, Err: err,
 		Fix: "run the daemon as root with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8) and the bpf system call allowed: " +
-			"systemd: CapabilityBoundingSet=CAP_BPF CAP_PERFMON and SystemCallFilter=bpf in a drop-in; " +
-			"Docker: --cap-add BPF --cap-add PERFMON, or --privileged"}
+			"systemd: CapabilityBoundingSet=CAP_BPF CAP_PERFMON and SystemCallFilter=bpf (as the shipped unit has them); " +
+			"Docker 23 and later: --cap-add BPF --cap-add PERFMON; older engines (no CAP_BPF, and bpf refused by their seccomp profile without CAP_SYS_ADMIN): --cap-add SYS_ADMIN; " +
+			"Kubernetes: capabilities add BPF and PERFMON, or privileged"}
 }
 
 // capEff parses the CapEff line of /proc/<pid>/status:
