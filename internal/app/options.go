@@ -26,7 +26,8 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
 			ProbeInterval: cfg.Health.SyncProbeInterval, HoldBelow: cfg.Health.BurstHoldBelow,
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
-		Latency: latencyOptions(hst.Roots),
+		Latency:        latencyOptions(hst.Roots),
+		ActiveQuietMax: activeQuietMax(hst.Roots.Sys, log),
 	}
 	hst.Devices.Apply(&o)
 	for _, l := range cfg.LevelLimits {

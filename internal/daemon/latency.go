@@ -152,6 +152,7 @@ func (d *Daemon) latencyTick() {
 		l.failing = false
 		d.log.Info("I/O latency sensor read again")
 	}
+	d.recordActivity(l.buf, l.drops, err)
 	for i := range l.buf {
 		dl := &l.buf[i]
 		level := int8(levelOther)
