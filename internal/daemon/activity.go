@@ -25,8 +25,8 @@ import (
 // workload, a directory listing only where there are subdirectories) and
 // remembered: the workload above it is active, or none is (the root, the
 // host's services). Until a walk has attributed it, the tick's record is
-// incomplete and the short polling backstop (Options.QuietMax) applies to
-// everyone; walks are at least walkEvery ticks apart. Workloads are not
+// incomplete: the short polling backstop (Options.QuietMax) applies to
+// every workload it did not see; walks are at least walkEvery ticks apart. Workloads are not
 // nested in one another (no source makes them so).
 //
 // A record is also incomplete when the read failed or the kernel could not

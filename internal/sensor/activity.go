@@ -53,8 +53,9 @@ func (s *Sensor) Due(c *Counters, ino uint64, tick uint64) bool {
 // tick, Saw adds a cgroup to it, Incomplete says it misses some (a failed
 // read, requests the kernel could not count, activity not yet attributed);
 // BeginTick makes it the record Active answers from. A tick without a
-// record (no Reset since the last BeginTick) or with an incomplete one
-// knows no cgroup: the polling rule alone decides.
+// record (no Reset since the last BeginTick) knows no cgroup; one with an
+// incomplete record knows those it saw: for the others the polling rule
+// alone decides.
 type Seen struct {
 	cur, next     map[uint64]struct{}
 	curOK, nextOK bool
@@ -91,12 +92,11 @@ func (s *Seen) BeginTick() {
 	}
 }
 
-// Active reports whether the tick's record saw ino; unknown when the
-// record is missing or incomplete.
+// Active reports whether the tick's record saw ino. Not seen is unknown
+// when the record is missing or incomplete; seen is seen.
 func (s *Seen) Active(ino uint64) (active, known bool) {
-	if !s.curOK {
-		return false, false
+	if _, ok := s.cur[ino]; ok {
+		return true, true
 	}
-	_, active = s.cur[ino]
-	return active, true
+	return false, s.curOK
 }

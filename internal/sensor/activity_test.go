@@ -6,8 +6,8 @@ import (
 )
 
 // TestSeen: Active answers from the record made before the tick's
-// BeginTick; a tick without a record, or with an incomplete one, knows no
-// cgroup.
+// BeginTick; a tick without a record knows no cgroup, one with an
+// incomplete record only those it saw.
 func TestSeen(t *testing.T) {
 	t.Parallel()
 	var s Seen
@@ -34,8 +34,11 @@ func TestSeen(t *testing.T) {
 	s.Saw(7)
 	s.Incomplete()
 	s.BeginTick()
-	if _, k := s.Active(7); k {
-		t.Fatal("known after an incomplete record")
+	if a, k := s.Active(7); !a || !k {
+		t.Fatalf("7 seen in an incomplete record: active %v known %v, want both", a, k)
+	}
+	if _, k := s.Active(8); k {
+		t.Fatal("8 not seen in an incomplete record: known")
 	}
 	s.Reset()
 	s.BeginTick()
