@@ -45,8 +45,13 @@ type throttle struct {
 	// demoted workload, never per workload on the device.
 	watch   []*tmember
 	parents []*tparent
-	setNew  bool // members changed: parents and baseline are rebuilt
-	demoted int  // members at level 2..4
+	setNew  bool // members or levels changed: watch and baseline are rebuilt
+	// parentsNew: members came or went (or a parent's read failed): the
+	// parents are rebuilt too.
+	parentsNew bool
+	demoted    int      // members at level 2..4
+	epoch      uint64   // Update's count: a member it did not see is dropped
+	dirs       []string // rebuildParents' scratch
 
 	better time.Time // when a better level (1, or a new cgroup) last did I/O on the device
 	top    int
@@ -83,6 +88,8 @@ type throttle struct {
 
 type tmember struct {
 	cgroup  string
+	parent  string // the directory above cgroup
+	epoch   uint64 // the last Update that listed it
 	level   int
 	durable bool
 	cg      *cgroupfs.Cgroup // open while demoted
@@ -132,7 +139,7 @@ func newThrottle(cfg Config, d Device, sen *devsensor.Device) *throttle {
 		tc.Light = DefaultThrottleLight
 	}
 	t := &throttle{limitsKnob: limitsKnob{h: cfg.Hierarchy, dev: d.Dev}, cfg: tc, name: d.Name, slice: throttleSlice,
-		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}, sen: sen}
+		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}, sen: sen, parentsNew: true}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
@@ -201,16 +208,16 @@ func (t *throttle) InForce(cgroup string) (cgroupfs.Limits, error) {
 func (t *throttle) Update(ms []Member) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keep := make(map[string]bool, len(ms))
+	t.epoch++
 	demoted := 0
 	for _, in := range ms {
-		keep[in.Cgroup] = true
 		m, ok := t.members[in.Cgroup]
 		if !ok {
-			m = &tmember{cgroup: in.Cgroup}
+			m = &tmember{cgroup: in.Cgroup, parent: path.Dir(path.Clean("/" + in.Cgroup))}
 			t.members[in.Cgroup] = m
-			t.setNew = true
+			t.setNew, t.parentsNew = true, true
 		}
+		m.epoch = t.epoch
 		if m.level != in.Level {
 			if t.Wants(in.Level) && !t.Wants(m.level) {
 				// Newly demoted: what it did while better is no longer
@@ -233,8 +240,8 @@ func (t *throttle) Update(ms []Member) {
 			m.cg = nil
 		}
 	}
-	for cg, m := range t.members {
-		if !keep[cg] {
+	for _, m := range t.members {
+		if m.epoch != t.epoch {
 			t.dropLocked(m)
 		}
 	}
@@ -260,7 +267,7 @@ func (t *throttle) dropLocked(m *tmember) {
 		m.cg.Close()
 	}
 	delete(t.members, m.cgroup)
-	t.setNew = true
+	t.setNew, t.parentsNew = true, true
 }
 
 // Stop ends the fast loop and closes what it keeps open.
@@ -321,7 +328,10 @@ func (t *throttle) step() time.Duration {
 		return 10 * t.cfg.Period
 	}
 	if t.setNew {
-		t.rebuildParents()
+		if t.parentsNew {
+			t.rebuildParents()
+			t.parentsNew = false
+		}
 		t.rebuildWatch()
 		t.setNew = false
 		t.baseOK = false
@@ -340,7 +350,7 @@ func (t *throttle) step() time.Duration {
 		reads++
 		if err != nil {
 			t.baseOK = false
-			t.setNew = true
+			t.setNew, t.parentsNew = true, true
 			continue
 		}
 		d := cgroupfs.DeviceIn(st.Devices, t.dev)
@@ -537,14 +547,19 @@ func (t *throttle) rebuildWatch() {
 }
 
 // rebuildParents opens the parents of the managed cgroups: the outermost
-// distinct parent directories.
+// distinct parent directories. Run when members came or went, not when
+// their levels changed.
 func (t *throttle) rebuildParents() {
-	var dirs []string
-	for cg := range t.members {
-		dirs = append(dirs, path.Dir(path.Clean("/"+cg)))
+	dirs := t.dirs[:0]
+	for _, m := range t.members {
+		if m.parent == "" {
+			m.parent = path.Dir(path.Clean("/" + m.cgroup))
+		}
+		dirs = append(dirs, m.parent)
 	}
 	slices.Sort(dirs)
 	dirs = slices.Compact(dirs)
+	t.dirs = dirs
 	var outer []string
 	for _, d := range dirs {
 		nested := false
