@@ -67,15 +67,14 @@ func TestDueBackstops(t *testing.T) {
 	s.BeginTick()
 	c := s.NewCounters(0, false)
 	now := time.Unix(100, 0)
-	for i := 0; i < 10; i++ {
+	// Periods 1 (the first reading), 2, 4 (MaxPeriod: settled), then
+	// straight to 32.
+	for i, want := range []uint32{1, 2, 4, 32, 32} {
 		now = now.Add(time.Second)
 		rd := s.Take(c, now, 1, stat(0, 0))
-		if i == 2 && !rd.Settled {
-			t.Errorf("reading %d: period %d, want Settled at MaxPeriod", i, c.period)
+		if c.period != want || rd.Settled != (want == 4) {
+			t.Fatalf("reading %d: period %d settled %v, want %d", i, c.period, rd.Settled, want)
 		}
-	}
-	if c.period != 32 {
-		t.Fatalf("period after 10 still readings %d, want ActiveMaxPeriod 32", c.period)
 	}
 	count := func(ino uint64) int {
 		n := 0

@@ -179,7 +179,7 @@ type Reading struct {
 	Delta uint64
 	// Busy: the counters moved (or this was the first reading); the
 	// workload is read every tick again. BackedOff: they stood still and
-	// the polling period grew; Settled: to MaxPeriod at least.
+	// the polling period grew; Settled: to MaxPeriod, from below.
 	Busy, BackedOff, Settled bool
 	// PressureDue says whether io.pressure should be read now: when the
 	// counters moved, every PressureEvery-th reading otherwise.
@@ -299,9 +299,15 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 		c.period = 1
 		rd.Busy = true
 	} else if c.period < max(s.MaxPeriod, s.ActiveMaxPeriod) {
+		prev := c.period
 		c.period *= 2
+		if c.period > s.MaxPeriod {
+			// Beyond the short backstop the activity source wakes it:
+			// no need to creep up to the long one.
+			c.period = max(c.period, s.ActiveMaxPeriod)
+		}
 		rd.BackedOff = true
-		rd.Settled = c.period >= s.MaxPeriod
+		rd.Settled = c.period >= s.MaxPeriod && prev < s.MaxPeriod
 	}
 	return rd
 }
