@@ -1,9 +1,14 @@
 package daemon
 
 import (
+	"encoding/binary"
+	"errors"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,12 +26,15 @@ import (
 // What the kernel sees is the cgroup a request is charged to; a workload's
 // counter files (v2 io.stat, v1 blkio.throttle.*_recursive) add up its
 // descendants too. So a cgroup that did I/O and is no workload's own is
-// looked up below the workloads' directories (a walk: one stat per
-// workload, a directory listing only where there are subdirectories) and
-// remembered: the workload above it is active, or none is (the root, the
-// host's services). Until a walk has attributed it, the tick's record is
-// incomplete: the short polling backstop (Options.QuietMax) applies to
-// every workload it did not see; walks are at least walkEvery ticks apart. Workloads are not
+// placed and remembered: the workload above it is active, or none is (the
+// root, the host's services). It is placed by its directory, which the
+// kernel finds from the ID (open_by_handle_at on the cgroup mount: needs
+// CAP_DAC_READ_SEARCH); where that cannot be done, by a walk below the
+// workloads' directories (one stat per workload, a listing only where
+// there are subdirectories), at least walkEvery ticks apart. Until it is
+// placed, the tick's record is incomplete: the short polling backstop
+// (Options.QuietMax) applies to every workload it did not see. A cgroup
+// removed before it was placed is taken for no workload's. Workloads are not
 // nested in one another (no source makes them so).
 //
 // A record is also incomplete when the read failed or the kernel could not
@@ -41,6 +49,13 @@ type kernelActivity struct {
 	pending   []uint64          // cgroups that did I/O, not attributed yet
 	nextWalk  uint64            // the first tick a walk may run
 	walks     uint64
+	// byPath: the tracked workloads by cgroup directory (relative to the
+	// mount, cleaned), rebuilt when pathsStale; noHandles: placing by file
+	// handle does not work here (not a cgroup mount, no privilege).
+	byPath     map[string]uint64
+	pathsStale bool
+	noHandles  bool
+	handles    uint64 // cgroups placed by file handle
 }
 
 // walkEvery is the fewest ticks between two walks below the workloads.
@@ -52,7 +67,8 @@ func (d *Daemon) initActivity() {
 	if d.opts.Activity != nil || d.lat.sen == nil {
 		return
 	}
-	d.kin = kernelActivity{seen: &sensor.Seen{}, owner: map[uint64]uint64{}}
+	d.kin = kernelActivity{seen: &sensor.Seen{}, owner: map[uint64]uint64{}, byPath: map[string]uint64{}, pathsStale: true,
+		noHandles: !cgroupMount(d.opts.Hierarchy.Mount)}
 	d.sen.Activity = d.kin.seen
 	d.log.Info("quiet workloads are read when the I/O latency sensor sees them do I/O",
 		"backstop", d.opts.Interval*time.Duration(d.sen.ActiveMaxPeriod), "backstop_unsure", d.opts.Interval*time.Duration(d.sen.MaxPeriod))
@@ -90,6 +106,9 @@ func (d *Daemon) recordActivity(deltas []iolat.Delta, drops iolat.Drops, err err
 		if !slices.Contains(k.pending, ino) {
 			k.pending = append(k.pending, ino)
 		}
+	}
+	if len(k.pending) > 0 && !k.noHandles {
+		d.placeByHandle()
 	}
 	if len(k.pending) == 0 {
 		return
@@ -149,4 +168,88 @@ func below(dir string, ino uint64, owner map[uint64]uint64) {
 			below(sub, ino, owner)
 		}
 	}
+}
+
+// placeByHandle places the pending cgroups by their directories, found
+// from their IDs; those it cannot place stay pending (for a walk).
+func (d *Daemon) placeByHandle() {
+	k := &d.kin
+	if len(k.owner) > 2*len(d.work)+4096 {
+		clear(k.owner)
+	}
+	if k.pathsStale {
+		clear(k.byPath)
+		for _, t := range d.order {
+			if !t.gone && t.ino != 0 {
+				k.byPath[path.Clean("/"+t.w.Cgroup)] = t.ino
+			}
+		}
+		k.pathsStale = false
+	}
+	mount := filepath.Clean(d.opts.Hierarchy.Mount)
+	mfd, err := unix.Open(mount, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		k.noHandles = true
+		return
+	}
+	defer unix.Close(mfd)
+	left := k.pending[:0]
+	for _, ino := range k.pending {
+		dir, err := dirOf(mfd, ino)
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT):
+			k.owner[ino] = 0 // removed since
+			continue
+		default:
+			d.log.Debug("cgroups are placed by a walk: open by file handle failed", "err", err)
+			k.noHandles = true
+			left = append(left, ino)
+			continue
+		}
+		rel, ok := strings.CutPrefix(dir, mount)
+		if !ok {
+			k.owner[ino] = 0
+			continue
+		}
+		w := uint64(0)
+		for p := path.Clean("/" + rel); p != "/"; p = path.Dir(p) {
+			if wi, ok := k.byPath[p]; ok {
+				w = wi
+				break
+			}
+		}
+		k.owner[ino] = w
+		k.handles++
+		if w != 0 {
+			k.seen.Saw(w)
+		}
+	}
+	k.pending = left
+}
+
+// dirOf is the directory of the cgroup with ID ino on the cgroup mount
+// mfd: a kernfs file handle is the node's 64-bit ID.
+func dirOf(mfd int, ino uint64) (string, error) {
+	var id [8]byte
+	binary.NativeEndian.PutUint64(id[:], ino)
+	fd, err := unix.OpenByHandleAt(mfd, unix.NewFileHandle(fileIDKernfs, id[:]), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
+// fileIDKernfs is FILEID_KERNFS, the kernel's file-handle type of a
+// kernfs node (cgroup directories, v1 and v2).
+const fileIDKernfs = 0xfe
+
+// cgroupMount reports whether dir is a cgroup file system (v1 or v2).
+func cgroupMount(dir string) bool {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == unix.CGROUP_SUPER_MAGIC || st.Type == unix.CGROUP2_SUPER_MAGIC
 }

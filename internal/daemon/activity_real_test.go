@@ -139,4 +139,33 @@ func kernelActivityReal(t *testing.T) {
 	if file < n || bpf > file || bpf < file-file/64 {
 		t.Errorf("on %s: counter file %d bytes, eBPF %d: want the file's %d and the sensor's within 1/64 below it", r.dev.Name, file, bpf, n)
 	}
+
+	// A cgroup below the workload (its counters add its descendants' up):
+	// placed under it, by its directory found from its ID, and the
+	// workload is read at the next tick again.
+	sub := cg + "/sub"
+	p, _ := r.h.Path(sub)
+	testkit.Cgroup(t, p)
+	for i := 0; i < 100 && w.c.Period() < d.sen.ActiveMaxPeriod; i++ {
+		step()
+	}
+	for w.c.Due(d.tick) || short.Due(w.c, 0, d.tick) {
+		step()
+	}
+	before, _ = workloadNamed(d.Snapshot(), "quiet")
+	res, err = workload.RunIn(ctx, os.Args[0], []string{workload.EnvMain + "=1"},
+		[]string{"--wait-stdin", "--json", "--direct", "--bs", "4k", "--bytes", "1MiB", "randread", r.path},
+		func(pid int) error { return r.h.AddProcess(sub, pid) })
+	if err != nil || res.Bytes != n {
+		t.Fatalf("reader below quiet: %+v, %v; want %d bytes", res, err, n)
+	}
+	step()
+	after, _ = workloadNamed(d.Snapshot(), "quiet")
+	t.Logf("below quiet: charged %d; cgroups placed by file handle %d, walks %d", after.ReadBytes-before.ReadBytes, d.kin.handles, d.kin.walks)
+	if got := after.ReadBytes - before.ReadBytes; got < n {
+		t.Errorf("the tick after a cgroup below quiet read %d bytes: %d charged to quiet, want them all", n, got)
+	}
+	if d.kin.handles == 0 {
+		t.Errorf("no cgroup placed by its file handle (walks %d): open_by_handle_at does not work here", d.kin.walks)
+	}
 }

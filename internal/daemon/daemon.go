@@ -587,6 +587,7 @@ func (d *Daemon) sortOrder() {
 		return
 	}
 	d.lat.stale = true
+	d.kin.pathsStale = true
 	d.order = d.order[:0]
 	for _, t := range d.work {
 		d.order = append(d.order, t)
