@@ -99,6 +99,9 @@ type wstate struct {
 	applied []Applied   // indexed like Config.Devices
 	knobs   [][]knobSet // per device, per leveled mechanism
 	thrErr  []error     // per device: the throttle's original not recorded
+	// thr, per device: the throttle's original recorded (rec) and, as
+	// last found, durable (dur; once durable it stays so while recorded).
+	thr []struct{ rec, dur bool }
 	at      time.Time   // when the values were last written in full
 	keys    []knobKey   // originals recorded for this workload
 	dropped bool        // released or forgotten: Handles to it are stale
@@ -301,8 +304,15 @@ func (a *Actuator) Apply(now time.Time, targets []Target) ([]DeviceStatus, error
 	}
 	for i := range a.devs {
 		if t := a.devs[i].thr; t != nil {
+			// Only a member whose original was recorded can be durable;
+			// once durable, it stays so (no look-up per member and tick).
 			for j := range a.members[i] {
-				a.members[i][j].Durable = a.orig.durable(knobKey{a.members[i][j].Cgroup, a.devs[i].thrKnob, a.devs[i].Dev})
+				m := &a.members[i][j]
+				ts := &m.w.thr[i]
+				if ts.rec && !ts.dur {
+					ts.dur = a.orig.durable(knobKey{m.Cgroup, a.devs[i].thrKnob, a.devs[i].Dev})
+				}
+				m.Durable = ts.dur
 			}
 			t.Update(a.members[i])
 		}
@@ -433,9 +443,10 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 				errs = appendNew(errs, a.failed(k, now, err))
 				continue
 			}
+			w.thr[i].rec = true
 			a.works(k, now)
 		}
-		a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level})
+		a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level, w: w})
 	}
 	return errors.Join(errs...)
 }
@@ -443,7 +454,7 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 // newState is a new workload's state.
 func (a *Actuator) newState(cgroup string) *wstate {
 	w := &wstate{cgroup: cgroup, applied: make([]Applied, len(a.devs)), knobs: make([][]knobSet, len(a.devs)),
-		thrErr: make([]error, len(a.devs))}
+		thrErr: make([]error, len(a.devs)), thr: make([]struct{ rec, dur bool }, len(a.devs))}
 	for i := range a.devs {
 		w.applied[i].Device = a.devs[i].Device
 		w.knobs[i] = make([]knobSet, len(a.devs[i].leveled))

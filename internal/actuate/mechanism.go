@@ -175,4 +175,6 @@ type Member struct {
 	// Durable: the knob's original is recorded and durable, so the
 	// throttle may write the knob.
 	Durable bool
+
+	w *wstate // the actuator's state of the workload (Apply)
 }
