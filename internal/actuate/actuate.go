@@ -335,7 +335,13 @@ func (a *Actuator) collect() {
 				}
 			}
 			if t := a.devs[i].thr; t != nil {
-				l, err := t.InForce(w.cgroup)
+				// The throttle writes (and fails to write) only caps
+				// whose original was recorded: others need no look-up.
+				var l cgroupfs.Limits
+				var err error
+				if w.thr[i].rec {
+					l, err = t.InForce(w.cgroup)
+				}
 				ap.Limits = l
 				if ap.Err == nil {
 					ap.Err = cmpErr(w.thrErr[i], err)
