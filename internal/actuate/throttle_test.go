@@ -684,6 +684,32 @@ func TestThrottleCapsWhoMakesOthersWait(t *testing.T) {
 	if l := f.limits("/p/l4"); l.RBps != want4 {
 		t.Fatalf("streamer limits %+v after the file was cleared, want rbps %d re-armed", l, want4)
 	}
+	// Its cap leaks (its requests wait at the device, not in blk-throttle:
+	// it moves three times its cap): not re-armed, so the slice runs and
+	// holds it; back at its cap, the re-arm resumes.
+	r1 := rearms()
+	for range 20 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 9<<20)
+		f.deviceQD(9<<20+4096, 10, 10, 32)
+		step(10 * time.Millisecond)
+	}
+	if n := rearms() - r1; n > 4 {
+		t.Fatalf("%d re-arms in 20 periods of a streamer moving 3× its cap, want at most the 3-4 before its smoothed rate shows it", n)
+	}
+	r2 := rearms()
+	for range 40 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 3<<20)
+		f.deviceQD(3<<20+4096, 5, 10, 32)
+		step(10 * time.Millisecond)
+	}
+	if n := rearms() - r2; n < 20 {
+		t.Fatalf("%d re-arms in 40 periods back at its cap, want the re-arm to resume within ~15", n)
+	}
+	if l := f.limits("/p/l4"); l.RBps != want4 {
+		t.Fatalf("streamer limits %+v after it leaked, want rbps %d", l, want4)
+	}
 
 	// The streamer stops; level 3 floods the device with 4 KiB requests:
 	// 4 % of its bytes (light by bytes), but 32 requests in flight, nearly
