@@ -121,6 +121,9 @@ type capCalc struct {
 	bps   float64 // the device's capacity
 	iops  float64
 	light float64 // Throttle.Light: the share below which a workload is light
+	// share is the latency controller's share for the capped levels
+	// together (Steer); 0: each level's share bounded by MaxBurst/slice.
+	share float64
 }
 
 // wants reports whether the throttle manages level (Shares below 1).
@@ -132,8 +135,9 @@ func (c capCalc) wants(level int) bool {
 // heavy workload (see heavy) of a managed level worse than top gets its
 // level's share of the capacity, split evenly among its level's active
 // heavy workloads, several capped levels' shares scaled so their sum is
-// the largest of them, each share at most MaxBurst/slice; never below Min
-// bytes/s and throttleMinIOPS. A light workload is not capped, whatever
+// the largest of them, each share at most MaxBurst/slice — or, steered by
+// the latency controller (share > 0), their sum at most share instead;
+// never below Min bytes/s and throttleMinIOPS. A light workload is not capped, whatever
 // its level. The Ceiling bounds the held levels' workloads further, a
 // better level active or not, heavy or not. The zero Limits is uncapped.
 func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
@@ -160,6 +164,10 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 		if sum > top && top > 0 {
 			scale[l-1] *= top / sum
 		}
+		if c.share > 0 && top > c.share {
+			// Steered: the levels' sum (top) scaled down to the share.
+			scale[l-1] *= c.share / top
+		}
 	}
 	held := 0 // the held levels' active workloads, who share the ceiling
 	for l := 2; l <= levels; l++ {
@@ -172,7 +180,7 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 		if c.wants(m.level) && c.top != 0 && m.level > c.top && c.bps > 0 && c.heavy(m) {
 			n := float64(max(heavy[m.level-1], 1))
 			share := scale[m.level-1]
-			if c.cfg.MaxBurst > 0 {
+			if c.cfg.MaxBurst > 0 && c.share == 0 {
 				share = min(share, c.cfg.MaxBurst.Seconds()/c.slice.Seconds())
 			}
 			b := uint64(share * c.bps / n)

@@ -28,6 +28,9 @@ type Actuator interface {
 	// Hold bounds a device's worse levels (the burst hold); an error says
 	// it cannot (no throttle on the device).
 	Hold(dev cgroupfs.Dev, c actuate.Ceiling) error
+	// Steer sets the share of a device's capacity its capped workloads
+	// get (the latency controller); an error says it cannot.
+	Steer(dev cgroupfs.Dev, share float64) error
 	RestoreAll() error
 	RestoreOrphans(live map[string]bool) error
 	Originals() ([]actuate.Original, bool)
