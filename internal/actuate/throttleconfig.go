@@ -88,3 +88,24 @@ type Throttle struct {
 // DefaultThrottleShares are the throttle's default Shares, the one place
 // they are written (config.Default takes them from here).
 func DefaultThrottleShares() [levels]float64 { return [levels]float64{1, 0.6, 0.45, 0.3} }
+
+// SteerRange is the range of the share the latency controller steers
+// (Steer): from the fixed rule's share, where it starts — MaxBurst / slice
+// (5 %), at most the largest managed level's share — up to that largest
+// share (the caps still give each level at most its own, scaled).
+func (t Throttle) SteerRange() (start, most float64) {
+	shares := t.Shares
+	if shares[0] == 0 {
+		shares = DefaultThrottleShares()
+	}
+	for _, s := range shares[1:] {
+		if s < 1 {
+			most = max(most, s)
+		}
+	}
+	start = most
+	if t.MaxBurst > 0 {
+		start = min(start, t.MaxBurst.Seconds()/throttleSlice.Seconds())
+	}
+	return start, most
+}

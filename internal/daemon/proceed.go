@@ -79,6 +79,7 @@ func (d *Daemon) proceed(start time.Time, dt float64) {
 		d.countErr(snapshot.CauseActuate)
 		d.log.Warn("apply levels", "err", err)
 	}
+	d.controlTick(start, d.lastTick)
 	d.actFDs = d.act.OpenFiles()
 	if !d.orphansOK && d.synced && start.Sub(d.started) >= d.opts.OrphanGrace {
 		d.orphansOK = true
