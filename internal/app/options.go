@@ -28,6 +28,7 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
 		Latency: latencyOptions(hst.Roots),
 	}
+	o.Latency.NoControl, o.Latency.Target, o.Latency.Multiple = cfg.LatencyTarget.Spec()
 	hst.Devices.Apply(&o)
 	for _, l := range cfg.LevelLimits {
 		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))

@@ -1,9 +1,10 @@
 package daemon
 
 import (
+	"time"
+
 	"github.com/ddiskqos/ddiskqos/internal/control"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
-	"time"
 )
 
 // The latency controller's stage (internal/control): per throttled device,
@@ -73,7 +74,7 @@ func (d *Daemon) cappedOn(t *tracked, i int) bool {
 // tick's start (zero: none).
 func (d *Daemon) controlTick(now, prev time.Time) {
 	l := &d.lat
-	if l.sen == nil {
+	if l.sen == nil || d.opts.Latency.NoControl {
 		return
 	}
 	for i := range l.ctl {
@@ -84,7 +85,7 @@ func (d *Daemon) controlTick(now, prev time.Time) {
 		st := d.devStatus[i]
 		if c.c == nil {
 			start, most := d.opts.Actuator.Throttle.SteerRange()
-			ctl, err := control.New(control.Config{Target: d.opts.Latency.Target, Start: start, Max: most,
+			ctl, err := control.New(control.Config{Target: d.opts.Latency.Target, Multiple: d.opts.Latency.Multiple, Start: start, Max: most,
 				Floor: min(control.DefaultFloor, start)})
 			if err != nil {
 				c.off = true

@@ -36,10 +36,12 @@ type LatencyOptions struct {
 	SysRoot string
 	// Target is the latency controller's fixed target for the protected
 	// requests' p99 on every throttled device (config latency_target);
-	// 0: learned per device (control.DefaultMultiple × its unloaded
-	// latency). The controller (control.go) runs wherever the sensor does
-	// and the device has a throttle.
-	Target time.Duration
+	// 0: learned per device, Multiple (0: control.DefaultMultiple) × its
+	// unloaded latency. The controller (control.go) runs wherever the
+	// sensor does and the device has a throttle, unless NoControl.
+	Target    time.Duration
+	Multiple  float64
+	NoControl bool
 }
 
 // latencyBounds are the buckets of the per-level histograms: every octave
