@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +32,17 @@ type controlPhase struct {
 func (r *runRig) controlPhase(t *testing.T, tag, target string, streamer, victim workload.Spec, warm time.Duration) controlPhase {
 	t.Helper()
 	var ph controlPhase
-	d, _ := r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent, "--devices", r.loop.Name,
-		"--listen", r.addr, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--latency-target", target)
+	d, logs := r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent, "--devices", r.loop.Name,
+		"--listen", r.addr, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--latency-target", target,
+		"--log-level", "debug")
+	defer func() {
+		// What the controller saw and did, tick by tick.
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "latency controller") {
+				t.Log(line)
+			}
+		}
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, err := r.snapshot(); err != nil; _, err = r.snapshot() {
 		if time.Now().After(deadline) {

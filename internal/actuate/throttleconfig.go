@@ -48,6 +48,13 @@ const (
 // the caps allowed, and whether a workload was held back by one, is added
 // to the device sensor's Caps every period, so a consumer of the device's
 // counters can tell the throttle's doing from the device's.
+//
+// Steered (Steer, the latency controller of internal/control, where the
+// I/O latency sensor runs), the MaxBurst bound gives way to a share the
+// controller moves each tick from the protected requests' measured p99:
+// the capped levels' shares are scaled so their sum is that share (each
+// level still at most its own); see internal/control's package doc for its
+// rule. Not steered, the fixed rule above holds exactly.
 type Throttle struct {
 	// Shares[i] is the fraction of the device's capacity that all the
 	// workloads of level i+1 together may use while a better level is doing

@@ -94,8 +94,11 @@ func (d *Daemon) controlTick(now, prev time.Time) {
 			}
 			c.c = ctl
 		}
-		out := c.c.Step(control.Input{At: now, Hist: c.hist, Capped: st.CappedAt.After(prev), Held: st.HeldAt.After(prev),
-			Quiet: c.rest <= c.prot})
+		in := control.Input{At: now, Hist: c.hist, Capped: st.CappedAt.After(prev), Held: st.HeldAt.After(prev),
+			Quiet: c.rest <= c.prot}
+		out := c.c.Step(in)
+		d.log.Debug("latency controller", "device", st.Device.Name, "requests", in.Hist.Count(), "capped", in.Capped,
+			"held", in.Held, "quiet", in.Quiet, "p99", out.P99, "target", out.Target, "share", out.Share, "probing", out.Probing)
 		if err := d.act.Steer(st.Device.Dev, out.Share); err != nil {
 			c.off = true
 			d.log.Warn("latency controller cannot steer the device: the throttle keeps its fixed share", "device", st.Device.Name, "err", err)
