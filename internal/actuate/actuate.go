@@ -367,7 +367,7 @@ func (a *Actuator) deviceStatus() []DeviceStatus {
 			st.Capping = true
 			st.TopActive = t.TopActive()
 			st.CapacityBps, st.CapacityIOPS = t.Capacity()
-			st.Share, st.CappedAt, st.HeldAt = t.Load()
+			st.Share, st.ShareMost, st.CappedAt, st.HeldAt = t.Load()
 		}
 		a.status = append(a.status, st)
 	}

@@ -82,6 +82,9 @@ type DeviceStatus struct {
 	// never).
 	Share            float64
 	CappedAt, HeldAt time.Time
+	// ShareMost is the most a steered share gives the levels capped at
+	// the throttle's last period (their shares' largest; 0: none capped).
+	ShareMost float64
 }
 
 // devMech is one mechanism in force on a device, with its knob there.

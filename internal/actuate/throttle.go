@@ -63,6 +63,9 @@ type throttle struct {
 	// as the latency controller steers it (Steer); 0: the fixed rule
 	// (Shares bounded by MaxBurst / slice).
 	share float64
+	// shareMost is what the levels capped at the last period get
+	// together unsteered: the most a steered share can give them.
+	shareMost float64
 	// base is the last exact value of the parents' bytes minus the
 	// demoted workloads' bytes: the better levels' I/O so far.
 	base   int64
@@ -182,12 +185,13 @@ func (t *throttle) Steer(share float64) {
 	t.share = max(0, min(share, 1))
 }
 
-// Load returns the share steered (0: none), the last period that found a
-// cap in force and the last one a cap held its workload back.
-func (t *throttle) Load() (share float64, cappedAt, heldAt time.Time) {
+// Load returns the share steered (0: none), the most the levels capped
+// now can get together (0: none capped), the last period that found a cap
+// in force and the last one a cap held its workload back.
+func (t *throttle) Load() (share, most float64, cappedAt, heldAt time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.share, t.cappedAt, t.heldDevAt
+	return t.share, t.shareMost, t.cappedAt, t.heldDevAt
 }
 
 func (t *throttle) Hold(c Ceiling) {
@@ -494,6 +498,7 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 		ins[i].lately = !m.heavyAt.IsZero() && now.Sub(m.heavyAt) < t.cfg.Hold
 	}
 	wants := calc.caps(ins, nil)
+	_, _, _, t.shareMost = calc.levelShares(ins)
 	capped := false
 	defer func() {
 		if capped {

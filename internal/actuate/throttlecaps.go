@@ -141,24 +141,9 @@ func (c capCalc) wants(level int) bool {
 // its level. The Ceiling bounds the held levels' workloads further, a
 // better level active or not, heavy or not. The zero Limits is uncapped.
 func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
-	var active, heavy [levels]int
-	for _, m := range ms {
-		if c.wants(m.level) && m.active {
-			active[m.level-1]++
-			if c.heavy(m) {
-				heavy[m.level-1]++
-			}
-		}
-	}
+	active, heavy, sum, top := c.levelShares(ms)
 	// The capped levels' shares, their sum scaled to the largest.
 	var scale [levels]float64
-	sum, top := 0.0, 0.0
-	for l := 2; l <= levels; l++ {
-		if c.top != 0 && l > c.top && heavy[l-1] > 0 {
-			sum += c.cfg.Shares[l-1]
-			top = max(top, c.cfg.Shares[l-1])
-		}
-	}
 	for l := 2; l <= levels; l++ {
 		scale[l-1] = c.cfg.Shares[l-1]
 		if sum > top && top > 0 {
@@ -197,6 +182,27 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 		out = append(out, want)
 	}
 	return out
+}
+
+// levelShares counts the active and the heavy workloads of each managed level,
+// and sums the shares of the levels to cap (heavy, worse than top): their
+// sum and the largest, which is what they get together unsteered.
+func (c capCalc) levelShares(ms []capIn) (active, heavy [levels]int, sum, top float64) {
+	for _, m := range ms {
+		if c.wants(m.level) && m.active {
+			active[m.level-1]++
+			if c.heavy(m) {
+				heavy[m.level-1]++
+			}
+		}
+	}
+	for l := 2; l <= levels; l++ {
+		if c.top != 0 && l > c.top && heavy[l-1] > 0 {
+			sum += c.cfg.Shares[l-1]
+			top = max(top, c.cfg.Shares[l-1])
+		}
+	}
+	return active, heavy, sum, top
 }
 
 // heldFrac: a capped workload that moved at least this share of what its

@@ -30,8 +30,9 @@
 //     above the target, cut to 0.7× (0.5× when above twice the target),
 //     never below Floor (2 %); at most half the target, raise by a quarter;
 //     at most 0.8× the target, raise by Step (1 % of the capacity);
-//     between, hold. Never above Max (the largest share the throttle's
-//     levels have, 60 %). It starts at Start, the throttle's fixed share
+//     between, hold. Never above what the levels capped now get together
+//     unsteered (Input.Max: a level-4 stream alone, 30 %), nor Max (the
+//     largest level share, 60 %). It starts at Start, the throttle's fixed share
 //     without the controller (MaxBurst / slice, 5 %).
 //
 // Failure modes: a target learned from 4 KiB health checks is tight for a
@@ -141,6 +142,10 @@ type Input struct {
 	// Quiet: no other request on the device moved more bytes than the
 	// protected ones (with Capped false: an unloaded interval).
 	Quiet bool
+	// Max, when above 0, bounds the share below Config.Max: the most the
+	// levels capped now can get (a level-4 stream alone: its 30 %), so no
+	// tick is spent raising or cutting a share above what is in force.
+	Max float64
 }
 
 // State is what the controller shows (snapshot, metrics).
@@ -228,6 +233,11 @@ func (c *Controller) Step(in Input) State {
 		c.pool = iolat.Hist{}
 		return c.st
 	}
+	most := c.cfg.Max
+	if in.Max > 0 {
+		most = max(min(most, in.Max), c.cfg.Floor)
+	}
+	c.st.Share = min(c.st.Share, most)
 	if !measured || c.st.Target == 0 || !in.Held {
 		return c.st
 	}
@@ -238,9 +248,9 @@ func (c *Controller) Step(in Input) State {
 	case m > t:
 		c.st.Share = max(c.cfg.Floor, s*cutFactor)
 	case 2*m <= t:
-		c.st.Share = min(c.cfg.Max, max(s*fastRaise, s+c.cfg.Step))
+		c.st.Share = min(most, max(s*fastRaise, s+c.cfg.Step))
 	case float64(m) <= raiseBelow*float64(t):
-		c.st.Share = min(c.cfg.Max, s+c.cfg.Step)
+		c.st.Share = min(most, s+c.cfg.Step)
 	}
 	return c.st
 }

@@ -31,6 +31,7 @@ type tick struct {
 	capped    bool
 	held      bool
 	quiet     bool
+	max       float64
 	wantShare float64
 	probing   bool
 }
@@ -87,6 +88,16 @@ func TestStep(t *testing.T) {
 			ticks: []tick{
 				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.28},
 				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.3},
+			},
+		},
+		{
+			name: "Input.Max: the levels capped now get at most their share; a share above it comes down",
+			cfg:  Config{Start: 0.25, Floor: 0.02, Max: 0.6},
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.25},
+				{lat: 1 * ms, n: 100, capped: true, held: true, max: 0.3, wantShare: 0.3},
+				{lat: 1 * ms, n: 100, capped: true, held: true, max: 0.2, wantShare: 0.2},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.25},
 			},
 		},
 		{
@@ -148,7 +159,7 @@ func TestStep(t *testing.T) {
 			var st State
 			for i, tk := range tc.ticks {
 				st = c.Step(Input{At: t0.Add(time.Duration(i) * time.Second), Hist: hist(tk.lat, tk.n),
-					Capped: tk.capped, Held: tk.held, Quiet: tk.quiet})
+					Capped: tk.capped, Held: tk.held, Quiet: tk.quiet, Max: tk.max})
 				if math.Abs(st.Share-tk.wantShare) > 1e-9 || st.Probing != tk.probing {
 					t.Fatalf("tick %d (%s, %d requests): share %g probing %v, want %g probing %v (state %+v)",
 						i, tk.lat, tk.n, st.Share, st.Probing, tk.wantShare, tk.probing, st)

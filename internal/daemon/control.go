@@ -95,7 +95,7 @@ func (d *Daemon) controlTick(now, prev time.Time) {
 			c.c = ctl
 		}
 		in := control.Input{At: now, Hist: c.hist, Capped: st.CappedAt.After(prev), Held: st.HeldAt.After(prev),
-			Quiet: c.rest <= c.prot}
+			Quiet: c.rest <= c.prot, Max: st.ShareMost}
 		out := c.c.Step(in)
 		d.log.Debug("latency controller", "device", st.Device.Name, "requests", in.Hist.Count(), "capped", in.Capped,
 			"held", in.Held, "quiet", in.Quiet, "p99", out.P99, "target", out.Target, "share", out.Share, "probing", out.Probing)
