@@ -137,8 +137,8 @@ func (c capCalc) wants(level int) bool {
 // heavy workloads, several capped levels' shares scaled so their sum is
 // the largest of them, each share at most MaxBurst/slice — or, steered by
 // the latency controller (share > 0), their sum at most share instead;
-// never below Min bytes/s and throttleMinIOPS. A light workload is not capped, whatever
-// its level. The Ceiling bounds the held levels' workloads further, a
+// never below Min bytes/s and throttleMinIOPS. A light workload is not
+// capped, whatever its level. The Ceiling bounds the held levels' workloads further, a
 // better level active or not, heavy or not. The zero Limits is uncapped.
 func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 	active, heavy, sum, top := c.levelShares(ms)
@@ -184,9 +184,9 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 	return out
 }
 
-// levelShares counts the active and the heavy workloads of each managed level,
-// and sums the shares of the levels to cap (heavy, worse than top): their
-// sum and the largest, which is what they get together unsteered.
+// levelShares counts the active and the heavy workloads of each managed
+// level, and sums the shares of the levels to cap (heavy, worse than top):
+// their sum and the largest, which is what they get together unsteered.
 func (c capCalc) levelShares(ms []capIn) (active, heavy [levels]int, sum, top float64) {
 	for _, m := range ms {
 		if c.wants(m.level) && m.active {
