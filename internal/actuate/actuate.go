@@ -204,6 +204,19 @@ func (a *Actuator) Hold(dev cgroupfs.Dev, c Ceiling) error {
 	return fmt.Errorf("device %s: no throttle to hold its levels with", dev)
 }
 
+// Steer sets the share of dev's capacity its capped workloads get, all
+// together (the latency controller, internal/control); 0 goes back to the
+// throttle's fixed rule. It fails when dev has no throttle.
+func (a *Actuator) Steer(dev cgroupfs.Dev, share float64) error {
+	for i := range a.devs {
+		if a.devs[i].Dev == dev && a.devs[i].thr != nil {
+			a.devs[i].thr.Steer(share)
+			return nil
+		}
+	}
+	return fmt.Errorf("device %s: no throttle to steer", dev)
+}
+
 // OpenFiles is how many descriptors the actuator keeps open now: the
 // throttle's, one per demoted workload and parent on each of its devices,
 // which the daemon's open-file budget must leave room for.
@@ -370,6 +383,7 @@ func (a *Actuator) deviceStatus() []DeviceStatus {
 			st.Capping = true
 			st.TopActive = t.TopActive()
 			st.CapacityBps, st.CapacityIOPS = t.Capacity()
+			st.Share, st.ShareMost, st.CappedAt, st.HeldAt = t.Load()
 		}
 		a.status = append(a.status, st)
 	}

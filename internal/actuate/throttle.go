@@ -61,6 +61,16 @@ type throttle struct {
 	// the device.
 	cappedAt time.Time
 	inForce  bool // a cap was in force after the last applyCaps
+	// heldDevAt is the last period a cap held its workload back (for the
+	// latency controller: a cap nobody runs into says nothing of its size).
+	heldDevAt time.Time
+	// share is the capped workloads' share of the capacity, all together,
+	// as the latency controller steers it (Steer); 0: the fixed rule
+	// (Shares bounded by MaxBurst / slice).
+	share float64
+	// shareMost is what the levels capped at the last period get
+	// together unsteered: the most a steered share can give them.
+	shareMost float64
 	// base is the last exact value of the parents' bytes minus the
 	// demoted workloads' bytes: the better levels' I/O so far.
 	base   int64
@@ -171,6 +181,24 @@ func (t *throttle) ObservePeak(bps float64) {
 	if t.sen == nil && bps > t.cap.bps {
 		t.cap.bps = bps
 	}
+}
+
+// Steer sets the capped workloads' share of the device's capacity, all
+// together (the latency controller's output, internal/control); 0 goes
+// back to the fixed rule.
+func (t *throttle) Steer(share float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.share = max(0, min(share, 1))
+}
+
+// Load returns the share steered (0: none), the most the levels capped
+// now can get together (0: none capped), the last period that found a cap
+// in force and the last one a cap held its workload back.
+func (t *throttle) Load() (share, most float64, cappedAt, heldAt time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.share, t.shareMost, t.cappedAt, t.heldDevAt
 }
 
 func (t *throttle) Hold(c Ceiling) {
@@ -464,10 +492,14 @@ func (t *throttle) measure(now time.Time) {
 // re-arms the caps in force of the active ones (see Throttle); it returns
 // how many files it wrote.
 func (t *throttle) applyCaps(now time.Time) (writes int) {
-	calc := capCalc{cfg: t.cfg, slice: t.slice, top: t.top, ceil: t.ceil, bps: t.cap.bps, iops: t.cap.iops, light: t.cfg.Light}
+	calc := capCalc{cfg: t.cfg, slice: t.slice, top: t.top, ceil: t.ceil, bps: t.cap.bps, iops: t.cap.iops, light: t.cfg.Light,
+		share: t.share}
 	ins := make([]capIn, len(t.watch))
 	for i, m := range t.watch {
 		active := !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold
+		if ranAtCap(m.load.rate, m.limits) {
+			t.heldDevAt = now
+		}
 		held := (!m.heldAt.IsZero() && now.Sub(m.heldAt) < t.cfg.Hold) || ranAtCap(m.load.rate, m.limits)
 		ins[i] = capIn{level: m.level, active: active, rate: m.load.rate, depth: m.load.depth, held: held}
 		if calc.heavy(ins[i]) {
@@ -476,6 +508,7 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 		ins[i].lately = !m.heavyAt.IsZero() && now.Sub(m.heavyAt) < t.cfg.Hold
 	}
 	wants := calc.caps(ins, nil)
+	_, _, _, t.shareMost = calc.levelShares(ins)
 	capped := false
 	defer func() {
 		if capped {

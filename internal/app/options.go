@@ -29,6 +29,7 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 		Latency:        latencyOptions(hst.Roots),
 		ActiveQuietMax: activeQuietMax(hst.Roots.Sys, log),
 	}
+	o.Latency.NoControl, o.Latency.Target, o.Latency.Multiple = cfg.LatencyTarget.Spec()
 	hst.Devices.Apply(&o)
 	for _, l := range cfg.LevelLimits {
 		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))

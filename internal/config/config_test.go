@@ -216,6 +216,7 @@ anchored: &a 1s
 		ThrottleShares: []float64{1, 0.5, 0.5, 0.25},
 		ThrottleMin:    4 * MiB,
 		ThrottleReads:  2000,
+		LatencyTarget:  LatencyAuto,
 		Reassert:       0,
 		Devices:        []string{"sd*", "vd?"},
 		Listen:         ":9000",
