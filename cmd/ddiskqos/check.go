@@ -92,7 +92,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var globs []string
-	latency := config.LatencyAuto
+	latency := config.LatencyModeAuto
 	if o.config != "" && (o.devices == "" || o.latency == "") {
 		cfg, err := config.Load(o.config)
 		if err != nil {
@@ -122,7 +122,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	facts := host.GatherWith(ctx, host.Roots{Sys: o.sys, Proc: o.proc}, ep, host.GatherOptions{LatencyOff: latency == config.LatencyOff})
+	facts := host.GatherWith(ctx, host.Roots{Sys: o.sys, Proc: o.proc}, ep, host.GatherOptions{LatencyOff: latency == config.LatencyModeOff})
 	facts.DeviceGlobs = globs
 	checks := host.Evaluate(facts)
 	report := host.BuildReport(facts, checks)

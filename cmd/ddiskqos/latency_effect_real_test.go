@@ -47,6 +47,7 @@ type effectPhase struct {
 	victim workload.Result
 	bulk   float64 // the streamer's cgroup's read bytes/s while the victim ran
 	levels string  // with the daemon: the levels it showed as the victim ended
+	caps   string  // with the daemon: the streamer's read cap as the kernel showed it, over time
 }
 
 // latencyEffect runs e on r (scheduler none on r.loop: the throttle) and
@@ -67,6 +68,9 @@ func latencyEffect(t *testing.T, r *runRig, e effect) {
 				map[bool]string{false: "without daemon", true: "with daemon"}[daemon],
 				p.victim.Latency.P50, p.victim.Latency.P99, p.victim.Latency.P99/idle.Latency.P99, respP99(p.victim),
 				p.victim.Ops, p.bulk/(1<<20), p.levels)
+			if p.caps != "" {
+				t.Logf("  the streamer's read cap while the victim read (kernel's knob, sampled every 5 ms): %s", p.caps)
+			}
 		}
 	}
 	var with, without []float64
@@ -145,7 +149,17 @@ func (r *runRig) effectPhase(t *testing.T, e effect, tag string, daemon bool) ef
 	s := startIn(t, ctx, r, bulk, e.streamer.Args()...)
 	time.Sleep(e.warm)
 	before, t0 := r.readBytes(t, bulk), time.Now()
+	var capLog chan string
+	stopCaps := make(chan struct{})
+	if daemon {
+		capLog = make(chan string, 1)
+		go func() { capLog <- r.capTimeline(bulk, web, t0, stopCaps) }()
+	}
 	v, err := startIn(t, ctx, r, web, e.victim.Args()...).Wait()
+	close(stopCaps)
+	if capLog != nil {
+		ph.caps = <-capLog
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +188,103 @@ func (r *runRig) effectPhase(t *testing.T, e effect, tag string, daemon bool) ef
 	r.removeChild(t, bulk)
 	r.removeChild(t, web)
 	return ph
+}
+
+// capTimeline samples cg's read cap on the rig's device every 5 ms from
+// t0 until stop, as the kernel shows it (io.max on v2,
+// blkio.throttle.read_bps_device on v1), and says how long each value
+// held: "none 0-0.31s, 5.0 MiB/s 0.31-8.02s" — where the daemon's caps
+// were, when a phase's latency is to be explained — and when the kernel
+// first counted a byte of victim's.
+func (r *runRig) capTimeline(cg, victim string, t0 time.Time, stop <-chan struct{}) string {
+	first := ""
+	p, err := r.h.Path(cg)
+	if err != nil {
+		return err.Error()
+	}
+	dev := r.dev.String() + " "
+	read := func() string {
+		if r.h.Version == 2 {
+			b, err := os.ReadFile(filepath.Join(p, "io.max"))
+			if err != nil {
+				return "error"
+			}
+			for _, ln := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(ln, dev); ok {
+					for _, f := range strings.Fields(v) {
+						if bps, ok := strings.CutPrefix(f, "rbps="); ok && bps != "max" {
+							return fmtBps(bps)
+						}
+					}
+				}
+			}
+			return "none"
+		}
+		b, err := os.ReadFile(filepath.Join(p, "blkio.throttle.read_bps_device"))
+		if err != nil {
+			return "error"
+		}
+		for _, ln := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(ln, dev); ok {
+				return fmtBps(strings.TrimSpace(v))
+			}
+		}
+		return "none"
+	}
+	// Each segment: the cap, its span, and what the streamer's cgroup
+	// moved meanwhile (the kernel's count), so a cap that did not hold
+	// shows as a rate above it.
+	var segs []string
+	seg := func(v string, from, to time.Duration, b0, b1 uint64) string {
+		rate := 0.0
+		if to > from {
+			rate = float64(b1-b0) / (to - from).Seconds() / (1 << 20)
+		}
+		return fmt.Sprintf("%s %.2f-%.2fs (moved %.1f MiB/s)", v, from.Seconds(), to.Seconds(), rate)
+	}
+	cur, from, fromB := read(), time.Duration(0), r.readBytesOr0(cg)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			segs = append(segs, seg(cur, from, time.Since(t0), fromB, r.readBytesOr0(cg)))
+			return strings.Join(segs, ", ") + "; the victim's first byte counted at " + first
+		case <-tick.C:
+		}
+		if first == "" && r.readBytesOr0(victim) > 0 {
+			first = fmt.Sprintf("%.2fs", time.Since(t0).Seconds())
+		}
+		if v := read(); v != cur {
+			at, b := time.Since(t0), r.readBytesOr0(cg)
+			segs = append(segs, seg(cur, from, at, fromB, b))
+			cur, from, fromB = v, at, b
+		}
+	}
+}
+
+// readBytesOr0 is readBytes without a test to fail: 0 when unreadable.
+func (r *runRig) readBytesOr0(cg string) uint64 {
+	c, err := r.h.Open(cg)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	st, err := c.ReadIO()
+	if err != nil {
+		return 0
+	}
+	d, _ := st.Device(r.dev)
+	return d.RBytes
+}
+
+// fmtBps is a bytes/s knob value in MiB/s.
+func fmtBps(v string) string {
+	var n float64
+	if _, err := fmt.Sscan(v, &n); err != nil {
+		return v
+	}
+	return fmt.Sprintf("%.1f MiB/s", n/(1<<20))
 }
 
 // readBytes is what the kernel counted read by cg on the rig's device.

@@ -99,6 +99,9 @@ type wstate struct {
 	applied []Applied   // indexed like Config.Devices
 	knobs   [][]knobSet // per device, per leveled mechanism
 	thrErr  []error     // per device: the throttle's original not recorded
+	// thr, per device: the throttle's original recorded (rec) and, as
+	// last found, durable (dur; once durable it stays so while recorded).
+	thr []struct{ rec, dur bool }
 	at      time.Time   // when the values were last written in full
 	keys    []knobKey   // originals recorded for this workload
 	dropped bool        // released or forgotten: Handles to it are stale
@@ -201,6 +204,19 @@ func (a *Actuator) Hold(dev cgroupfs.Dev, c Ceiling) error {
 	return fmt.Errorf("device %s: no throttle to hold its levels with", dev)
 }
 
+// Steer sets the share of dev's capacity its capped workloads get, all
+// together (the latency controller, internal/control); 0 goes back to the
+// throttle's fixed rule. It fails when dev has no throttle.
+func (a *Actuator) Steer(dev cgroupfs.Dev, share float64) error {
+	for i := range a.devs {
+		if a.devs[i].Dev == dev && a.devs[i].thr != nil {
+			a.devs[i].thr.Steer(share)
+			return nil
+		}
+	}
+	return fmt.Errorf("device %s: no throttle to steer", dev)
+}
+
 // OpenFiles is how many descriptors the actuator keeps open now: the
 // throttle's, one per demoted workload and parent on each of its devices,
 // which the daemon's open-file budget must leave room for.
@@ -301,8 +317,15 @@ func (a *Actuator) Apply(now time.Time, targets []Target) ([]DeviceStatus, error
 	}
 	for i := range a.devs {
 		if t := a.devs[i].thr; t != nil {
+			// Only a member whose original was recorded can be durable;
+			// once durable, it stays so (no look-up per member and tick).
 			for j := range a.members[i] {
-				a.members[i][j].Durable = a.orig.durable(knobKey{a.members[i][j].Cgroup, a.devs[i].thrKnob, a.devs[i].Dev})
+				m := &a.members[i][j]
+				ts := &m.w.thr[i]
+				if ts.rec && !ts.dur {
+					ts.dur = a.orig.durable(knobKey{m.Cgroup, a.devs[i].thrKnob, a.devs[i].Dev})
+				}
+				m.Durable = ts.dur
 			}
 			t.Update(a.members[i])
 		}
@@ -325,7 +348,13 @@ func (a *Actuator) collect() {
 				}
 			}
 			if t := a.devs[i].thr; t != nil {
-				l, err := t.InForce(w.cgroup)
+				// The throttle writes (and fails to write) only caps
+				// whose original was recorded: others need no look-up.
+				var l cgroupfs.Limits
+				var err error
+				if w.thr[i].rec {
+					l, err = t.InForce(w.cgroup)
+				}
 				ap.Limits = l
 				if ap.Err == nil {
 					ap.Err = cmpErr(w.thrErr[i], err)
@@ -354,6 +383,7 @@ func (a *Actuator) deviceStatus() []DeviceStatus {
 			st.Capping = true
 			st.TopActive = t.TopActive()
 			st.CapacityBps, st.CapacityIOPS = t.Capacity()
+			st.Share, st.ShareMost, st.CappedAt, st.HeldAt = t.Load()
 		}
 		a.status = append(a.status, st)
 	}
@@ -433,9 +463,10 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 				errs = appendNew(errs, a.failed(k, now, err))
 				continue
 			}
+			w.thr[i].rec = true
 			a.works(k, now)
 		}
-		a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level})
+		a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level, w: w})
 	}
 	return errors.Join(errs...)
 }
@@ -443,7 +474,7 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 // newState is a new workload's state.
 func (a *Actuator) newState(cgroup string) *wstate {
 	w := &wstate{cgroup: cgroup, applied: make([]Applied, len(a.devs)), knobs: make([][]knobSet, len(a.devs)),
-		thrErr: make([]error, len(a.devs))}
+		thrErr: make([]error, len(a.devs)), thr: make([]struct{ rec, dur bool }, len(a.devs))}
 	for i := range a.devs {
 		w.applied[i].Device = a.devs[i].Device
 		w.knobs[i] = make([]knobSet, len(a.devs[i].leveled))

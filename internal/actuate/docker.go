@@ -175,6 +175,11 @@ func (d *Docker) Hold(dev cgroupfs.Dev, _ Ceiling) error {
 	return fmt.Errorf("device %s: the Docker actuator has no throttle to hold its levels with", dev)
 }
 
+// Steer fails: a Docker weight has no throttle to steer.
+func (d *Docker) Steer(dev cgroupfs.Dev, _ float64) error {
+	return fmt.Errorf("device %s: the Docker actuator has no throttle to steer", dev)
+}
+
 // Forget drops container id and its original without restoring it.
 func (d *Docker) Forget(id string) { d.forget(id) }
 

@@ -101,3 +101,55 @@ func TestSwallowedWriteIsAnError(t *testing.T) {
 		t.Fatalf("Applied %+v: the swallowed weight must carry its error", ap)
 	}
 }
+
+// TestThrottleMemberDurable: the throttle may write a member's cap only
+// once its original is durable; a workload whose original was never
+// recorded (never demoted) is not durable and costs no look-up.
+func TestThrottleMemberDurable(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/a", "/p/b")
+	fail := true
+	a, err := New(Config{Hierarchy: f.h, SysRoot: f.sys,
+		Devices: []Device{{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}},
+		Persist: func([]Original) error {
+			if fail {
+				return errors.New("disk full")
+			}
+			return nil
+		}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.RestoreAll() })
+	tg := []Target{{ID: "a", Cgroup: "/p/a", Level: 4}, {ID: "b", Cgroup: "/p/b", Level: 1}}
+	durable := func() map[string]bool {
+		th := a.devs[0].thr
+		th.mu.Lock()
+		defer th.mu.Unlock()
+		out := map[string]bool{}
+		for cg, m := range th.members {
+			out[cg] = m.durable
+		}
+		return out
+	}
+	a.Apply(time.Unix(1, 0), tg)
+	if got := durable(); got["/p/a"] || got["/p/b"] || len(got) != 2 {
+		t.Fatalf("with the original not saved: durable %v, want both members, neither durable", got)
+	}
+	fail = false
+	if _, err := a.Apply(time.Unix(2, 0), tg); err != nil {
+		t.Fatal(err)
+	}
+	if got := durable(); !got["/p/a"] || got["/p/b"] {
+		t.Fatalf("after the original was saved: durable %v, want /p/a only", got)
+	}
+	// Promoted with its original kept: still durable (a cap in force can
+	// be lifted).
+	tg[0].Level = 1
+	if _, err := a.Apply(time.Unix(3, 0), tg); err != nil {
+		t.Fatal(err)
+	}
+	if got := durable(); !got["/p/a"] {
+		t.Fatalf("after a promotion: durable %v, want /p/a still", got)
+	}
+}

@@ -3,6 +3,7 @@ package actuate
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -72,8 +73,18 @@ type DeviceStatus struct {
 	// CapacityBps and CapacityIOPS are the device's capacity as its
 	// throttle estimates it; 0 without a throttle or before it measured.
 	CapacityBps, CapacityIOPS float64
-	// Capping: a throttle runs on the device (Hold can bound its levels).
+	// Capping: a throttle runs on the device (Hold can bound its levels,
+	// Steer its share).
 	Capping bool
+	// Share is the capped workloads' share as steered (Steer), 0 when
+	// not steered; CappedAt the throttle's last period with a cap in
+	// force, HeldAt its last with a workload held back by one (zero:
+	// never).
+	Share            float64
+	CappedAt, HeldAt time.Time
+	// ShareMost is the most a steered share gives the levels capped at
+	// the throttle's last period (their shares' largest; 0: none capped).
+	ShareMost float64
 }
 
 // devMech is one mechanism in force on a device, with its knob there.
@@ -175,4 +186,6 @@ type Member struct {
 	// Durable: the knob's original is recorded and durable, so the
 	// throttle may write the knob.
 	Durable bool
+
+	w *wstate // the actuator's state of the workload (Apply)
 }

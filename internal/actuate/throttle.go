@@ -45,8 +45,13 @@ type throttle struct {
 	// demoted workload, never per workload on the device.
 	watch   []*tmember
 	parents []*tparent
-	setNew  bool // members changed: parents and baseline are rebuilt
-	demoted int  // members at level 2..4
+	setNew  bool // members or levels changed: watch and baseline are rebuilt
+	// parentsNew: members came or went (or a parent's read failed): the
+	// parents are rebuilt too.
+	parentsNew bool
+	demoted    int      // members at level 2..4
+	epoch      uint64   // Update's count: a member it did not see is dropped
+	dirs       []string // rebuildParents' scratch
 
 	better time.Time // when a better level (1, or a new cgroup) last did I/O on the device
 	top    int
@@ -56,6 +61,16 @@ type throttle struct {
 	// the device.
 	cappedAt time.Time
 	inForce  bool // a cap was in force after the last applyCaps
+	// heldDevAt is the last period a cap held its workload back (for the
+	// latency controller: a cap nobody runs into says nothing of its size).
+	heldDevAt time.Time
+	// share is the capped workloads' share of the capacity, all together,
+	// as the latency controller steers it (Steer); 0: the fixed rule
+	// (Shares bounded by MaxBurst / slice).
+	share float64
+	// shareMost is what the levels capped at the last period get
+	// together unsteered: the most a steered share can give them.
+	shareMost float64
 	// base is the last exact value of the parents' bytes minus the
 	// demoted workloads' bytes: the better levels' I/O so far.
 	base   int64
@@ -83,6 +98,8 @@ type throttle struct {
 
 type tmember struct {
 	cgroup  string
+	parent  string // the directory above cgroup
+	epoch   uint64 // the last Update that listed it
 	level   int
 	durable bool
 	cg      *cgroupfs.Cgroup // open while demoted
@@ -132,7 +149,7 @@ func newThrottle(cfg Config, d Device, sen *devsensor.Device) *throttle {
 		tc.Light = DefaultThrottleLight
 	}
 	t := &throttle{limitsKnob: limitsKnob{h: cfg.Hierarchy, dev: d.Dev}, cfg: tc, name: d.Name, slice: throttleSlice,
-		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}, sen: sen}
+		dryRun: cfg.DryRun, log: cfg.Logger, now: time.Now, members: map[string]*tmember{}, sen: sen, parentsNew: true}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
@@ -164,6 +181,24 @@ func (t *throttle) ObservePeak(bps float64) {
 	if t.sen == nil && bps > t.cap.bps {
 		t.cap.bps = bps
 	}
+}
+
+// Steer sets the capped workloads' share of the device's capacity, all
+// together (the latency controller's output, internal/control); 0 goes
+// back to the fixed rule.
+func (t *throttle) Steer(share float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.share = max(0, min(share, 1))
+}
+
+// Load returns the share steered (0: none), the most the levels capped
+// now can get together (0: none capped), the last period that found a cap
+// in force and the last one a cap held its workload back.
+func (t *throttle) Load() (share, most float64, cappedAt, heldAt time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.share, t.shareMost, t.cappedAt, t.heldDevAt
 }
 
 func (t *throttle) Hold(c Ceiling) {
@@ -201,16 +236,16 @@ func (t *throttle) InForce(cgroup string) (cgroupfs.Limits, error) {
 func (t *throttle) Update(ms []Member) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keep := make(map[string]bool, len(ms))
+	t.epoch++
 	demoted := 0
 	for _, in := range ms {
-		keep[in.Cgroup] = true
 		m, ok := t.members[in.Cgroup]
 		if !ok {
-			m = &tmember{cgroup: in.Cgroup}
+			m = &tmember{cgroup: in.Cgroup, parent: path.Dir(path.Clean("/" + in.Cgroup))}
 			t.members[in.Cgroup] = m
-			t.setNew = true
+			t.setNew, t.parentsNew = true, true
 		}
+		m.epoch = t.epoch
 		if m.level != in.Level {
 			if t.Wants(in.Level) && !t.Wants(m.level) {
 				// Newly demoted: what it did while better is no longer
@@ -233,8 +268,8 @@ func (t *throttle) Update(ms []Member) {
 			m.cg = nil
 		}
 	}
-	for cg, m := range t.members {
-		if !keep[cg] {
+	for _, m := range t.members {
+		if m.epoch != t.epoch {
 			t.dropLocked(m)
 		}
 	}
@@ -260,7 +295,7 @@ func (t *throttle) dropLocked(m *tmember) {
 		m.cg.Close()
 	}
 	delete(t.members, m.cgroup)
-	t.setNew = true
+	t.setNew, t.parentsNew = true, true
 }
 
 // Stop ends the fast loop and closes what it keeps open.
@@ -321,7 +356,10 @@ func (t *throttle) step() time.Duration {
 		return 10 * t.cfg.Period
 	}
 	if t.setNew {
-		t.rebuildParents()
+		if t.parentsNew {
+			t.rebuildParents()
+			t.parentsNew = false
+		}
 		t.rebuildWatch()
 		t.setNew = false
 		t.baseOK = false
@@ -340,7 +378,7 @@ func (t *throttle) step() time.Duration {
 		reads++
 		if err != nil {
 			t.baseOK = false
-			t.setNew = true
+			t.setNew, t.parentsNew = true, true
 			continue
 		}
 		d := cgroupfs.DeviceIn(st.Devices, t.dev)
@@ -454,10 +492,14 @@ func (t *throttle) measure(now time.Time) {
 // re-arms the caps in force of the active ones (see Throttle); it returns
 // how many files it wrote.
 func (t *throttle) applyCaps(now time.Time) (writes int) {
-	calc := capCalc{cfg: t.cfg, slice: t.slice, top: t.top, ceil: t.ceil, bps: t.cap.bps, iops: t.cap.iops, light: t.cfg.Light}
+	calc := capCalc{cfg: t.cfg, slice: t.slice, top: t.top, ceil: t.ceil, bps: t.cap.bps, iops: t.cap.iops, light: t.cfg.Light,
+		share: t.share}
 	ins := make([]capIn, len(t.watch))
 	for i, m := range t.watch {
 		active := !m.active.IsZero() && now.Sub(m.active) < t.cfg.Hold
+		if ranAtCap(m.load.rate, m.limits) {
+			t.heldDevAt = now
+		}
 		held := (!m.heldAt.IsZero() && now.Sub(m.heldAt) < t.cfg.Hold) || ranAtCap(m.load.rate, m.limits)
 		ins[i] = capIn{level: m.level, active: active, rate: m.load.rate, depth: m.load.depth, held: held}
 		if calc.heavy(ins[i]) {
@@ -466,6 +508,7 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 		ins[i].lately = !m.heavyAt.IsZero() && now.Sub(m.heavyAt) < t.cfg.Hold
 	}
 	wants := calc.caps(ins, nil)
+	_, _, _, t.shareMost = calc.levelShares(ins)
 	capped := false
 	defer func() {
 		if capped {
@@ -487,7 +530,7 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 			continue // its original is not durable yet: never write
 		}
 		if want == m.limits && m.err == nil {
-			if !want.IsZero() && ins[i].active && !t.dryRun {
+			if !want.IsZero() && ins[i].active && !t.dryRun && !overCap(m.load.rate, m.limits) {
 				writes++
 				t.rearm(m)
 			}
@@ -537,14 +580,19 @@ func (t *throttle) rebuildWatch() {
 }
 
 // rebuildParents opens the parents of the managed cgroups: the outermost
-// distinct parent directories.
+// distinct parent directories. Run when members came or went, not when
+// their levels changed.
 func (t *throttle) rebuildParents() {
-	var dirs []string
-	for cg := range t.members {
-		dirs = append(dirs, path.Dir(path.Clean("/"+cg)))
+	dirs := t.dirs[:0]
+	for _, m := range t.members {
+		if m.parent == "" {
+			m.parent = path.Dir(path.Clean("/" + m.cgroup))
+		}
+		dirs = append(dirs, m.parent)
 	}
 	slices.Sort(dirs)
 	dirs = slices.Compact(dirs)
+	t.dirs = dirs
 	var outer []string
 	for _, d := range dirs {
 		nested := false

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -683,6 +684,32 @@ func TestThrottleCapsWhoMakesOthersWait(t *testing.T) {
 	if l := f.limits("/p/l4"); l.RBps != want4 {
 		t.Fatalf("streamer limits %+v after the file was cleared, want rbps %d re-armed", l, want4)
 	}
+	// Its cap leaks (its requests wait at the device, not in blk-throttle:
+	// it moves three times its cap): not re-armed, so the slice runs and
+	// holds it; back at its cap, the re-arm resumes.
+	r1 := rearms()
+	for range 20 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 9<<20)
+		f.deviceQD(9<<20+4096, 10, 10, 32)
+		step(10 * time.Millisecond)
+	}
+	if n := rearms() - r1; n > 4 {
+		t.Fatalf("%d re-arms in 20 periods of a streamer moving 3× its cap, want at most the 3-4 before its smoothed rate shows it", n)
+	}
+	r2 := rearms()
+	for range 40 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 3<<20)
+		f.deviceQD(3<<20+4096, 5, 10, 32)
+		step(10 * time.Millisecond)
+	}
+	if n := rearms() - r2; n < 20 {
+		t.Fatalf("%d re-arms in 40 periods back at its cap, want the re-arm to resume within ~15", n)
+	}
+	if l := f.limits("/p/l4"); l.RBps != want4 {
+		t.Fatalf("streamer limits %+v after it leaked, want rbps %d", l, want4)
+	}
 
 	// The streamer stops; level 3 floods the device with 4 KiB requests:
 	// 4 % of its bytes (light by bytes), but 32 requests in flight, nearly
@@ -722,5 +749,51 @@ func TestThrottleCapsWhoMakesOthersWait(t *testing.T) {
 	}
 	if l := f.limits("/p/l3"); !l.IsZero() {
 		t.Fatalf("flood measured with nothing in flight still capped %+v", l)
+	}
+}
+
+// TestThrottleParentsFollowMembership: the parents a period reads are
+// opened again when members come or go, not when a member's level
+// changes (every demotion used to list and sort every member's
+// directory); a member no Update lists any more is dropped.
+func TestThrottleParentsFollowMembership(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/a", "/p/b", "/q", "/q/c")
+	th, step := newStepper(t, f, map[string]int{"/p/a": 4, "/p/b": 1})
+	th.mu.Lock()
+	th.running = true // no goroutine: the test steps
+	th.mu.Unlock()
+	t.Cleanup(func() {
+		th.mu.Lock()
+		th.running = false
+		th.mu.Unlock()
+	})
+	parents := func() []string {
+		var out []string
+		for _, p := range th.parents {
+			out = append(out, p.rel)
+		}
+		return out
+	}
+	step(200 * time.Millisecond)
+	if got := parents(); !slices.Equal(got, []string{"/p"}) {
+		t.Fatalf("parents %q, want /p", got)
+	}
+	p0 := th.parents[0]
+	th.Update([]Member{{Cgroup: "/p/a", Level: 4, Durable: true}, {Cgroup: "/p/b", Level: 3, Durable: true}})
+	if !th.setNew || th.parentsNew {
+		t.Fatalf("after a level change: setNew %v parentsNew %v, want true, false", th.setNew, th.parentsNew)
+	}
+	step(200 * time.Millisecond)
+	if len(th.parents) != 1 || th.parents[0] != p0 {
+		t.Fatalf("parents opened again after a level change: %q", parents())
+	}
+	th.Update([]Member{{Cgroup: "/p/a", Level: 4, Durable: true}, {Cgroup: "/q/c", Level: 2, Durable: true}})
+	if _, ok := th.members["/p/b"]; ok || len(th.members) != 2 {
+		t.Fatalf("members %d, /p/b kept: want /p/a and /q/c", len(th.members))
+	}
+	step(200 * time.Millisecond)
+	if got := parents(); !slices.Equal(got, []string{"/p", "/q"}) {
+		t.Fatalf("parents after /q/c came %q, want /p and /q", got)
 	}
 }

@@ -62,6 +62,7 @@ func (t *throttle) account(now time.Time) {
 				// heavy (throttleload.go) though its rate is the cap's.
 				if heldBack(float64(sub(m.last, m.winBytes)), n, m.allowB, m.allowIO) {
 					m.heldAt, held = now, true
+					t.heldDevAt = now
 				}
 			}
 			m.winBytes, m.winOK, m.winIOs, m.winIOsOK = m.last, true, ios, iosOK

@@ -121,6 +121,9 @@ type capCalc struct {
 	bps   float64 // the device's capacity
 	iops  float64
 	light float64 // Throttle.Light: the share below which a workload is light
+	// share is the latency controller's share for the capped levels
+	// together (Steer); 0: each level's share bounded by MaxBurst/slice.
+	share float64
 }
 
 // wants reports whether the throttle manages level (Shares below 1).
@@ -132,33 +135,23 @@ func (c capCalc) wants(level int) bool {
 // heavy workload (see heavy) of a managed level worse than top gets its
 // level's share of the capacity, split evenly among its level's active
 // heavy workloads, several capped levels' shares scaled so their sum is
-// the largest of them, each share at most MaxBurst/slice; never below Min
-// bytes/s and throttleMinIOPS. A light workload is not capped, whatever
-// its level. The Ceiling bounds the held levels' workloads further, a
+// the largest of them, each share at most MaxBurst/slice — or, steered by
+// the latency controller (share > 0), their sum at most share instead;
+// never below Min bytes/s and throttleMinIOPS. A light workload is not
+// capped, whatever its level. The Ceiling bounds the held levels' workloads further, a
 // better level active or not, heavy or not. The zero Limits is uncapped.
 func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
-	var active, heavy [levels]int
-	for _, m := range ms {
-		if c.wants(m.level) && m.active {
-			active[m.level-1]++
-			if c.heavy(m) {
-				heavy[m.level-1]++
-			}
-		}
-	}
+	active, heavy, sum, top := c.levelShares(ms)
 	// The capped levels' shares, their sum scaled to the largest.
 	var scale [levels]float64
-	sum, top := 0.0, 0.0
-	for l := 2; l <= levels; l++ {
-		if c.top != 0 && l > c.top && heavy[l-1] > 0 {
-			sum += c.cfg.Shares[l-1]
-			top = max(top, c.cfg.Shares[l-1])
-		}
-	}
 	for l := 2; l <= levels; l++ {
 		scale[l-1] = c.cfg.Shares[l-1]
 		if sum > top && top > 0 {
 			scale[l-1] *= top / sum
+		}
+		if c.share > 0 && top > c.share {
+			// Steered: the levels' sum (top) scaled down to the share.
+			scale[l-1] *= c.share / top
 		}
 	}
 	held := 0 // the held levels' active workloads, who share the ceiling
@@ -172,7 +165,7 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 		if c.wants(m.level) && c.top != 0 && m.level > c.top && c.bps > 0 && c.heavy(m) {
 			n := float64(max(heavy[m.level-1], 1))
 			share := scale[m.level-1]
-			if c.cfg.MaxBurst > 0 {
+			if c.cfg.MaxBurst > 0 && c.share == 0 {
 				share = min(share, c.cfg.MaxBurst.Seconds()/c.slice.Seconds())
 			}
 			b := uint64(share * c.bps / n)
@@ -189,6 +182,27 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 		out = append(out, want)
 	}
 	return out
+}
+
+// levelShares counts the active and the heavy workloads of each managed
+// level, and sums the shares of the levels to cap (heavy, worse than top):
+// their sum and the largest, which is what they get together unsteered.
+func (c capCalc) levelShares(ms []capIn) (active, heavy [levels]int, sum, top float64) {
+	for _, m := range ms {
+		if c.wants(m.level) && m.active {
+			active[m.level-1]++
+			if c.heavy(m) {
+				heavy[m.level-1]++
+			}
+		}
+	}
+	for l := 2; l <= levels; l++ {
+		if c.top != 0 && l > c.top && heavy[l-1] > 0 {
+			sum += c.cfg.Shares[l-1]
+			top = max(top, c.cfg.Shares[l-1])
+		}
+	}
+	return active, heavy, sum, top
 }
 
 // heldFrac: a capped workload that moved at least this share of what its

@@ -48,6 +48,13 @@ const (
 // the caps allowed, and whether a workload was held back by one, is added
 // to the device sensor's Caps every period, so a consumer of the device's
 // counters can tell the throttle's doing from the device's.
+//
+// Steered (Steer, the latency controller of internal/control, where the
+// I/O latency sensor runs), the MaxBurst bound gives way to a share the
+// controller moves each tick from the protected requests' measured p99:
+// the capped levels' shares are scaled so their sum is that share (each
+// level still at most its own); see internal/control's package doc for its
+// rule. Not steered, the fixed rule above holds exactly.
 type Throttle struct {
 	// Shares[i] is the fraction of the device's capacity that all the
 	// workloads of level i+1 together may use while a better level is doing
@@ -88,3 +95,24 @@ type Throttle struct {
 // DefaultThrottleShares are the throttle's default Shares, the one place
 // they are written (config.Default takes them from here).
 func DefaultThrottleShares() [levels]float64 { return [levels]float64{1, 0.6, 0.45, 0.3} }
+
+// SteerRange is the range of the share the latency controller steers
+// (Steer): from the fixed rule's share, where it starts — MaxBurst / slice
+// (5 %), at most the largest managed level's share — up to that largest
+// share (the caps still give each level at most its own, scaled).
+func (t Throttle) SteerRange() (start, most float64) {
+	shares := t.Shares
+	if shares[0] == 0 {
+		shares = DefaultThrottleShares()
+	}
+	for _, s := range shares[1:] {
+		if s < 1 {
+			most = max(most, s)
+		}
+	}
+	start = most
+	if t.MaxBurst > 0 {
+		start = min(start, t.MaxBurst.Seconds()/throttleSlice.Seconds())
+	}
+	return start, most
+}

@@ -20,6 +20,20 @@ import (
 // cap's size stays bounded by MaxBurst / slice (5 %) and the re-arm makes
 // its burst ten times shorter; it is not a licence for a larger cap.
 //
+// A re-arm only paces a group that its cap holds back, its requests
+// queued in blk-throttle: the kernel carries a queued group's debt over a
+// restarted slice, and drops it when nothing is queued, granting a fresh
+// slice's worth (rounded up to the whole slice on 6.1). A group whose
+// requests wait at the device instead — after a lift let its queue go, it
+// resubmits as they complete — takes a new slice's worth after every
+// write: in the cgroup-v2 VM (6.1), a streamer capped at 8 MiB/s that had
+// been uncapped for one 10 ms period moved 21–36 MiB/s under its re-armed
+// cap for the rest of the run, its requests in the device's queue in front
+// of the victim's (p99 161 ms against 28 ms). So a workload moving more
+// than overCapFrac of its cap is not re-armed: the slice runs, the group's
+// requests queue in blk-throttle again, and the re-arm resumes once it
+// moves at its cap.
+//
 // applyCaps re-arms each active workload's cap in force every period it
 // does not change it (a change is a write that restarts the slice too).
 // The writes count in the period's read budget (Throttle.Reads), so many
@@ -44,4 +58,16 @@ func (t *throttle) rearm(m *tmember) {
 	// really broken; a warning here would repeat every period.
 	t.log.Debug("throttle: cap not re-armed", "device", t.name, "cgroup", m.cgroup, "err", err)
 	m.err = err
+}
+
+// overCapFrac: a capped workload whose smoothed rate exceeds this multiple
+// of its bytes cap is not re-armed (see above). One 1 MiB request
+// completing under an 8 MiB/s cap lifts the rate smoothed over 100 ms to
+// ~1.2× the cap for a moment; a cap that leaks runs 2.5–4.5×.
+const overCapFrac = 1.5
+
+// overCap reports whether a workload moving rate bytes/s runs above its
+// limits l by more than overCapFrac (never when l caps no bytes).
+func overCap(rate float64, l cgroupfs.Limits) bool {
+	return l.RBps > 0 && rate > overCapFrac*float64(l.RBps)
 }

@@ -26,8 +26,10 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 			DStateWorkloads: cfg.Health.DStateWorkloads, ProbePath: cfg.Health.SyncProbe,
 			ProbeInterval: cfg.Health.SyncProbeInterval, HoldBelow: cfg.Health.BurstHoldBelow,
 			HoldFromLevel: cfg.Health.BurstHoldFromLevel},
-		Latency: latencyOptions(cfg.Latency, hst.Roots),
+		Latency:        latencyOptions(cfg.Latency, hst.Roots),
+		ActiveQuietMax: activeQuietMax(hst.Roots.Sys, log),
 	}
+	o.Latency.NoControl, o.Latency.Target, o.Latency.Multiple = cfg.LatencyTarget.Spec()
 	hst.Devices.Apply(&o)
 	for _, l := range cfg.LevelLimits {
 		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))

@@ -108,6 +108,9 @@ type Config struct {
 	// ThrottleReads bounds the throttle's fast loop: counter reads per
 	// second and device (its period grows with the demoted workloads).
 	ThrottleReads int `yaml:"throttle_reads"`
+	// LatencyTarget is the latency controller's target (see the type):
+	// auto, NUMx, a duration or off.
+	LatencyTarget LatencyTarget `yaml:"latency_target"`
 	// ThrottleWithWeights: on devices whose mechanism is a scheduler's
 	// weight (BFQ, CFQ), the throttle runs too.
 	ThrottleWithWeights bool `yaml:"throttle_with_weights"`
@@ -205,10 +208,11 @@ func Default() Config {
 		ThrottleShares:      shares[:],
 		ThrottleMin:         8 * MiB,
 		ThrottleBurst:       actuate.DefaultThrottleBurst,
+		LatencyTarget:       LatencyAuto,
 		ThrottleReads:       actuate.DefaultThrottleReads,
 		ThrottleWithWeights: true,
 		Reassert:            60 * time.Second,
-		Latency:             LatencyAuto,
+		Latency:             LatencyModeAuto,
 		Listen:              "127.0.0.1:9191",
 		StateFile:           "/run/ddiskqos/state.json",
 		Paths:               Paths{Sys: "/sys", Proc: "/proc"},

@@ -42,6 +42,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--health-models", "nvme1n1=aws-gp2:100GiB,sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9", "--health-dstate-workloads", "8",
 		"--health-sync-probe", "/var/tmp/probe", "--health-sync-probe-interval", "5s",
 		"--health-burst-hold-below", "0.25", "--health-burst-hold-from-level", "3",
+		"--latency-target", "5x",
 	}
 	c, _, err := fromArgs(args, noEnv)
 	if err != nil {
@@ -55,7 +56,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
 		PolicyMode: modePaper, UsageWindow: 5 * time.Second,
 		DryRun: true, ThrottleShares: []float64{1, 0.5, 0.4, 0.2}, ThrottleMin: MiB, ThrottleBurst: 3 * time.Millisecond, ThrottleReads: 500,
-		LevelLimits: []Size{0, 0, 4 * MiB, MiB}, Devices: []string{"loop*", "vd*"}, Latency: LatencyOff, Listen: "", StateFile: "/tmp/s.json",
+		LatencyTarget: "5x", LevelLimits: []Size{0, 0, 4 * MiB, MiB}, Devices: []string{"loop*", "vd*"}, Latency: LatencyModeOff, Listen: "", StateFile: "/tmp/s.json",
 		Paths: Paths{Sys: "/host/sys", Proc: "/host/proc"}, Log: Log{Level: logDebug, Format: "json"},
 		Health: Health{Models: mustModels(t, "nvme1n1=aws-gp2:100GiB", "sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9"),
 			DStateWorkloads: 8, SyncProbe: "/var/tmp/probe", SyncProbeInterval: 5 * time.Second,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
@@ -165,24 +166,93 @@ func (l *LogLevel) UnmarshalText(b []byte) error {
 // MarshalText writes l as it reads.
 func (l LogLevel) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
 
+// LatencyTarget is the latency_target key, the latency controller's target
+// for the protected requests' p99 on each throttled device
+// (internal/control): "auto" (the default: 3× the device's unloaded
+// latency, learned), "NUMx" (NUM ≥ 1 times it), a duration ("2ms": fixed),
+// or "off" (no controller: the throttle keeps its fixed share). It holds
+// its text in canonical form; Spec reads it.
+type LatencyTarget string
+
+// Latency targets' words.
+const (
+	LatencyAuto LatencyTarget = "auto"
+	LatencyOff  LatencyTarget = "off"
+)
+
+// ParseLatencyTarget reads auto, off, NUMx or a duration.
+func ParseLatencyTarget(s string) (LatencyTarget, error) {
+	const want = "want auto (3x the device's unloaded latency), NUMx (such as 5x), a duration (such as 2ms) or off"
+	switch s {
+	case "", string(LatencyAuto):
+		return LatencyAuto, nil
+	case string(LatencyOff):
+		return LatencyOff, nil
+	}
+	if n, ok := strings.CutSuffix(s, "x"); ok {
+		m, err := strconv.ParseFloat(n, 64)
+		if err != nil || m < 1 || m > 1000 {
+			return "", errors.New("multiple " + strconv.Quote(n) + " must be a number from 1 to 1000; " + want)
+		}
+		return LatencyTarget(strconv.FormatFloat(m, 'g', -1, 64) + "x"), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return "", errors.New(want)
+	}
+	return LatencyTarget(d.String()), nil
+}
+
+// Spec is what t asks for: off, or a fixed target, or a multiple of the
+// learned unloaded latency (both 0: the default multiple).
+func (t LatencyTarget) Spec() (off bool, fixed time.Duration, multiple float64) {
+	v, err := ParseLatencyTarget(string(t))
+	if err != nil || v == LatencyAuto {
+		return false, 0, 0
+	}
+	if v == LatencyOff {
+		return true, 0, 0
+	}
+	if n, ok := strings.CutSuffix(string(v), "x"); ok {
+		m, _ := strconv.ParseFloat(n, 64)
+		return false, 0, m
+	}
+	d, _ := time.ParseDuration(string(v))
+	return false, d, 0
+}
+
+func (t LatencyTarget) String() string { return string(t) }
+
+// UnmarshalText reads t as ParseLatencyTarget does.
+func (t *LatencyTarget) UnmarshalText(b []byte) error {
+	v, err := ParseLatencyTarget(string(b))
+	if err == nil {
+		*t = v
+	}
+	return err
+}
+
+// MarshalText writes t as it reads.
+func (t LatencyTarget) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
 // LatencyMode is the latency key: whether the daemon runs the I/O latency
-// sensor (eBPF, internal/iolat).
+// sensor (eBPF, internal/iolat), and with it the latency controller.
 type LatencyMode string
 
 const (
-	// LatencyAuto runs the sensor where the kernel and the daemon's
+	// LatencyModeAuto runs the sensor where the kernel and the daemon's
 	// privileges allow it; where not, the daemon logs why and runs
 	// without it (the default).
-	LatencyAuto LatencyMode = "auto"
-	// LatencyOff never loads BPF: no per-request latency, as the
-	// operator chose.
-	LatencyOff LatencyMode = "off"
+	LatencyModeAuto LatencyMode = "auto"
+	// LatencyModeOff never loads BPF: no per-request latency, and no
+	// latency controller (latency_target), as the operator chose.
+	LatencyModeOff LatencyMode = "off"
 )
 
 // ParseLatencyMode reads auto or off.
 func ParseLatencyMode(s string) (LatencyMode, error) {
 	switch m := LatencyMode(s); m {
-	case LatencyAuto, LatencyOff:
+	case LatencyModeAuto, LatencyModeOff:
 		return m, nil
 	}
 	return "", errors.New("want auto (the eBPF latency sensor where the kernel and privileges allow) or off (never load BPF)")

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
@@ -67,8 +68,8 @@ func TestParseValues(t *testing.T) {
 		{mode, "fifo", nil, "want recent (usage decays"},
 		{mode, "Paper", nil, "want recent"},
 
-		{lat, "auto", LatencyAuto, ""},
-		{lat, "off", LatencyOff, ""},
+		{lat, "auto", LatencyModeAuto, ""},
+		{lat, "off", LatencyModeOff, ""},
 		{lat, "on", nil, "want auto (the eBPF latency sensor"},
 		{lat, "false", nil, "or off (never load BPF)"},
 		{lat, "", nil, "want auto"},
@@ -188,5 +189,45 @@ func TestFlagBadValues(t *testing.T) {
 	}
 	if c.HealthModels()["sdb"].IOPS.Baseline == 0 || c.PolicyMode != modePaper || c.Log.SlogLevel() != slog.LevelWarn {
 		t.Errorf("health.models %v, policy %v, log.level %v", c.Health.Models, c.PolicyMode, c.Log.Level)
+	}
+}
+
+func TestParseLatencyTarget(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in, want  string
+		off       bool
+		fixed     time.Duration
+		multiple  float64
+		wantError bool
+	}{
+		{in: "", want: "auto"},
+		{in: "auto", want: "auto"},
+		{in: "off", want: "off", off: true},
+		{in: "5x", want: "5x", multiple: 5},
+		{in: "2.50x", want: "2.5x", multiple: 2.5},
+		{in: "2ms", want: "2ms", fixed: 2 * time.Millisecond},
+		{in: "1500us", want: "1.5ms", fixed: 1500 * time.Microsecond},
+		{in: "0.5x", wantError: true},
+		{in: "x", wantError: true},
+		{in: "0s", wantError: true},
+		{in: "-1ms", wantError: true},
+		{in: "fast", wantError: true},
+	} {
+		v, err := ParseLatencyTarget(c.in)
+		if c.wantError {
+			if err == nil {
+				t.Errorf("ParseLatencyTarget(%q) = %q, want an error", c.in, v)
+			}
+			continue
+		}
+		if err != nil || string(v) != c.want {
+			t.Errorf("ParseLatencyTarget(%q) = %q, %v; want %q", c.in, v, err, c.want)
+			continue
+		}
+		off, fixed, m := v.Spec()
+		if off != c.off || fixed != c.fixed || m != c.multiple {
+			t.Errorf("%q.Spec() = %v, %s, %g; want %v, %s, %g", v, off, fixed, m, c.off, c.fixed, c.multiple)
+		}
 	}
 }

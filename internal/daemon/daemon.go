@@ -105,11 +105,22 @@ type Options struct {
 	Health HealthOptions
 	// Latency configures the I/O latency sensor (latency.go).
 	Latency LatencyOptions
-	// Activity, when set, says which cgroups did I/O (an eBPF sensor's
-	// maps): a quiet workload it saw is read at the next tick
-	// (sensor.Activity). nil: polling alone.
+	// Activity, when set, says which cgroups did I/O: a quiet workload it
+	// saw is read at the next tick (sensor.Activity). nil: the I/O latency
+	// sensor's per-tick deltas when it is attached (activity.go), else
+	// polling alone.
 	Activity sensor.Activity
+	// ActiveQuietMax is QuietMax for a workload whose cgroup the Activity
+	// source vouches for at the tick (it sees every request of it, so a
+	// quiet workload that does I/O is read at the next tick anyway): the
+	// backstop of a source that could miss some. 0 means
+	// DefaultActiveQuietMax; negative or below QuietMax: QuietMax (the
+	// source only wakes workloads up).
+	ActiveQuietMax time.Duration
 }
+
+// DefaultActiveQuietMax is the default of Options.ActiveQuietMax.
+const DefaultActiveQuietMax = time.Minute
 
 // DefaultQuietTicks is the default of Options.QuietMax in intervals.
 const DefaultQuietTicks = sensor.DefaultQuietTicks
@@ -194,8 +205,9 @@ type Daemon struct {
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	hl  health  // the storage-health stage (health.go)
-	lat latency // the I/O latency stage (latency.go)
+	hl  health         // the storage-health stage (health.go)
+	lat latency        // the I/O latency stage (latency.go)
+	kin kernelActivity // the latency sensor's deltas as the activity source (activity.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -265,13 +277,14 @@ func New(opts Options) (*Daemon, error) {
 		d.log.Info("adopted state of a previous run", "file", opts.StateFile,
 			"originals", len(st.Originals), "workloads", len(st.Workloads), "written", st.Written)
 	}
-	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked,
-		MaxPeriod: sensor.MaxPeriod(opts.QuietMax, opts.Interval), Activity: opts.Activity}
+	d.sen = sensor.Sensor{Devices: devsOf(d.act.Devices()), Stacked: opts.Stacked, Activity: opts.Activity}
+	d.setPeriods()
 	if err := d.initHealth(); err != nil {
 		d.closeHealth() // no Apply yet: no throttle loop runs
 		return nil, err
 	}
 	d.initLatency()
+	d.initActivity()
 	return d, nil
 }
 
@@ -319,8 +332,18 @@ func (d *Daemon) takeInterval() bool {
 	}
 	d.log.Info("interval changed", "from", d.opts.Interval, "to", iv)
 	d.opts.Interval = iv
-	d.sen.MaxPeriod = sensor.MaxPeriod(d.opts.QuietMax, iv)
+	d.setPeriods()
 	return true
+}
+
+// setPeriods sets the sensor's polling backstops from the options and the
+// interval.
+func (d *Daemon) setPeriods() {
+	d.sen.MaxPeriod = sensor.MaxPeriod(d.opts.QuietMax, d.opts.Interval)
+	d.sen.ActiveMaxPeriod = 0
+	if d.opts.ActiveQuietMax >= 0 {
+		d.sen.ActiveMaxPeriod = sensor.MaxPeriod(cmp.Or(d.opts.ActiveQuietMax, DefaultActiveQuietMax), d.opts.Interval)
+	}
 }
 
 // Run runs the loop until ctx ends, then restores every original value and
@@ -449,10 +472,15 @@ func (d *Daemon) step() {
 	if d.lastTick.IsZero() || dt <= 0 {
 		dt = d.opts.Interval.Seconds()
 	}
-	d.sen.BeginTick()
-	d.targets = d.targets[:0]
 	d.retryRefused()
 	d.sortOrder()
+	// The latency sensor's read comes before the sensing: its deltas are
+	// the activity source that makes a quiet workload due at this tick
+	// (activity.go), and the requests it charges to levels ran at the
+	// levels of the last tick's decisions, which it sees here.
+	d.latencyTick()
+	d.sen.BeginTick()
+	d.targets = d.targets[:0]
 	// read and skipped are counted here, not derived from len(d.work):
 	// a workload that goes while this tick senses it leaves d.work
 	// (sense removes it), and a count derived from what is left went
@@ -483,7 +511,6 @@ func (d *Daemon) step() {
 	}
 	d.sortOrder()
 	d.healthTick(start)
-	d.latencyTick()
 	d.obs.ObserveSense(read, skipped)
 	d.proceed(start, dt)
 	if err := d.store.Save(); err != nil {
@@ -560,6 +587,7 @@ func (d *Daemon) sortOrder() {
 		return
 	}
 	d.lat.stale = true
+	d.kin.pathsStale = true
 	d.order = d.order[:0]
 	for _, t := range d.work {
 		d.order = append(d.order, t)

@@ -37,6 +37,14 @@ type LatencyOptions struct {
 	// Off: the operator turned the sensor off (latency: off). Open is
 	// not called, and Snapshot.Latency says it is off, not unavailable.
 	Off bool
+	// Target is the latency controller's fixed target for the protected
+	// requests' p99 on every throttled device (config latency_target);
+	// 0: learned per device, Multiple (0: control.DefaultMultiple) × its
+	// unloaded latency. The controller (control.go) runs wherever the
+	// sensor does and the device has a throttle, unless NoControl.
+	Target    time.Duration
+	Multiple  float64
+	NoControl bool
 }
 
 // What Snapshot.Latency says when the sensor is off by configuration.
@@ -93,6 +101,7 @@ type latency struct {
 	names  map[cgroupfs.Dev]string
 	drops  iolat.Drops
 	tick   uint64
+	ctl    []devControl // per actuated device: its latency controller (control.go)
 }
 
 // initLatency opens the sensor, or says why not.
@@ -165,10 +174,13 @@ func (d *Daemon) latencyTick() {
 		l.failing = false
 		d.log.Info("I/O latency sensor read again")
 	}
+	d.recordActivity(l.buf, l.drops, err)
+	d.controlBegin()
 	for i := range l.buf {
 		dl := &l.buf[i]
 		level := int8(levelOther)
 		t := l.byIno[dl.Cgroup]
+		d.controlAdd(t, dl)
 		if t != nil {
 			level = int8(t.dec.level)
 			if t.dec.exempt {

@@ -28,6 +28,9 @@ type Actuator interface {
 	// Hold bounds a device's worse levels (the burst hold); an error says
 	// it cannot (no throttle on the device).
 	Hold(dev cgroupfs.Dev, c actuate.Ceiling) error
+	// Steer sets the share of a device's capacity its capped workloads
+	// get (the latency controller); an error says it cannot.
+	Steer(dev cgroupfs.Dev, share float64) error
 	RestoreAll() error
 	RestoreOrphans(live map[string]bool) error
 	Originals() ([]actuate.Original, bool)
@@ -76,6 +79,7 @@ func (d *Daemon) proceed(start time.Time, dt float64) {
 		d.countErr(snapshot.CauseActuate)
 		d.log.Warn("apply levels", "err", err)
 	}
+	d.controlTick(start, d.lastTick)
 	d.actFDs = d.act.OpenFiles()
 	if !d.orphansOK && d.synced && start.Sub(d.started) >= d.opts.OrphanGrace {
 		d.orphansOK = true

@@ -47,6 +47,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 			st := d.devStatus[i]
 			sd.TopActiveLevel, sd.CapacityBps, sd.CapacityIOPS = st.TopActive, st.CapacityBps, st.CapacityIOPS
 		}
+		if cs, ok := d.controlState(i); ok {
+			sd.LatencyTarget, sd.ProtectedP99, sd.CappedShare = cs.Target.Seconds(), cs.P99.Seconds(), cs.Share
+		}
 		s.Devices = append(s.Devices, sd)
 	}
 	slices.SortFunc(s.Devices, func(a, b snapshot.Device) int { return cmp.Compare(a.Name, b.Name) })

@@ -40,6 +40,7 @@ func (nullActuator) Apply(time.Time, []actuate.Target) ([]actuate.DeviceStatus, 
 	return nil, nil
 }
 func (nullActuator) Hold(cgroupfs.Dev, actuate.Ceiling) error { return errors.New("no throttle") }
+func (nullActuator) Steer(cgroupfs.Dev, float64) error        { return errors.New("no throttle") }
 
 // TestPublishSharesUnchangedWorkloads: a workload whose record did not
 // change is the same *snapshot.Workload in consecutive snapshots; one that

@@ -22,6 +22,7 @@ type Collector struct {
 	wlLevel, wlBytes, wlIOs, wlInLevel, wlWeight        *prometheus.Desc
 	wlWaiting, wlStalled, wlCap                         *prometheus.Desc
 	devInfo, devTopLevel, devBytes, devCap, devCapacity *prometheus.Desc
+	devTarget, devP99, devShare                         *prometheus.Desc
 	hostWaiting, hostStalled                            *prometheus.Desc
 }
 
@@ -90,6 +91,15 @@ func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
 		devCapacity: d("device_capacity_bytes_per_second",
 			"The device's byte rate as the throttle estimates it from the device's own counters (what the caps are shares of); absent before it measured or without a throttle.",
 			"device"),
+		devTarget: d("device_latency_target_seconds",
+			"The p99 the latency controller holds the device's protected requests to (learned: 3x their unloaded p99, or latency_target); absent without the controller or before it learned.",
+			"device"),
+		devP99: d("device_protected_p99_seconds",
+			"The last p99 of the device's protected requests (small requests of workloads no cap held) the latency controller measured; absent without the controller.",
+			"device"),
+		devShare: d("device_capped_share_ratio",
+			"Share of the device's capacity the latency controller gives the capped workloads together (0..1); absent without the controller (the throttle's fixed share then).",
+			"device"),
 		hostWaiting: d("host_pressure_io_waiting_seconds_total",
 			"Time at least one task of the host waited on I/O (/proc/pressure/io, some)."),
 		hostStalled: d("host_pressure_io_stalled_seconds_total",
@@ -101,7 +111,7 @@ func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.part != onlyWorkloads {
 		for _, d := range []*prometheus.Desc{c.info, c.workloads, c.byLevel, c.lastTick,
-			c.devInfo, c.devTopLevel, c.devBytes, c.devCap, c.devCapacity, c.hostWaiting, c.hostStalled} {
+			c.devInfo, c.devTopLevel, c.devBytes, c.devCap, c.devCapacity, c.devTarget, c.devP99, c.devShare, c.hostWaiting, c.hostStalled} {
 			ch <- d
 		}
 	}
@@ -154,6 +164,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.devBytes, counter, float64(d.WriteBytes), name, valWrite)
 		if d.CapacityBps > 0 {
 			ch <- prometheus.MustNewConstMetric(c.devCapacity, gauge, d.CapacityBps, name)
+		}
+		if d.LatencyTarget > 0 {
+			ch <- prometheus.MustNewConstMetric(c.devTarget, gauge, d.LatencyTarget, name)
+		}
+		if d.ProtectedP99 > 0 {
+			ch <- prometheus.MustNewConstMetric(c.devP99, gauge, d.ProtectedP99, name)
+		}
+		if d.CappedShare > 0 {
+			ch <- prometheus.MustNewConstMetric(c.devShare, gauge, d.CappedShare, name)
 		}
 		lcs := caps[d.Name]
 		if lcs == nil {

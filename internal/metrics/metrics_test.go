@@ -64,7 +64,7 @@ func fixture() *snapshot.Snapshot {
 			{Name: "loop3", Dev: "7:3", Scheduler: "bfq", Mechanism: "bfq-weight", WeightsEffective: true, TopActiveLevel: 1,
 				ReadBytes: 5<<30 + 4096, WriteBytes: 1<<20 + 8192},
 			{Name: "sda", Dev: "8:0", Scheduler: "mq-deadline", Mechanism: "throttle", TopActiveLevel: 1, ReadBytes: 1 << 30,
-				CapacityBps: 200 << 20, CapacityIOPS: 5000},
+				CapacityBps: 200 << 20, CapacityIOPS: 5000, LatencyTarget: 0.0015, ProtectedP99: 0.0011, CappedShare: 0.12},
 		},
 		Levels:       [5]int{1, 1, 0, 1, 3},
 		HostPressure: &snapshot.Pressure{SomeTotal: 10_000_000, FullTotal: 4_000_000},

@@ -26,8 +26,15 @@ type Sensor struct {
 	// Stacked maps a stacked device (loop over a file, dm, md) to the disks
 	// under it, whose counters show its I/O again.
 	Stacked map[cgroupfs.Dev][]cgroupfs.Dev
-	// MaxPeriod is the longest polling period in ticks (a power of two).
+	// MaxPeriod is the longest polling period in ticks (a power of two)
+	// of a workload the Activity source does not vouch for: the polling
+	// backstop.
 	MaxPeriod uint32
+	// ActiveMaxPeriod is the longest polling period (a power of two) of a
+	// workload whose cgroup the Activity source knows at the tick: a
+	// source that sees every request makes a longer backstop safe.
+	// Below MaxPeriod (0 too): MaxPeriod.
+	ActiveMaxPeriod uint32
 	// Activity, when set, makes a quiet workload it saw do I/O due at
 	// once (see Activity and Due).
 	Activity Activity
@@ -144,7 +151,11 @@ func (s *Sensor) NewCounters(slot uint32, charge bool) *Counters {
 // or new labels: the policy should see them at once).
 func (c *Counters) Wake() { c.period = 1 }
 
-// Due reports whether the counters are read at tick.
+// Period is the polling period, in ticks.
+func (c *Counters) Period() uint32 { return c.period }
+
+// Due reports whether the counters are read at tick, at the full polling
+// period (Sensor.Due bounds it while the activity source does not vouch).
 func (c *Counters) Due(tick uint64) bool {
 	return c.period <= 1 || (uint32(tick)+c.slot)%c.period == 0
 }
@@ -168,7 +179,7 @@ type Reading struct {
 	Delta uint64
 	// Busy: the counters moved (or this was the first reading); the
 	// workload is read every tick again. BackedOff: they stood still and
-	// the polling period grew; Settled: to the longest (MaxPeriod).
+	// the polling period grew; Settled: to MaxPeriod, from below.
 	Busy, BackedOff, Settled bool
 	// PressureDue says whether io.pressure should be read now: when the
 	// counters moved, every PressureEvery-th reading otherwise.
@@ -287,10 +298,16 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 	if rd.Delta > 0 || first {
 		c.period = 1
 		rd.Busy = true
-	} else if c.period < s.MaxPeriod {
+	} else if c.period < max(s.MaxPeriod, s.ActiveMaxPeriod) {
+		prev := c.period
 		c.period *= 2
+		if c.period > s.MaxPeriod {
+			// Beyond the short backstop the activity source wakes it:
+			// no need to creep up to the long one.
+			c.period = max(c.period, s.ActiveMaxPeriod)
+		}
 		rd.BackedOff = true
-		rd.Settled = c.period >= s.MaxPeriod
+		rd.Settled = c.period >= s.MaxPeriod && prev < s.MaxPeriod
 	}
 	return rd
 }

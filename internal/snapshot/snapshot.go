@@ -119,6 +119,15 @@ type Device struct {
 	// are shares of); 0 without a throttle or before it measured.
 	CapacityBps  float64 `json:"capacity_bps,omitempty"`
 	CapacityIOPS float64 `json:"capacity_iops,omitempty"`
+	// The latency controller (internal/control), where it runs (the
+	// latency sensor attached, a throttle on the device): the protected
+	// requests' p99 it holds (LatencyTarget, learned or configured; 0
+	// until learned), their last measured p99 (ProtectedP99), both in
+	// seconds, and the share of the capacity the capped workloads get
+	// together (CappedShare, 0..1). All 0 without the controller.
+	LatencyTarget float64 `json:"latency_target_seconds,omitempty"`
+	ProtectedP99  float64 `json:"protected_p99_seconds,omitempty"`
+	CappedShare   float64 `json:"capped_share,omitempty"`
 	// Rates over the last tick and totals since start: the bytes the
 	// managed workloads read and wrote on the device (stacked devices'
 	// bytes once, on the device they were issued to).

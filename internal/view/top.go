@@ -338,6 +338,12 @@ func (m *Top) renderDevices(width int) []Line {
 		}
 		if c := capped[d.Name]; c != nil {
 			capText = fmt.Sprintf("%d capped, min %s/s", c.n, Bytes(c.lowest))
+			if d.CappedShare > 0 { // the latency controller's share and target
+				capText += fmt.Sprintf(", share %.0f %%", 100*d.CappedShare)
+				if d.LatencyTarget > 0 {
+					capText += ", p99 target " + latencyText(d.LatencyTarget)
+				}
+			}
 		}
 		capacity := "-"
 		if d.CapacityBps > 0 {

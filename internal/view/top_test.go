@@ -305,3 +305,17 @@ func rowOf(out, prefix string) string {
 	}
 	return ""
 }
+
+// TestTopControllerShare: a throttled device steered by the latency
+// controller shows, beside its caps, the capped workloads' share and the
+// p99 target the controller holds.
+func TestTopControllerShare(t *testing.T) {
+	t.Parallel()
+	s := viewtest.Fixture()
+	s.Devices[0].CapacityBps = 200 << 20 // sda, throttled
+	s.Devices[0].CappedShare, s.Devices[0].LatencyTarget, s.Devices[0].ProtectedP99 = 0.084, 0.0036, 0.0011
+	got := topText(newTopT(s).Render(160, 30, s.At.Add(time.Second)))
+	if row := rowOf(got, "sda "); !strings.Contains(row, "2 capped, min 10MiB/s, share 8 %, p99 target 3.6ms") {
+		t.Errorf("sda's row %q: want the share and the target beside the caps\n%s", row, got)
+	}
+}

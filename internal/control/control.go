@@ -1,0 +1,292 @@
+// Package control is the per-device latency controller: it holds the
+// protected workloads' latency on a device within a target learned from the
+// device itself, and gives the throttle's capped workloads the largest
+// share of the device's capacity that keeps it (DESIGN.md's Controller).
+// It is pure: the daemon hands it, once per tick, what the latency sensor
+// timed; it returns the share. No file, no clock of its own.
+//
+// The rule, per device and tick:
+//
+//   - Measure: the protected requests are the small ones (mean size of a
+//     cgroup's requests in the tick at most SmallRequest, 64 KiB) of the
+//     tracked workloads that no cap of the throttle held on the device:
+//     the victims, whatever their level (a light level-3 service is one).
+//     Their times are pooled until MinSamples requests (10); the measure
+//     is the pool's p99 (with fewer than 100 requests the nearest-rank p99
+//     is the slowest one: a single slow request counts, as the victim
+//     lives it). No pool, no decision: the share stays.
+//   - Target: Config.Target when set (config latency_target), else
+//     Multiple (3) × the device's unloaded latency: the pooled p99 of the
+//     protected requests over ticks with no cap in force and no other
+//     request on the device moving more bytes than they do, or of a probe.
+//     The first such value is taken; later ones lower it at once and raise
+//     it by a tenth of the difference (a lucky minimum ages). While caps
+//     stay on (a streamer that never stops), the controller probes, like
+//     BBR's min-RTT probe: one tick at the Floor share, every ProbeEvery
+//     (30 s) and before its first decision; that tick's p99 is the
+//     unloaded latency, the next tick is back at the share before it.
+//   - Share (AIMD, only while a cap was in force and held a workload back
+//     over the tick — a cap nobody runs into says nothing about its size):
+//     above the target, cut to 0.7× (0.5× when above twice the target),
+//     never below Floor (2 %); at most half the target, raise by a quarter;
+//     at most 0.8× the target, raise by Step (1 % of the capacity);
+//     between, hold. Never above what the levels capped now get together
+//     unsteered (Input.Max: a level-4 stream alone, 30 %), nor Max (the
+//     largest level share, 60 %). It starts at Start, the throttle's fixed share
+//     without the controller (MaxBurst / slice, 5 %).
+//
+// Failure modes: a target learned from 4 KiB health checks is tight for a
+// service that later reads 64 KiB (the share then sits lower than it could,
+// never above what protects); a device whose unloaded latency is noisy is
+// learned low (tight); a device slowing down (burst credits) is followed at
+// a tenth per probe; a tick is the controller's period (1 s by default):
+// the first tick of a too-large share is lived before it is cut. Without
+// the sensor the daemon never steers and the throttle keeps its fixed
+// share.
+package control
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/iolat"
+)
+
+// Defaults of the controller.
+const (
+	DefaultMultiple   = 3.0
+	DefaultFloor      = 0.02
+	DefaultStep       = 0.01
+	DefaultProbeEvery = 30 * time.Second
+	DefaultMinSamples = 10
+	// SmallRequest is the largest mean request size (bytes) of a
+	// cgroup's requests in a tick for them to count as protected ones:
+	// latency targets are about small requests; a 1 MiB read takes longer
+	// unloaded and would move the target with the mix.
+	SmallRequest = 64 << 10
+)
+
+// The AIMD's constants.
+const (
+	cutFactor     = 0.7  // above the target
+	deepCutFactor = 0.5  // above twice the target
+	fastRaise     = 1.25 // at most half the target
+	raiseBelow    = 0.8  // at most this fraction of the target: raise by Step
+	ageUp         = 0.1  // a higher unloaded sample moves the baseline by this part
+	maxProbeTicks = 3    // a probe without enough requests gives up after this many ticks
+)
+
+// Config configures one device's controller. Zero fields take defaults.
+type Config struct {
+	// Target is a fixed latency target for the protected requests' p99;
+	// 0: Multiple × the device's unloaded latency, learned.
+	Target time.Duration
+	// Multiple: see Target; 0 means DefaultMultiple.
+	Multiple float64
+	// Start is the share before any decision (the throttle's fixed
+	// share); Floor and Max bound the share; Step is the slow raise.
+	Start, Floor, Max, Step float64
+	// ProbeEvery: while caps stay on, the unloaded latency is probed this
+	// often; 0 means DefaultProbeEvery.
+	ProbeEvery time.Duration
+	// MinSamples: requests pooled before a measure; 0 means the default.
+	MinSamples uint64
+}
+
+// withDefaults fills c's zero fields and checks it.
+func (c Config) withDefaults() (Config, error) {
+	if c.Multiple == 0 {
+		c.Multiple = DefaultMultiple
+	}
+	if c.Floor == 0 {
+		c.Floor = DefaultFloor
+	}
+	if c.Step == 0 {
+		c.Step = DefaultStep
+	}
+	if c.ProbeEvery == 0 {
+		c.ProbeEvery = DefaultProbeEvery
+	}
+	if c.MinSamples == 0 {
+		c.MinSamples = DefaultMinSamples
+	}
+	if c.Max == 0 {
+		c.Max = 1
+	}
+	if c.Start == 0 {
+		c.Start = c.Floor
+	}
+	switch {
+	case c.Target < 0:
+		return c, fmt.Errorf("latency target %s: must not be negative", c.Target)
+	case c.Multiple < 1:
+		return c, fmt.Errorf("latency target multiple %g: must be at least 1", c.Multiple)
+	case c.Floor <= 0 || c.Floor > c.Max || c.Max > 1:
+		return c, fmt.Errorf("share floor %g and max %g: want 0 < floor <= max <= 1", c.Floor, c.Max)
+	case c.Step <= 0 || c.Step > 1:
+		return c, fmt.Errorf("share step %g: want 0 < step <= 1", c.Step)
+	}
+	c.Start = min(max(c.Start, c.Floor), c.Max)
+	return c, nil
+}
+
+// Input is what one device's protected requests and caps did since the
+// last Step.
+type Input struct {
+	At time.Time
+	// Hist: the protected requests' times (see the package doc).
+	Hist iolat.Hist
+	// Capped: a cap of the throttle was in force on the device over the
+	// interval; Held: one held its workload back (it ran at its cap).
+	Capped, Held bool
+	// Quiet: no other request on the device moved more bytes than the
+	// protected ones (with Capped false: an unloaded interval).
+	Quiet bool
+	// Max, when above 0, bounds the share below Config.Max: the most the
+	// levels capped now can get (a level-4 stream alone: its 30 %), so no
+	// tick is spent raising or cutting a share above what is in force.
+	Max float64
+}
+
+// State is what the controller shows (snapshot, metrics).
+type State struct {
+	// Share is the capped workloads' share of the device's capacity, all
+	// together.
+	Share float64
+	// Target is the protected p99 held; 0 until learned. Baseline is the
+	// learned unloaded latency (0: none yet).
+	Target, Baseline time.Duration
+	// P99 is the last measure of the protected requests (0: none yet).
+	P99 time.Duration
+	// Probing: this tick's share is the probe's floor.
+	Probing bool
+}
+
+// Controller is one device's controller.
+type Controller struct {
+	cfg       Config
+	st        State
+	pool      iolat.Hist
+	poolLoad  bool // the pool holds loaded (capped) ticks' requests
+	poolProbe bool // the pool holds a probe's requests
+	probeAt   time.Time
+	probeN    int     // ticks into the current probe
+	before    float64 // the share before the probe
+	learnedAt time.Time
+}
+
+// New returns a controller; an error names the bad value.
+func New(cfg Config) (*Controller, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{cfg: c, st: State{Share: c.Start, Target: c.Target}}, nil
+}
+
+// State returns what the controller holds now.
+func (c *Controller) State() State { return c.st }
+
+// Step folds in one tick and returns the share the capped workloads get
+// until the next one.
+func (c *Controller) Step(in Input) State {
+	probing := c.st.Probing
+	loaded := in.Capped && !probing
+	unloaded := !in.Capped && in.Quiet
+	// A pool holds one kind of interval: loaded, unloaded or a probe.
+	if c.pool.Count() > 0 && (c.poolLoad != loaded || c.poolProbe != probing) {
+		c.pool = iolat.Hist{}
+	}
+	c.poolLoad, c.poolProbe = loaded, probing
+	if probing || loaded || unloaded {
+		c.pool.Add(&in.Hist)
+	}
+	n := c.pool.Count()
+	measured := n >= c.cfg.MinSamples
+	var m time.Duration
+	if measured {
+		m = c.pool.Quantile(0.99)
+		c.st.P99 = m
+		c.pool = iolat.Hist{}
+	}
+	switch {
+	case probing:
+		c.probeN++
+		if measured {
+			c.learn(in.At, m)
+		}
+		if measured || c.probeN >= maxProbeTicks {
+			c.st.Probing, c.st.Share, c.probeAt = false, c.before, in.At
+		}
+		return c.st
+	case unloaded:
+		if measured {
+			c.learn(in.At, m)
+		}
+		return c.st
+	case !in.Capped:
+		return c.st
+	}
+	// Loaded: probe first when the unloaded latency is unknown or old.
+	if c.dueProbe(in.At) {
+		c.before, c.st.Share, c.st.Probing, c.probeN = c.st.Share, c.cfg.Floor, true, 0
+		c.pool = iolat.Hist{}
+		return c.st
+	}
+	most := c.cfg.Max
+	if in.Max > 0 {
+		most = max(min(most, in.Max), c.cfg.Floor)
+	}
+	c.st.Share = min(c.st.Share, most)
+	if !measured || c.st.Target == 0 || !in.Held {
+		return c.st
+	}
+	t := c.st.Target
+	switch s := c.st.Share; {
+	case m > 2*t:
+		c.st.Share = max(c.cfg.Floor, s*deepCutFactor)
+	case m > t:
+		c.st.Share = max(c.cfg.Floor, s*cutFactor)
+	case 2*m <= t:
+		c.st.Share = min(most, max(s*fastRaise, s+c.cfg.Step))
+	case float64(m) <= raiseBelow*float64(t):
+		c.st.Share = min(most, s+c.cfg.Step)
+	}
+	return c.st
+}
+
+// dueProbe reports whether a loaded tick at is to probe the unloaded
+// latency: it is learned (no fixed Target), and unknown or not seen for
+// ProbeEvery; a probe that measured nothing is tried again after a tenth
+// of that.
+func (c *Controller) dueProbe(at time.Time) bool {
+	if c.cfg.Target != 0 {
+		return false
+	}
+	if c.st.Baseline != 0 && at.Sub(c.learnedAt) < c.cfg.ProbeEvery {
+		return false
+	}
+	retry := c.cfg.ProbeEvery
+	if c.st.Baseline == 0 {
+		retry /= 10
+	}
+	return c.probeAt.IsZero() || at.Sub(c.probeAt) >= retry
+}
+
+// learn folds an unloaded measure into the baseline and the target.
+func (c *Controller) learn(at time.Time, m time.Duration) {
+	if m <= 0 {
+		return
+	}
+	b := c.st.Baseline
+	switch {
+	case b == 0 || m < b:
+		b = m
+	default:
+		b += time.Duration(ageUp * float64(m-b))
+	}
+	c.st.Baseline, c.learnedAt = b, at
+	if c.cfg.Target == 0 {
+		c.st.Target = time.Duration(c.cfg.Multiple * float64(b))
+	}
+}

@@ -1,0 +1,235 @@
+package control
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/iolat"
+)
+
+// hist is n requests of d each.
+func hist(d time.Duration, n uint64) iolat.Hist {
+	var h iolat.Hist
+	h[iolat.Bucket(uint64(d))] = n
+	return h
+}
+
+const ms = time.Millisecond
+
+// near reports whether a and b are within 5 % (the histogram's
+// resolution is a quarter of an octave; the quantile interpolates).
+func near(a, b time.Duration) bool {
+	return math.Abs(float64(a-b)) <= 0.15*float64(b)
+}
+
+var t0 = time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC)
+
+type tick struct {
+	lat       time.Duration
+	n         uint64
+	capped    bool
+	held      bool
+	quiet     bool
+	max       float64
+	wantShare float64
+	probing   bool
+}
+
+func TestStep(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01}
+	tests := []struct {
+		name       string
+		cfg        Config
+		ticks      []tick
+		wantTarget time.Duration // after the last tick (0: not checked)
+	}{
+		{
+			name: "learns unloaded, then raises fast while far below the target",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.05},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.0625},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.078125},
+			},
+			wantTarget: 3 * ms,
+		},
+		{
+			name: "raises by Step between half and 0.8 of the target, holds above",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.05},
+				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.06},
+				{lat: 2800 * time.Microsecond, n: 100, capped: true, held: true, wantShare: 0.06},
+			},
+		},
+		{
+			name: "cuts above the target, deeper above twice, never below the floor",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.05},
+				{lat: 4 * ms, n: 100, capped: true, held: true, wantShare: 0.035},
+				{lat: 10 * ms, n: 100, capped: true, held: true, wantShare: 0.02},
+				{lat: 10 * ms, n: 100, capped: true, held: true, wantShare: 0.02},
+			},
+		},
+		{
+			name: "a cap nobody runs into is not raised",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.05},
+				{lat: 1 * ms, n: 100, capped: true, wantShare: 0.05},
+			},
+		},
+		{
+			name: "never above Max",
+			cfg:  Config{Start: 0.28, Floor: 0.02, Max: 0.3},
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.28},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.3},
+			},
+		},
+		{
+			name: "Input.Max: the levels capped now get at most their share; a share above it comes down",
+			cfg:  Config{Start: 0.25, Floor: 0.02, Max: 0.6},
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.25},
+				{lat: 1 * ms, n: 100, capped: true, held: true, max: 0.3, wantShare: 0.3},
+				{lat: 1 * ms, n: 100, capped: true, held: true, max: 0.2, wantShare: 0.2},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.25},
+			},
+		},
+		{
+			name: "a loud neighbour uncapped is no unloaded sample",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 50 * ms, n: 100, wantShare: 0.05},
+				// No baseline yet: a loaded tick probes.
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
+			},
+		},
+		{
+			name: "caps on from the start: probe at the floor, then back to the share",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 3 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.05},
+				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.06},
+			},
+			wantTarget: 3 * ms,
+		},
+		{
+			name: "few requests are pooled until MinSamples, the slowest of them counts",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.05},
+				{lat: 1 * ms, n: 4, capped: true, held: true, wantShare: 0.05},
+				{lat: 1 * ms, n: 4, capped: true, held: true, wantShare: 0.05},
+				{lat: 8 * ms, n: 2, capped: true, held: true, wantShare: 0.025},
+			},
+		},
+		{
+			name: "a fixed target needs no probe",
+			cfg:  Config{Start: 0.05, Floor: 0.02, Max: 0.3, Target: 10 * ms},
+			ticks: []tick{
+				{lat: 4 * ms, n: 100, capped: true, held: true, wantShare: 0.0625},
+				{lat: 12 * ms, n: 100, capped: true, held: true, wantShare: 0.04375},
+			},
+			wantTarget: 10 * ms,
+		},
+		{
+			name: "no requests: nothing moves",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.05},
+				{n: 0, capped: true, held: true, wantShare: 0.05},
+				{n: 0, wantShare: 0.05},
+			},
+			wantTarget: 3 * ms,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st State
+			for i, tk := range tc.ticks {
+				st = c.Step(Input{At: t0.Add(time.Duration(i) * time.Second), Hist: hist(tk.lat, tk.n),
+					Capped: tk.capped, Held: tk.held, Quiet: tk.quiet, Max: tk.max})
+				if math.Abs(st.Share-tk.wantShare) > 1e-9 || st.Probing != tk.probing {
+					t.Fatalf("tick %d (%s, %d requests): share %g probing %v, want %g probing %v (state %+v)",
+						i, tk.lat, tk.n, st.Share, st.Probing, tk.wantShare, tk.probing, st)
+				}
+			}
+			if tc.wantTarget != 0 && !near(st.Target, tc.wantTarget) {
+				t.Errorf("target %s, want ~%s", st.Target, tc.wantTarget)
+			}
+		})
+	}
+}
+
+// TestBaselineAges: a lower unloaded measure is taken at once, a higher one
+// by a tenth; a probe comes again after ProbeEvery of caps.
+func TestBaselineAges(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, ProbeEvery: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	step := func(in Input) State {
+		at = at.Add(time.Second)
+		in.At = at
+		return c.Step(in)
+	}
+	step(Input{Hist: hist(2*ms, 100), Quiet: true})
+	b2 := c.State().Baseline
+	step(Input{Hist: hist(1*ms, 100), Quiet: true})
+	b1 := c.State().Baseline
+	if !near(b1, 1*ms) || !near(b2, 2*ms) {
+		t.Fatalf("baselines %s then %s, want ~2ms then ~1ms", b2, b1)
+	}
+	step(Input{Hist: hist(2*ms, 100), Quiet: true})
+	if b := c.State().Baseline; b <= b1 || b > b1+b1/5 {
+		t.Fatalf("baseline after a higher sample %s, want a tenth of the way up from %s", b, b1)
+	}
+	// Loaded for ProbeEvery: a probe, then the share before it.
+	probed := false
+	for range 12 {
+		st := step(Input{Hist: hist(1500*time.Microsecond, 100), Capped: true, Held: true})
+		if st.Probing {
+			probed = true
+			if st.Share != 0.02 {
+				t.Fatalf("probe share %g, want the floor", st.Share)
+			}
+			before := c.before
+			st = step(Input{Hist: hist(1*ms, 100), Capped: true, Held: true})
+			if st.Probing || st.Share != before {
+				t.Fatalf("after the probe: %+v, want share %g", st, before)
+			}
+			break
+		}
+	}
+	if !probed {
+		t.Fatal("no probe within 12 s of caps with ProbeEvery 10 s")
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{Target: -1},
+		{Multiple: 0.5},
+		{Floor: 0.5, Max: 0.3},
+		{Max: 1.5},
+		{Step: 2},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v): no error", cfg)
+		}
+	}
+}
