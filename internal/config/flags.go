@@ -200,7 +200,7 @@ var flagDefs = []flagDef{
 		get:  func(c *Config) string { return strings.Join(c.Devices, ",") },
 		set:  stringListSetter(func(c *Config) *[]string { return &c.Devices })},
 	{name: "latency", key: "latency", arg: "auto|off",
-		help: "the I/O latency sensor (eBPF on the block layer's tracepoints: each workload's p50/p99 and in-flight per disk, histograms per level): auto runs it where the kernel and the daemon's privileges allow, else logs why and runs without it; off never loads BPF",
+		help: "the I/O latency sensor (eBPF on the block layer's tracepoints: each workload's p50/p99 and in-flight per disk, histograms per level): auto runs it where the kernel and the daemon's privileges allow, else logs why and runs without it; off never loads BPF (and so runs no latency controller, whatever --latency-target says)",
 		get:  func(c *Config) string { return c.Latency.String() },
 		set:  func(c *Config, s string) error { return c.Latency.UnmarshalText([]byte(s)) }},
 	{name: "listen", key: "listen", arg: "ADDR",
