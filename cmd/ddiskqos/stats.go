@@ -34,7 +34,7 @@ type statsOptions struct {
 var statsCmd = &cli.Cmd[statsOptions]{
 	Info: cli.Info{
 		Name: "stats", Args: "CONTAINER|CGROUP...", ArgsComplete: cli.Containers,
-		Summary: "what the kernel counts for each container or cgroup: CPU, memory, I/O per disk, pids, network",
+		Summary: "what the kernel counts for each container or cgroup: CPU, memory, I/O per disk, pids, network; its I/O latency from the daemon",
 		Description: `What the kernel counts for each container or cgroup, read straight from
 the cgroup tree (no daemon needed), cgroup v1 and v2 alike:
 
