@@ -101,10 +101,10 @@ type wstate struct {
 	thrErr  []error     // per device: the throttle's original not recorded
 	// thr, per device: the throttle's original recorded (rec) and, as
 	// last found, durable (dur; once durable it stays so while recorded).
-	thr []struct{ rec, dur bool }
-	at      time.Time   // when the values were last written in full
-	keys    []knobKey   // originals recorded for this workload
-	dropped bool        // released or forgotten: Handles to it are stale
+	thr     []struct{ rec, dur bool }
+	at      time.Time // when the values were last written in full
+	keys    []knobKey // originals recorded for this workload
+	dropped bool      // released or forgotten: Handles to it are stale
 }
 
 // knobSet is one leveled knob of a workload: the value last written, and
