@@ -2,11 +2,8 @@ package actuate
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"path"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -564,84 +561,4 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 		m.limits, m.err = want, nil
 	}
 	return writes
-}
-
-// rebuildWatch lists the members a period looks at: the demoted, and
-// those with a cap (or a failed write) still to lift. A member dropped
-// since (dropLocked) sets setNew, so the list is rebuilt before its next
-// use.
-func (t *throttle) rebuildWatch() {
-	t.watch = t.watch[:0]
-	for _, m := range t.members {
-		if t.Wants(m.level) || !m.limits.IsZero() || m.err != nil {
-			t.watch = append(t.watch, m)
-		}
-	}
-}
-
-// rebuildParents opens the parents of the managed cgroups: the outermost
-// distinct parent directories. Run when members came or went, not when
-// their levels changed.
-func (t *throttle) rebuildParents() {
-	dirs := t.dirs[:0]
-	for _, m := range t.members {
-		if m.parent == "" {
-			m.parent = path.Dir(path.Clean("/" + m.cgroup))
-		}
-		dirs = append(dirs, m.parent)
-	}
-	slices.Sort(dirs)
-	dirs = slices.Compact(dirs)
-	t.dirs = dirs
-	var outer []string
-	for _, d := range dirs {
-		nested := false
-		for _, o := range outer {
-			if o == "/" || strings.HasPrefix(d, o+"/") {
-				nested = true
-				break
-			}
-		}
-		if !nested {
-			outer = append(outer, d)
-		}
-	}
-	same := len(outer) == len(t.parents)
-	for i := 0; same && i < len(outer); i++ {
-		same = t.parents[i].rel == outer[i]
-	}
-	if same {
-		return
-	}
-	t.closeParents()
-	for _, d := range outer {
-		cg, err := openBytes(t.h, d)
-		if err != nil {
-			t.log.Warn("throttle: cannot read the counters of a parent cgroup; a better level's I/O under it goes unseen",
-				"device", t.name, "cgroup", d, "err", err)
-			continue
-		}
-		t.parents = append(t.parents, &tparent{rel: d, cg: cg})
-	}
-}
-
-// openBytes opens a cgroup for its byte counters alone: a period needs
-// nothing else, and each detail file read would double its cost.
-func openBytes(h cgroupfs.Hierarchy, rel string) (*cgroupfs.Cgroup, error) {
-	cg, err := h.Open(rel)
-	if err != nil {
-		return nil, err
-	}
-	if err := cg.BytesOnly(); err != nil {
-		cg.Close()
-		return nil, fmt.Errorf("cgroup %s: %w", rel, err)
-	}
-	return cg, nil
-}
-
-func (t *throttle) closeParents() {
-	for _, p := range t.parents {
-		p.cg.Close()
-	}
-	t.parents = nil
 }
