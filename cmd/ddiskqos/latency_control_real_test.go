@@ -83,12 +83,13 @@ func (r *runRig) controlPhase(t *testing.T, tag, target string, streamer, victim
 // TestRealV1LatencyControl: on a loop device on scheduler none (the
 // throttle), a QD32 1 MiB O_DIRECT streamer and a 4 KiB O_DIRECT reader at
 // 100/s arriving 3 s later, each in a new cgroup, beside `ddiskqos run`
-// with its defaults: with the latency controller the streamer moves more
-// than with the fixed 5 % (latency_target off), medians over two pairs
-// interleaved, while the reader's median p99 stays within 10× its idle p99
-// (the controller's target is 3×; its first tick at a share too large is
-// lived before it is cut, and the host is shared). The controller must
-// have run: the snapshot shows its target and share.
+// with its defaults, against latency_target off (the fixed 5 %), two pairs
+// interleaved: with the controller the reader's median p99 stays within
+// 10× its idle p99 (the controller's target is 3×; its first tick at a
+// share too large is lived before it is cut, and the host is shared), the
+// streamer keeps at least a quarter of the fixed share's throughput, and
+// the target it learnt is the device's. The controller must have run: the
+// snapshot shows its target and share.
 func TestRealV1LatencyControl(t *testing.T) {
 	r := newRunRig(t) // skips in the VM
 	testkit.SetScheduler(t, r.loop.Name, "none")
@@ -138,14 +139,17 @@ func TestRealV1LatencyControl(t *testing.T) {
 	// one run gave 0.80×, the victim 4.6× idle against 26.5× fixed; under
 	// load 1.25–3.0×). Here: it never starves the streamer below its floor
 	// (2 % against the fixed 5 %: 0.4×, with a margin for the noise), and
-	// the target it learnt is the device's (3× the unloaded p99: within
-	// 1–50× the idle p99 this test measured).
+	// the target it learnt is the device's: 3× the unloaded p99, so at
+	// least the idle median this test measured and at most 50× its idle
+	// p99. (The lower bound is the median, not the p99: the p99 of 600
+	// idle reads is their sixth-worst, and one CI run's idle p99 was
+	// 7.6 ms beside a 379 µs median, while the controller learnt 1.5 ms.)
 	if bSteered < 0.25*bFixed {
 		t.Errorf("the streamer moved %.1f MiB/s with the controller, below a quarter of the fixed share's %.1f MiB/s: starved below the floor", bSteered/(1<<20), bFixed/(1<<20))
 	}
 	for _, p := range steered {
-		if r := p.target * 1e6 / idle.Latency.P99; r < 1 || r > 50 {
-			t.Errorf("the controller's learnt target %.0f µs is %.1f× the idle p99 %.0f µs, want 1–50×", p.target*1e6, r, idle.Latency.P99)
+		if us := p.target * 1e6; us < idle.Latency.P50 || us > 50*idle.Latency.P99 {
+			t.Errorf("the controller's learnt target %.0f µs is outside the idle median %.0f µs … 50× the idle p99 %.0f µs", us, idle.Latency.P50, idle.Latency.P99)
 		}
 	}
 	if pSteered > 10*idle.Latency.P99 {
