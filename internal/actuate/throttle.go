@@ -111,6 +111,7 @@ type tmember struct {
 	allowSecs        float64   // of the window, with a cap in force
 	active           time.Time // last I/O seen by the fast loop
 	limits           cgroupfs.Limits
+	wrote            time.Time // when limits were last written (set or re-armed)
 	err              error
 	// Its load (throttleload.go): the last period's bytes (dOK: a
 	// difference of two reads), smoothed rate and depth; heldAt: the last
@@ -527,9 +528,9 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 			continue // its original is not durable yet: never write
 		}
 		if want == m.limits && m.err == nil {
-			if !want.IsZero() && ins[i].active && !t.dryRun && !overCap(m.load.rate, m.limits) {
+			if !want.IsZero() && ins[i].active && !t.dryRun && !overCap(m.load.rate, m.limits) && rearmDue(m.limits, now.Sub(m.wrote)) {
 				writes++
-				t.rearm(m)
+				t.rearm(m, now)
 			}
 			continue
 		}
@@ -558,7 +559,7 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 			}
 			continue
 		}
-		m.limits, m.err = want, nil
+		m.limits, m.err, m.wrote = want, nil, now
 	}
 	return writes
 }

@@ -669,10 +669,12 @@ func TestThrottleCapsWhoMakesOthersWait(t *testing.T) {
 	if l := f.limits("/p/l4"); l.RBps != want4 {
 		t.Fatalf("streamer limits %+v, want rbps %d", l, want4)
 	}
-	// Its cap did not change, and was written again every period after the
-	// first: the re-arm.
-	if n := rearms() - r0; n < 45 {
-		t.Fatalf("%d re-arms in 50 periods of a capped active streamer, want one a period", n)
+	// Its cap did not change, and was written again after the first
+	// period: the re-arm, every period, or as often as its request cap
+	// allows rearmMinIOs (300 IOPS here: every second period).
+	every := math.Ceil(rearmMinIOs / (float64(f.limits("/p/l4").RIOps) * 0.01))
+	if n := rearms() - r0; float64(n) < 45/every {
+		t.Fatalf("%d re-arms in 50 periods of a capped active streamer, want one every %.0f", n, every)
 	}
 	// Someone clears the file: the next period's re-arm writes it back.
 	if err := os.WriteFile(filepath.Join(f.h.Mount, "/p/l4", "blkio.throttle.read_bps_device"), nil, 0o644); err != nil {
@@ -704,7 +706,7 @@ func TestThrottleCapsWhoMakesOthersWait(t *testing.T) {
 		f.deviceQD(3<<20+4096, 5, 10, 32)
 		step(10 * time.Millisecond)
 	}
-	if n := rearms() - r2; n < 20 {
+	if n := rearms() - r2; float64(n) < 20/every {
 		t.Fatalf("%d re-arms in 40 periods back at its cap, want the re-arm to resume within ~15", n)
 	}
 	if l := f.limits("/p/l4"); l.RBps != want4 {
@@ -795,5 +797,69 @@ func TestThrottleParentsFollowMembership(t *testing.T) {
 	step(200 * time.Millisecond)
 	if got := parents(); !slices.Equal(got, []string{"/p", "/q"}) {
 		t.Fatalf("parents after /q/c came %q, want /p and /q", got)
+	}
+}
+
+// TestThrottleRearmsRequestCapsSparingly: on a disk of 200 IOPS the
+// streamer's cap limits requests too (60 IOPS). A re-arm every 10 ms
+// would allow 0.6 of a request per write, which the kernel truncates to
+// none (the writer under a 50 IOPS cap did 14 IOPS in the v2 VM): it is
+// re-armed only once its cap has allowed rearmMinIOs requests.
+func TestThrottleRearmsRequestCapsSparingly(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/hi", "/p/l4")
+	th, step := newStepper(t, f, map[string]int{"/p/hi": 1, "/p/l4": 4})
+	for range 5 { // 50 MiB/s, 200 IOPS: the stream alone
+		f.read("/p/l4", 10<<20)
+		f.deviceQD(10<<20, 40, 200, 32)
+		step(200 * time.Millisecond)
+	}
+	rearms := func() uint64 { th.mu.Lock(); defer th.mu.Unlock(); return th.rearms }
+	step1 := func() {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 128<<10) // below its 15 MiB/s bytes cap
+		f.deviceQD(128<<10+4096, 2, 10, 32)
+		step(10 * time.Millisecond)
+	}
+	for range 5 {
+		step1()
+	}
+	l := f.limits("/p/l4")
+	if l.RIOps == 0 || l.RIOps > 100 {
+		t.Fatalf("streamer limits %+v, want a request cap below 100 IOPS", l)
+	}
+	r0 := rearms()
+	for range 60 {
+		step1()
+	}
+	every := rearmMinIOs / (float64(l.RIOps) * 0.01) // periods between re-arms
+	n := rearms() - r0
+	if float64(n) > 60/every+1 || n < 3 {
+		t.Fatalf("%d re-arms in 60 periods of a streamer capped at %d IOPS, want one every %.1f periods (at least %d requests allowed by each)", n, l.RIOps, every, rearmMinIOs)
+	}
+	if got := f.limits("/p/l4"); got != l {
+		t.Fatalf("streamer limits %+v changed to %+v", l, got)
+	}
+}
+
+func TestRearmDue(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		l     cgroupfs.Limits
+		since time.Duration
+		want  bool
+	}{
+		{cgroupfs.Limits{RBps: 8 << 20, WBps: 8 << 20}, 10 * time.Millisecond, true}, // bytes only: every period
+		{cgroupfs.Limits{RBps: 8 << 20, RIOps: 1000, WIOps: 1000}, 10 * time.Millisecond, true},
+		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 10 * time.Millisecond, false}, // half a request allowed
+		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 79 * time.Millisecond, false},
+		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 80 * time.Millisecond, true},
+		{cgroupfs.Limits{RIOps: 1000, WIOps: 20}, 100 * time.Millisecond, false}, // the smaller one counts
+		{cgroupfs.Limits{WIOps: 20}, 200 * time.Millisecond, true},
+		{cgroupfs.Limits{RIOps: 400}, 10 * time.Millisecond, true},
+	} {
+		if got := rearmDue(c.l, c.since); got != c.want {
+			t.Errorf("rearmDue(%+v, %v) = %v, want %v", c.l, c.since, got, c.want)
+		}
 	}
 }
