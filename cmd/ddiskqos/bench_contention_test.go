@@ -116,9 +116,7 @@ const contentionV2DiskMiB = 2048
 // QoS's (0.39× against 3.3×, 3.1× against 4.8×, 6.8× against 8.1×) and
 // above it (10.7× against 4.6×).
 func TestRealV2BenchContention(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	testkit.NeedRoot(t)
 	vd := testkit.VMDisk(t)
 	disk := vd.Path

@@ -137,9 +137,7 @@ const (
 // not judged: under emulation on a shared 2-core host it moved 2–5× with
 // the host's load (docs/bench/scale.md).
 func TestRealV2ScaleVersusV1(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	testkit.NeedRoot(t)
 	sizes := []int{1000}
 	if s := os.Getenv(envScaleVMSizes); s != "" {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,9 +31,7 @@ type controlPhase struct {
 func (r *runRig) controlPhase(t *testing.T, tag, target string, streamer, victim workload.Spec, warm time.Duration) controlPhase {
 	t.Helper()
 	var ph controlPhase
-	d, logs := r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent, "--devices", r.loop.Name,
-		"--listen", r.addr, "--state-file", filepath.Join(t.TempDir(), "state.json"), "--latency-target", target,
-		"--log-level", "debug")
+	d, logs := r.serve(t, "--latency-target", target, "--log-level", "debug")
 	defer func() {
 		// What the controller saw and did, tick by tick.
 		for _, line := range strings.Split(logs.String(), "\n") {
@@ -43,13 +40,6 @@ func (r *runRig) controlPhase(t *testing.T, tag, target string, streamer, victim
 			}
 		}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for _, err := r.snapshot(); err != nil; _, err = r.snapshot() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon's API did not answer within 30 s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	bulk, web := r.child(t, "bulk-"+tag), r.child(t, "web-"+tag)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -133,15 +133,7 @@ func (r *runRig) effectPhase(t *testing.T, e effect, tag string, daemon bool) ef
 	ph := effectPhase{daemon: daemon}
 	var d *exec.Cmd
 	if daemon {
-		d, _ = r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", r.parent, "--devices", r.loop.Name,
-			"--listen", r.addr, "--state-file", filepath.Join(t.TempDir(), "state.json"))
-		deadline := time.Now().Add(30 * time.Second)
-		for _, err := r.snapshot(); err != nil; _, err = r.snapshot() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the daemon's API did not answer within 30 s: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		d, _ = r.serve(t)
 	}
 	bulk, web := r.child(t, "bulk-"+tag), r.child(t, "web-"+tag)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -352,9 +344,7 @@ func TestRealV2LatencyEffect(t *testing.T) {
 // parent cgroup with +io for the workloads, this test binary as ddiskqos.
 func newV2RunRig(t *testing.T, name string) *runRig {
 	t.Helper()
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	testkit.NeedRoot(t)
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {

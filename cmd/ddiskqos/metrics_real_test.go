@@ -60,9 +60,7 @@ func TestRealMetricsPromtoolAndDashboard(t *testing.T) {
 // The daemon and the workloads are this test binary (see TestMain): the
 // VM has no Go toolchain to build one.
 func TestRealV2MetricsPromtoolAndDashboard(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	testkit.NeedRoot(t)
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {

@@ -64,9 +64,7 @@ var (
 )
 
 func TestRealV2DockerShort(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	dockerV2(t, dockerV2Short)
 }
 

@@ -122,6 +122,23 @@ func (r *runRig) launch(t *testing.T, args ...string) (*exec.Cmd, *testkit.SyncB
 	return cmd, logs
 }
 
+// serve launches `ddiskqos run` with its defaults on the rig's parent and
+// loop device, API on, state in a temporary file, and the extra flags;
+// it returns once the API answers.
+func (r *runRig) serve(t *testing.T, extra ...string) (*exec.Cmd, *testkit.SyncBuffer) {
+	t.Helper()
+	d, logs := r.launch(t, append([]string{"run", "--source", "cgroup", "--cgroup-parent", r.parent, "--devices", r.loop.Name,
+		"--listen", r.addr, "--state-file", filepath.Join(t.TempDir(), "state.json")}, extra...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := r.snapshot(); err != nil; _, err = r.snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's API did not answer within 30 s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return d, logs
+}
+
 // start runs `ddiskqos run` on the rig's parent and loop device in the
 // background; logs go to the test log.
 func (r *runRig) start(t *testing.T, extra ...string) *exec.Cmd {

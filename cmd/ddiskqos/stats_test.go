@@ -158,9 +158,7 @@ func TestRealStatsDockerContainer(t *testing.T) {
 // directory, an O_DIRECT reader in it; the JSON reading shows the bytes
 // and io.pressure.
 func TestRealV2StatsCLI(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

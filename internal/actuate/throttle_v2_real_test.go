@@ -45,9 +45,7 @@ type v2Rig struct {
 
 func newV2Rig(t *testing.T, sched string) v2Rig {
 	t.Helper()
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	rc := realcg.New(t, realcg.Options{Scheduler: sched})
 	r := v2Rig{h: rc.H, base: rc.Parent, name: rc.Disk.Name, path: rc.Disk.Path, dev: rc.Dev, size: rc.Disk.Size}
 	return r

@@ -22,9 +22,7 @@ func TestMain(m *testing.M) { testkit.Main(m, workload.MaybeRunFromEnv) }
 // own that has io enabled for its children.
 func vmHierarchy(t *testing.T) (cgroupfs.Hierarchy, string) {
 	t.Helper()
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
@@ -165,9 +163,7 @@ var splitBars = map[string]struct{ after, gain float64 }{
 // order, so both see the same host; the medians are compared. Then
 // --restore puts the kernel's model back.
 func TestRealV2CalibrateSplit(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	// null_blk's speed. Its throttle refills a budget of mbps/1000 MiB
 	// every millisecond; requests are cut to 12 KiB (max_sectors) to fit
 	// it. On a loaded host the emulated CPU may keep it slower, so the

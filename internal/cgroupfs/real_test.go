@@ -65,9 +65,7 @@ func v1Env(t *testing.T) realEnv {
 // loop device of sizeMiB, accounting left as the kernel has it.
 func newV1Env(t *testing.T, sizeMiB int) realEnv {
 	t.Helper()
-	if testkit.InVM() {
-		t.Skip("the test VM runs cgroup v2 only; v1 tests run on the host")
-	}
+	testkit.HostOnly(t)
 	testkit.NeedRoot(t)
 	l, err := DetectLayout("/proc/self/mountinfo")
 	if err != nil {
@@ -86,9 +84,7 @@ func newV1Env(t *testing.T, sizeMiB int) realEnv {
 // v2Env is the test VM's unified hierarchy and its throttled disk.
 func v2Env(t *testing.T) realEnv {
 	t.Helper()
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	l, err := DetectLayout("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

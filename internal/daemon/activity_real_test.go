@@ -26,17 +26,13 @@ import (
 // to lose (1-3 of 256; 1/64 is accepted). The ticks are stepped by the
 // test (a clock of its own), so nothing in it is timed.
 func TestRealV1KernelActivity(t *testing.T) {
-	if testkit.InVM() {
-		t.Skip("v1 host test")
-	}
+	testkit.HostOnly(t)
 	kernelActivityReal(t)
 }
 
 // TestRealV2KernelActivity is the same on cgroup v2 in the test VM.
 func TestRealV2KernelActivity(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	kernelActivityReal(t)
 }
 

@@ -31,9 +31,7 @@ import (
 // streamer was capped (io limits read back), boosted at least twice, and
 // the tracker saw the device busy (it had something to judge).
 func TestRealV1HealthNoFalseAlarmUnderOwnCaps(t *testing.T) {
-	if testkit.InVM() {
-		t.Skip("v1 host test")
-	}
+	testkit.HostOnly(t)
 	r := newRig(t, "none", host.MechThrottle)
 	stream := r.child(t, "stream")
 	readers := []string{r.child(t, "reader1"), r.child(t, "reader2"), r.child(t, "reader3"), r.child(t, "reader4")}

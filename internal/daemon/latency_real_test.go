@@ -25,17 +25,13 @@ import (
 // is the reader's own to the histogram's resolution and the system call
 // around it, and the per-level histogram counts them at the reader's level.
 func TestRealV1LatencyInSnapshot(t *testing.T) {
-	if testkit.InVM() {
-		t.Skip("v1 host test")
-	}
+	testkit.HostOnly(t)
 	latencyInSnapshot(t)
 }
 
 // TestRealV2LatencyInSnapshot is the same on cgroup v2 in the test VM.
 func TestRealV2LatencyInSnapshot(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	latencyInSnapshot(t)
 }
 

@@ -142,9 +142,7 @@ func TestRealDaemonLevelsWeightsRestore(t *testing.T) {
 }
 
 func TestRealV2DaemonLevelsWeightsRestore(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	daemonLevelsWeightsRestore(t)
 }
 
@@ -210,9 +208,7 @@ func daemonLevelsWeightsRestore(t *testing.T) {
 // its state file; the next one adopts the originals, keeps levels, and
 // restores the originals on its own shutdown.
 func TestRealDaemonCrashRestart(t *testing.T) {
-	if testkit.InVM() {
-		t.Skip("v1 host test")
-	}
+	testkit.HostOnly(t)
 	r := newRig(t, "bfq", host.MechBFQWeight)
 	a, b := r.child(t, "a"), r.child(t, "b")
 	native := cgroupfs.NativeWeight(r.kind, 300)
@@ -276,9 +272,7 @@ func TestRealDaemonCrashRestart(t *testing.T) {
 // no weights, a level-4 bulk reader is capped only while a level-1 reader
 // is active, and uncapped as soon as it stops.
 func TestRealDaemonThrottleWorkConserving(t *testing.T) {
-	if testkit.InVM() {
-		t.Skip("v1 host test")
-	}
+	testkit.HostOnly(t)
 	r := newRig(t, "none", host.MechThrottle)
 	small, bulk := r.child(t, "small"), r.child(t, "bulk")
 	opts := r.options(t, filepath.Join(t.TempDir(), "state.json"))

@@ -28,9 +28,7 @@ import (
 // too noisy for a bar). cgroup v1 cannot do this: its blkio controller
 // charges writeback to the flusher's cgroup (the root).
 func TestRealV2WritebackDemoted(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	_, err := exec.LookPath("mkfs.ext4")
 	testkit.Need(t, err == nil, "mkfs.ext4 (e2fsprogs) not in PATH: %v", err)
 	r := newRig(t, "bfq", host.MechBFQWeight)

@@ -40,9 +40,7 @@ import (
 // page's memcg, that a foreign writeback context dirties its pages (to
 // flush it when that memcg runs out of dirty room); it moves no charge.
 func TestRealV2WritebackOwner(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	testkit.NeedRoot(t)
 	layout, err := Layout(DefaultRoots())
 	testkit.Need(t, err == nil && layout.Unified != "", "cgroup2 mounted: layout %+v, %v", layout, err)

@@ -148,9 +148,7 @@ func runRead(t *testing.T, r *Reader, tg Target, p *workload.Proc) (before, afte
 }
 
 func TestRealV1StatsMove(t *testing.T) {
-	if testkit.InVM() {
-		t.Skip("the test VM runs cgroup v2 only; v1 tests run on the host")
-	}
+	testkit.HostOnly(t)
 	testkit.NeedRoot(t)
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
@@ -217,9 +215,7 @@ func TestRealV1StatsMove(t *testing.T) {
 }
 
 func TestRealV2StatsMove(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package testkit
 
 import (
 	"os"
+	"testing"
 )
 
 const (
@@ -27,3 +28,22 @@ func InVM() bool { return os.Getenv(EnvInVM) == "1" }
 // VMDiskPath is the test VM's disk as its init named it ("" outside the
 // VM); VMDisk is the same as a Disk.
 func VMDiskPath() string { return os.Getenv(EnvVMDisk) }
+
+// VMOnly skips t outside the test VM: a cgroup-v2 test, which make test
+// runs inside it (make test-v2). Not a missing prerequisite: it skips in
+// strict mode too, since the VM run covers it.
+func VMOnly(t testing.TB) {
+	t.Helper()
+	if !InVM() {
+		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
+	}
+}
+
+// HostOnly skips t inside the test VM: a test of the host's cgroup v1
+// (the VM mounts cgroup v2 only), which make test runs on the host.
+func HostOnly(t testing.TB) {
+	t.Helper()
+	if InVM() {
+		t.Skip("v1 host test: the test VM mounts cgroup v2 only")
+	}
+}

@@ -30,9 +30,7 @@ func TestRealV1ExampleReaderCharged(t *testing.T) {
 // TestRealV2ExampleReaderCharged is the same on cgroup v2 in the test VM
 // (make test-v2 runs every TestRealV2… there).
 func TestRealV2ExampleReaderCharged(t *testing.T) {
-	if !testkit.InVM() {
-		t.Skip("cgroup v2 tests run inside the test VM: make test-v2")
-	}
+	testkit.VMOnly(t)
 	readerCharged(t)
 }
 
