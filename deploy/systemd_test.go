@@ -235,14 +235,8 @@ func unitCaps(t *testing.T, u unit) (setprivArg string, mask uint64) {
 // the others) needs systemd as PID 1, which this machine has not, and is
 // checked by systemd-analyze only.
 func TestRealSystemdUnitCapabilities(t *testing.T) {
-	testkit.NeedRoot(t)
-	setpriv, err := exec.LookPath("setpriv")
-	testkit.Need(t, err == nil, "setpriv (util-linux) not in PATH")
-	strace, err := exec.LookPath("strace")
-	testkit.Need(t, err == nil, "strace not in PATH (Debian package strace: apt-get install strace)")
-	sa := systemdAnalyze(t)
-	u := parseUnit(t, unitPath)
-	caps, mask := unitCaps(t, u)
+	ut := newUnitTrace(t)
+	sa, u, mask := ut.sa, ut.u, ut.mask
 	_, btfErr := os.Stat("/sys/kernel/btf/vmlinux")
 	testkit.Need(t, btfErr == nil, "the kernel's BTF (/sys/kernel/btf/vmlinux) for the latency sensor: %v", btfErr)
 
@@ -266,30 +260,10 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tmp := t.TempDir()
-	var log testkit.SyncBuffer
-	trace := filepath.Join(tmp, "strace.out")
-	addr := testkit.FreeAddr(t)
-	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
-		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
-		bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name,
-		"--interval", "200ms", "--listen", addr, "--state-file", tmp+"/state.json")
-	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
-	d.Stdout, d.Stderr = &log, &log
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			d.Process.Kill()
-			<-done
-		}
-	})
+	ut.start(t, bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name, "--interval", "200ms")
+	log, addr, trace := &ut.log, ut.addr, ut.trace
 
-	pid, status := tracedDaemon(d.Process.Pid)
+	pid, status := tracedDaemon(ut.cmd.Process.Pid)
 	capEff := regexp.MustCompile(`(?m)^CapEff:\s*(\S+)$`).FindStringSubmatch(status)
 	capBnd := regexp.MustCompile(`(?m)^CapBnd:\s*(\S+)$`).FindStringSubmatch(status)
 	if capEff == nil || capBnd == nil {
@@ -372,18 +346,7 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	}
 
 	// SIGTERM: exit 0, the original back.
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		stopped = true
-		if err != nil {
-			t.Fatalf("daemon after SIGTERM: %v\n%s", err, log.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("daemon did not stop 15 s after SIGTERM\n%s", log.String())
-	}
+	ut.term(t)
 	after, err := os.ReadFile(knob)
 	if err != nil {
 		t.Fatal(err)
@@ -402,6 +365,82 @@ func TestRealSystemdUnitCapabilities(t *testing.T) {
 	}
 	if used["perf_event_open"] > 0 {
 		t.Errorf("perf_event_open called %d times: BTF tracepoints should not need it (and the unit's filter refuses it)", used["perf_event_open"])
+	}
+}
+
+// unitTrace runs the daemon as the unit would, traced: as root with
+// exactly the unit's capabilities (setpriv, no_new_privs) under strace.
+type unitTrace struct {
+	setpriv, strace, sa string // the tools' paths (sa: systemd-analyze)
+	u                   unit
+	caps                string // setpriv's --bounding-set argument
+	mask                uint64 // the unit's capabilities as /proc shows them
+	log                 testkit.SyncBuffer
+	trace, addr         string // strace's output; the daemon's API
+	cmd                 *exec.Cmd
+	done                chan error
+	stopped             bool
+}
+
+// newUnitTrace finds the tools and reads the unit.
+func newUnitTrace(t *testing.T) *unitTrace {
+	t.Helper()
+	testkit.NeedRoot(t)
+	ut := &unitTrace{}
+	var err error
+	ut.setpriv, err = exec.LookPath("setpriv")
+	testkit.Need(t, err == nil, "setpriv (util-linux) not in PATH")
+	ut.strace, err = exec.LookPath("strace")
+	testkit.Need(t, err == nil, "strace not in PATH (Debian package strace: apt-get install strace)")
+	ut.sa = systemdAnalyze(t)
+	ut.u = parseUnit(t, unitPath)
+	ut.caps, ut.mask = unitCaps(t, ut.u)
+	return ut
+}
+
+// start runs bin with args and an API address, a state file and a lock
+// file of the test's own; the cleanup kills it unless term stopped it.
+func (ut *unitTrace) start(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	tmp := t.TempDir()
+	ut.trace, ut.addr = filepath.Join(tmp, "strace.out"), testkit.FreeAddr(t)
+	ut.cmd = exec.Command(ut.strace, append([]string{"-f", "-qq", "-o", ut.trace, "--",
+		ut.setpriv, "--bounding-set=" + ut.caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
+		bin}, append(args, "--listen", ut.addr, "--state-file", tmp+"/state.json")...)...)
+	ut.cmd.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
+	ut.cmd.Stdout, ut.cmd.Stderr = &ut.log, &ut.log
+	if err := ut.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ut.done = make(chan error, 1)
+	go func() { ut.done <- ut.cmd.Wait() }()
+	t.Cleanup(func() {
+		if !ut.stopped {
+			ut.cmd.Process.Kill()
+			<-ut.done
+		}
+	})
+}
+
+// term sends the daemon SIGTERM — the daemon, not strace, which detaches
+// on SIGTERM and leaves it running — and wants exit 0 within 15 s.
+func (ut *unitTrace) term(t *testing.T) {
+	t.Helper()
+	pid, _ := tracedDaemon(ut.cmd.Process.Pid)
+	if pid == 0 {
+		t.Fatalf("no ddiskqos process under strace\n%s", ut.log.String())
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ut.done:
+		ut.stopped = true
+		if err != nil {
+			t.Fatalf("daemon after SIGTERM: %v\n%s", err, ut.log.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("daemon did not stop 15 s after SIGTERM\n%s", ut.log.String())
 	}
 }
 
@@ -429,14 +468,7 @@ func tracedDaemon(stracePid int) (pid int, status string) {
 // snapshot says the sensor is off by configuration: with it off, a
 // drop-in may take CAP_BPF, CAP_PERFMON and the bpf filter entry away.
 func TestRealSystemdUnitLatencyOff(t *testing.T) {
-	testkit.NeedRoot(t)
-	setpriv, err := exec.LookPath("setpriv")
-	testkit.Need(t, err == nil, "setpriv (util-linux) not in PATH")
-	strace, err := exec.LookPath("strace")
-	testkit.Need(t, err == nil, "strace not in PATH (Debian package strace: apt-get install strace)")
-	sa := systemdAnalyze(t)
-	u := parseUnit(t, unitPath)
-	caps, _ := unitCaps(t, u)
+	ut := newUnitTrace(t)
 	bin := filepath.Join(t.TempDir(), "ddiskqos")
 	if err := os.WriteFile(bin, dockertest.Binary(t), 0o755); err != nil {
 		t.Fatal(err)
@@ -445,30 +477,11 @@ func TestRealSystemdUnitLatencyOff(t *testing.T) {
 	parent := fmt.Sprintf("/ddiskqos-deploy-latoff-%d", os.Getpid())
 	testkit.Cgroup(t, "/sys/fs/cgroup/blkio"+parent)
 
-	tmp := t.TempDir()
-	var log testkit.SyncBuffer
-	trace := filepath.Join(tmp, "strace.out")
-	addr := testkit.FreeAddr(t)
-	d := exec.Command(strace, "-f", "-qq", "-o", trace, "--",
-		setpriv, "--bounding-set="+caps, "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
-		bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name, "--dry-run",
-		"--latency", "off", "--interval", "200ms", "--listen", addr, "--state-file", tmp+"/state.json")
-	d.Env = append(os.Environ(), "DDISKQOS_LOCK_FILE="+tmp+"/ddiskqos.lock")
-	d.Stdout, d.Stderr = &log, &log
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			d.Process.Kill()
-			<-done
-		}
-	})
+	ut.start(t, bin, "run", "--source", "cgroup", "--cgroup-parent", parent, "--devices", loop.Name, "--dry-run",
+		"--latency", "off", "--interval", "200ms")
+	log := &ut.log
 
-	client, err := api.NewClient(addr)
+	client, err := api.NewClient(ut.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,25 +496,8 @@ func TestRealSystemdUnitLatencyOff(t *testing.T) {
 	if lat == nil || !lat.Off || lat.Available {
 		t.Fatalf("snapshot latency %+v, want off by configuration\ndaemon log:\n%s", lat, log.String())
 	}
-	// The daemon, not strace: strace detaches on SIGTERM and leaves it
-	// running.
-	pid, _ := tracedDaemon(d.Process.Pid)
-	if pid == 0 {
-		t.Fatalf("no ddiskqos process under strace\n%s", log.String())
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		stopped = true
-		if err != nil {
-			t.Fatalf("daemon after SIGTERM: %v\n%s", err, log.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("daemon did not stop 15 s after SIGTERM\n%s", log.String())
-	}
-	used := checkTrace(t, sa, u, trace, bin)
+	ut.term(t)
+	used := checkTrace(t, ut.sa, ut.u, ut.trace, bin)
 	if used["bpf"] > 0 {
 		t.Errorf("latency off: %d bpf(2) calls, want none\ndaemon log:\n%s", used["bpf"], log.String())
 	}

@@ -852,11 +852,12 @@ func TestRearmDue(t *testing.T) {
 		{cgroupfs.Limits{RBps: 8 << 20, WBps: 8 << 20}, 10 * time.Millisecond, true}, // bytes only: every period
 		{cgroupfs.Limits{RBps: 8 << 20, RIOps: 1000, WIOps: 1000}, 10 * time.Millisecond, true},
 		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 10 * time.Millisecond, false}, // half a request allowed
-		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 79 * time.Millisecond, false},
-		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 80 * time.Millisecond, true},
-		{cgroupfs.Limits{RIOps: 1000, WIOps: 20}, 100 * time.Millisecond, false}, // the smaller one counts
-		{cgroupfs.Limits{WIOps: 20}, 200 * time.Millisecond, true},
-		{cgroupfs.Limits{RIOps: 400}, 10 * time.Millisecond, true},
+		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 39 * time.Millisecond, false},
+		{cgroupfs.Limits{RIOps: 50, WIOps: 50}, 40 * time.Millisecond, true},
+		{cgroupfs.Limits{RIOps: 1000, WIOps: 20}, 90 * time.Millisecond, false}, // the smaller one counts
+		{cgroupfs.Limits{WIOps: 20}, 100 * time.Millisecond, true},
+		{cgroupfs.Limits{RIOps: 200}, 10 * time.Millisecond, true},
+		{cgroupfs.Limits{RIOps: 199}, 10 * time.Millisecond, false},
 	} {
 		if got := rearmDue(c.l, c.since); got != c.want {
 			t.Errorf("rearmDue(%+v, %v) = %v, want %v", c.l, c.since, got, c.want)

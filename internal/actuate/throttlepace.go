@@ -46,8 +46,11 @@ import (
 // instead when the allowance truncates to 0, and the cap does not limit
 // requests at all. So a cap with a request limit is re-armed only once
 // rearmMinIOs of its requests have been allowed since its last write
-// (rearmDue): every 80 ms at 50 IOPS, every period from 400 IOPS, and a
-// write then drops at most a quarter of what the cap allows.
+// (rearmDue): every 40 ms at 50 IOPS, every period from 200 IOPS; a write
+// then drops less than one of the two or more requests allowed, about a
+// sixth of the cap on average (2 rather than more: a streamer's request
+// cap does not bind, and on the host its 81 IOPS would stretch the
+// re-arm of its bytes cap, the one that binds, from 10 ms to 50 ms).
 //
 // applyCaps re-arms each active workload's cap in force every period it
 // does not change it (a change is a write that restarts the slice too).
@@ -90,7 +93,7 @@ func overCap(rate float64, l cgroupfs.Limits) bool {
 
 // rearmMinIOs: a cap that limits requests is re-armed only after it has
 // allowed this many since its last write (see above).
-const rearmMinIOs = 4
+const rearmMinIOs = 2
 
 // rearmDue reports whether limits l, last written since ago, may be
 // re-armed: always when l limits no requests, else once the smaller of
