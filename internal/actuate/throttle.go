@@ -528,7 +528,8 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 			continue // its original is not durable yet: never write
 		}
 		if want == m.limits && m.err == nil {
-			if !want.IsZero() && ins[i].active && !t.dryRun && !overCap(m.load.rate, m.limits) && rearmDue(m.limits, now.Sub(m.wrote)) {
+			if !want.IsZero() && ins[i].active && !t.dryRun && !overCap(m.load.rate, m.limits) &&
+				rearmDue(m.limits, now.Sub(m.wrote), t.cfg.DebtForgiven && ranAtCap(m.load.rate, m.limits)) {
 				writes++
 				t.rearm(m, now)
 			}

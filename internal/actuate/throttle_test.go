@@ -840,6 +840,31 @@ func TestThrottleRearmsRequestCapsSparingly(t *testing.T) {
 	if got := f.limits("/p/l4"); got != l {
 		t.Fatalf("streamer limits %+v changed to %+v", l, got)
 	}
+	// On a kernel that forgives request debt (6.16+) the streamer, at its
+	// bytes cap (128 KiB a period against 15 MiB/s), is re-armed every
+	// period: its bytes cap is what holds it.
+	th.mu.Lock()
+	th.cfg.DebtForgiven = true
+	th.mu.Unlock()
+	r1 := rearms()
+	for range 30 {
+		step1()
+	}
+	if n := rearms() - r1; n < 28 {
+		t.Fatalf("%d re-arms in 30 periods of a streamer at its bytes cap on a kernel that forgives request debt, want one a period", n)
+	}
+	// Below its bytes cap, its request cap may be what holds it: sparing
+	// again.
+	r2 := rearms()
+	for range 60 {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 32<<10)
+		f.deviceQD(32<<10+4096, 2, 10, 32)
+		step(10 * time.Millisecond)
+	}
+	if n := rearms() - r2; float64(n) > 60/every+2 {
+		t.Fatalf("%d re-arms in 60 periods of a streamer below its bytes cap, want one every %.1f periods", n, every)
+	}
 }
 
 func TestRearmDue(t *testing.T) {
@@ -859,8 +884,12 @@ func TestRearmDue(t *testing.T) {
 		{cgroupfs.Limits{RIOps: 200}, 10 * time.Millisecond, true},
 		{cgroupfs.Limits{RIOps: 199}, 10 * time.Millisecond, false},
 	} {
-		if got := rearmDue(c.l, c.since); got != c.want {
+		if got := rearmDue(c.l, c.since, false); got != c.want {
 			t.Errorf("rearmDue(%+v, %v) = %v, want %v", c.l, c.since, got, c.want)
+		}
+		// Bytes-bound on a kernel that forgives request debt: always.
+		if !rearmDue(c.l, c.since, true) {
+			t.Errorf("rearmDue(%+v, %v, bytes-bound) = false, want true", c.l, c.since)
 		}
 	}
 }

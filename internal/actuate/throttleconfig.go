@@ -90,6 +90,12 @@ type Throttle struct {
 	// InFlight measures the workloads' requests in flight; nil: estimated
 	// from the device's counters.
 	InFlight InFlight
+	// DebtForgiven: the kernel drops a re-armed group's request debt
+	// when the time since the last write allowed no whole request
+	// (host.ThrottleForgivesRequestDebt: 6.16 and later). A workload that
+	// runs at its bytes cap is then re-armed every Period whatever its
+	// request cap; see rearmDue in throttlepace.go.
+	DebtForgiven bool
 }
 
 // DefaultThrottleShares are the throttle's default Shares, the one place

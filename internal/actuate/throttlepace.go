@@ -48,9 +48,17 @@ import (
 // rearmMinIOs of its requests have been allowed since its last write
 // (rearmDue): every 40 ms at 50 IOPS, every period from 200 IOPS; a write
 // then drops less than one of the two or more requests allowed, about a
-// sixth of the cap on average (2 rather than more: a streamer's request
-// cap does not bind, and on the host its 81 IOPS would stretch the
-// re-arm of its bytes cap, the one that binds, from 10 ms to 50 ms).
+// sixth of the cap on average.
+//
+// That stretches the re-arm of a streamer's bytes cap too, and with it
+// the burst each write lets through: its request cap comes from a
+// capacity measured with its own 1 MiB requests (81–132 IOPS on the
+// host's loop device: a re-arm every 20 ms). Where the kernel forgives
+// the debt (Throttle.DebtForgiven, 6.16+) a workload that runs at its
+// bytes cap is re-armed every period all the same: its bytes cap is what
+// holds it, a request debt dropped costs nothing, and one carried costs
+// it a fraction of a request per write. On 6.1 the debt carried would
+// starve it, and the request rule holds for everyone.
 //
 // applyCaps re-arms each active workload's cap in force every period it
 // does not change it (a change is a write that restarts the slice too).
@@ -96,9 +104,13 @@ func overCap(rate float64, l cgroupfs.Limits) bool {
 const rearmMinIOs = 2
 
 // rearmDue reports whether limits l, last written since ago, may be
-// re-armed: always when l limits no requests, else once the smaller of
-// its request limits allowed rearmMinIOs over since.
-func rearmDue(l cgroupfs.Limits, since time.Duration) bool {
+// re-armed: always when l limits no requests or bytesBound (its workload
+// runs at its bytes cap on a kernel that forgives request debt), else
+// once the smaller of its request limits allowed rearmMinIOs over since.
+func rearmDue(l cgroupfs.Limits, since time.Duration, bytesBound bool) bool {
+	if bytesBound {
+		return true
+	}
 	io := l.RIOps
 	if io == 0 || (l.WIOps != 0 && l.WIOps < io) {
 		io = l.WIOps

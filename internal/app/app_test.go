@@ -2,14 +2,17 @@ package app
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/host/hosttest"
 )
 
@@ -90,5 +93,32 @@ func TestBuildRefuses(t *testing.T) {
 				t.Errorf("err %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The throttle learns from the host's kernel release whether blk-throttle
+// forgives a re-armed group's request debt (6.16+) or carries it (6.1).
+func TestDaemonOptionsKernel(t *testing.T) {
+	t.Parallel()
+	cfg := sampleConfig(t)
+	for release, want := range map[string]bool{"6.18.44-fc-v657": true, "6.1.0-56-amd64": false, "": false} {
+		o := daemonOptions(cfg, Host{Kernel: release}, nil, slog.New(slog.DiscardHandler))
+		if o.Actuator.Throttle.DebtForgiven != want {
+			t.Errorf("kernel %q: Throttle.DebtForgiven %v, want %v", release, o.Actuator.Throttle.DebtForgiven, want)
+		}
+	}
+	tr := hosttest.Sample(t)
+	if err := os.MkdirAll(filepath.Join(tr.Proc, "sys", "kernel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tr.Proc, "sys", "kernel", "osrelease"), []byte("6.1.0-56-amd64\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hst, err := ReadHost(host.Roots{Sys: tr.Sys, Proc: tr.Proc}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hst.Kernel != "6.1.0-56-amd64" {
+		t.Errorf("ReadHost: kernel %q, want the tree's osrelease", hst.Kernel)
 	}
 }

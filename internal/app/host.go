@@ -94,6 +94,8 @@ type Host struct {
 	Layout    cgroupfs.Layout
 	Hierarchy cgroupfs.Hierarchy
 	Devices   Devices
+	// Kernel is the running kernel's release ("" when unreadable).
+	Kernel string
 }
 
 // ReadHost reads the host's facts under roots; globs select the devices to
@@ -111,5 +113,9 @@ func ReadHost(roots host.Roots, globs []string, log *slog.Logger) (Host, error) 
 	if err != nil {
 		return Host{}, err
 	}
-	return Host{Roots: roots, Layout: layout, Hierarchy: h, Devices: devs}, nil
+	release, err := host.KernelRelease(roots)
+	if err != nil {
+		log.Warn("kernel release unknown: request caps are re-armed as on older kernels", "err", err)
+	}
+	return Host{Roots: roots, Layout: layout, Hierarchy: h, Devices: devs, Kernel: release}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
@@ -19,7 +20,8 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 	o := daemon.Options{
 		Hierarchy: hst.Hierarchy, CgroupMode: string(hst.Layout.Mode), Source: src, Policy: cfg.Policy(),
 		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
-			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst, Reads: cfg.ThrottleReads}},
+			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst, Reads: cfg.ThrottleReads,
+				DebtForgiven: host.ThrottleForgivesRequestDebt(hst.Kernel)}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
 		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
 		Health: daemon.HealthOptions{SysRoot: hst.Roots.Sys, ProcRoot: hst.Roots.Proc, Models: cfg.HealthModels(),
