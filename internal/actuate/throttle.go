@@ -91,6 +91,9 @@ type throttle struct {
 	running   bool
 	stop      chan struct{}
 	done      chan struct{}
+	// wake ends the wait of an idle loop at once when a workload is
+	// demoted (buffered, 1).
+	wake chan struct{}
 }
 
 type tmember struct {
@@ -271,11 +274,17 @@ func (t *throttle) Update(ms []Member) {
 			t.dropLocked(m)
 		}
 	}
+	woke := t.demoted == 0 && demoted > 0
 	t.demoted = demoted
 	if !t.running && len(t.members) > 0 {
 		t.running = true
-		t.stop, t.done = make(chan struct{}), make(chan struct{})
-		go t.loop(t.stop, t.done)
+		t.stop, t.done, t.wake = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+		go t.loop(t.stop, t.done, t.wake)
+	} else if woke && t.wake != nil {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -318,7 +327,7 @@ func (t *throttle) Stop() {
 	}
 }
 
-func (t *throttle) loop(stop, done chan struct{}) {
+func (t *throttle) loop(stop, done, wake chan struct{}) {
 	defer close(done)
 	timer := time.NewTimer(t.cfg.Period)
 	defer timer.Stop()
@@ -327,6 +336,12 @@ func (t *throttle) loop(stop, done chan struct{}) {
 		case <-stop:
 			return
 		case <-timer.C:
+		case <-wake:
+			// A workload was demoted while the loop idled: its cap
+			// must not wait for the idle wait's end.
+			if !timer.Stop() {
+				<-timer.C
+			}
 		}
 		timer.Reset(t.step())
 	}
@@ -351,7 +366,7 @@ func (t *throttle) step() time.Duration {
 			}
 			t.applyCaps(now)
 		}
-		return 10 * t.cfg.Period
+		return t.idleWait()
 	}
 	if t.setNew {
 		if t.parentsNew {
@@ -419,6 +434,27 @@ func (t *throttle) step() time.Duration {
 		period = budget
 	}
 	return period
+}
+
+// Idle waits of the fast loop while nothing is demoted.
+const (
+	// idleBusyPeriods: the device moves data, so its capacity is being
+	// measured (capacityWindow): read it every 10 periods.
+	idleBusyPeriods = 10
+	// idleQuietWait: the device did nothing over the last wait and has
+	// nothing in flight: reading /sys/block/<dev>/stat ten times a second
+	// would only cost the idle host CPU and wake-ups (issue 19: a fifth
+	// of an idle daemon's CPU). A demotion wakes the loop at once (Update).
+	idleQuietWait = time.Second
+)
+
+// idleWait is how long the fast loop waits while nothing is demoted.
+func (t *throttle) idleWait() time.Duration {
+	busy := t.inForce || !t.devPer.ok || t.devPer.bytes > 0 || t.devLast.Stat.InFlight > 0
+	if busy {
+		return idleBusyPeriods * t.cfg.Period
+	}
+	return max(idleQuietWait, idleBusyPeriods*t.cfg.Period)
 }
 
 // readDemoted sums the device's bytes of every demoted workload. With mark

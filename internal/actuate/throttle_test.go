@@ -79,7 +79,7 @@ func (f *fakeThrottleTree) flush() {
 		}
 	}
 	s := f.stat
-	line := fmt.Sprintf("%d 0 %d 0 %d 0 %d 0 0 %d %d 0 0 0 0 0 0\n", s.ReadIOs, s.ReadSectors, s.WriteIOs, s.WriteSectors, s.IOTicksMs, s.TimeInQueueMs)
+	line := fmt.Sprintf("%d 0 %d 0 %d 0 %d 0 %d %d %d 0 0 0 0 0 0\n", s.ReadIOs, s.ReadSectors, s.WriteIOs, s.WriteSectors, s.InFlight, s.IOTicksMs, s.TimeInQueueMs)
 	if err := os.WriteFile(filepath.Join(f.sys, "class", "block", "loop0", "stat"), []byte(line), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
@@ -891,5 +891,62 @@ func TestRearmDue(t *testing.T) {
 		if !rearmDue(c.l, c.since, true) {
 			t.Errorf("rearmDue(%+v, %v, bytes-bound) = false, want true", c.l, c.since)
 		}
+	}
+}
+
+// TestThrottleIdleWait: with nobody demoted the fast loop reads the
+// device every 10 periods while it moves data (its capacity is being
+// measured) and once a second while it is quiet; a demotion ends an idle
+// wait at once.
+func TestThrottleIdleWait(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/a")
+	th, _ := newStepper(t, f, map[string]int{"/p/a": 1})
+	now := time.Unix(1000, 0)
+	th.now = func() time.Time { return now }
+	step := func(d time.Duration) time.Duration {
+		now = now.Add(d)
+		f.flush()
+		return th.step()
+	}
+	if w := step(0); w != 100*time.Millisecond {
+		t.Fatalf("first idle wait %v, want 100ms (the device not yet read twice)", w)
+	}
+	if w := step(100 * time.Millisecond); w != time.Second {
+		t.Fatalf("idle wait on a quiet device %v, want 1s", w)
+	}
+	f.device(64<<20, 64, 100)
+	if w := step(time.Second); w != 100*time.Millisecond {
+		t.Fatalf("idle wait on a device that moved 64 MiB %v, want 100ms", w)
+	}
+	if w := step(100 * time.Millisecond); w != time.Second {
+		t.Fatalf("idle wait once the device is quiet again %v, want 1s", w)
+	}
+	f.stat.InFlight = 1 // a request the device has not completed yet
+	if w := step(time.Second); w != 100*time.Millisecond {
+		t.Fatalf("idle wait with a request in flight %v, want 100ms", w)
+	}
+	f.stat.InFlight = 0
+
+	// Update signals a running loop when the first workload is demoted,
+	// not when one stays at a level it had.
+	th.mu.Lock()
+	th.running, th.wake = true, make(chan struct{}, 1) // no goroutine: the test reads wake
+	th.mu.Unlock()
+	t.Cleanup(func() { th.mu.Lock(); th.running = false; th.mu.Unlock() })
+	th.Update([]Member{{Cgroup: "/p/a", Level: 1, Durable: true}})
+	select {
+	case <-th.wake:
+		t.Fatal("woken with nobody demoted")
+	default:
+	}
+	th.Update([]Member{{Cgroup: "/p/a", Level: 4, Durable: true}})
+	select {
+	case <-th.wake:
+	default:
+		t.Fatal("a demotion did not wake the idle loop")
+	}
+	if w := step(10 * time.Millisecond); w > 100*time.Millisecond {
+		t.Fatalf("wait with a demoted workload %v, want at most the read budget's", w)
 	}
 }
