@@ -33,6 +33,11 @@
 // space deletes keys that stayed idle. A request that finds the table of
 // starts full is not timed (drops[1]).
 //
+// events counts every change to an aggregate's request counters (an issue,
+// a retirement, a completion), made after the change: user space reads it
+// first and skips reading the table when it has not moved, so that an idle
+// host's read costs no walk of the table's buckets.
+//
 // Struct subsets below are relocated by CO-RE against the running kernel's
 // BTF: only the fields named here must exist, wherever they are.
 
@@ -171,6 +176,13 @@ struct {
 	__type(value, struct value);
 } zero SEC(".maps");
 
+__u64 events = 0;
+
+static __always_inline void changed(void)
+{
+	__sync_fetch_and_add(&events, 1);
+}
+
 static __always_inline void drop(__u32 i)
 {
 	__u64 *n = bpf_map_lookup_elem(&drops, &i);
@@ -266,8 +278,10 @@ int on_issue(__u64 *ctx)
 	if (old) {
 		// Issued before without a completion seen: retire that one.
 		struct value *ov = bpf_map_lookup_elem(&aggregates, &old->key);
-		if (ov)
+		if (ov) {
 			__sync_fetch_and_add(&ov->retired, 1);
+			changed();
+		}
 		bpf_map_delete_elem(&starts, &id);
 	}
 	struct value *v = aggregate(&s.key);
@@ -278,6 +292,7 @@ int on_issue(__u64 *ctx)
 		return 0;
 	}
 	__sync_fetch_and_add(&v->issued, 1);
+	changed();
 	return 0;
 }
 
@@ -289,8 +304,10 @@ int on_requeue(__u64 *ctx)
 	if (!s)
 		return 0;
 	struct value *v = bpf_map_lookup_elem(&aggregates, &s->key);
-	if (v)
+	if (v) {
 		__sync_fetch_and_add(&v->retired, 1);
+		changed();
+	}
 	bpf_map_delete_elem(&starts, &id);
 	return 0;
 }
@@ -326,6 +343,7 @@ int on_complete(__u64 *ctx)
 	__sync_fetch_and_add(&v->queue_ns, issue - from);
 	__sync_fetch_and_add(&v->bytes, bytes);
 	__sync_fetch_and_add(&v->count, 1);
+	changed();
 	return 0;
 }
 

@@ -23,6 +23,7 @@ const (
 	iolatProgOnComplete = "on_complete"
 	iolatProgOnIssue    = "on_issue"
 	iolatProgOnRequeue  = "on_requeue"
+	iolatVarEvents      = "events"
 )
 
 // loadIolat returns the embedded CollectionSpec for iolat.
@@ -86,6 +87,7 @@ type iolatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iolatVariableSpecs struct {
+	Events *ebpf.VariableSpec `ebpf:"events"`
 }
 
 // iolatObjects contains all objects after they have been loaded into the kernel.
@@ -127,6 +129,7 @@ func (m *iolatMaps) Close() error {
 //
 // It can be passed to loadIolatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iolatVariables struct {
+	Events *ebpf.Variable `ebpf:"events"`
 }
 
 // iolatPrograms contains all programs after they have been loaded into the kernel.

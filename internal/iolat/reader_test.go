@@ -16,9 +16,15 @@ type fakeTable struct {
 	removed []rawKey
 	d       Drops
 	err     error
+	// ev counts the changes complete made (noEvents: the count is not
+	// known); dumps counts the reads of the table.
+	ev       uint64
+	noEvents bool
+	dumps    int
 }
 
 func (f *fakeTable) dump(keys []rawKey, vals []rawValue) ([]rawKey, []rawValue, error) {
+	f.dumps++
 	if f.err != nil {
 		return keys, vals, f.err
 	}
@@ -38,6 +44,8 @@ func (f *fakeTable) remove(k rawKey) error {
 
 func (f *fakeTable) drops() (Drops, error) { return f.d, nil }
 
+func (f *fakeTable) events() (uint64, bool) { return f.ev, !f.noEvents }
+
 // complete adds n requests of ns each and bytes each to k, as iolat.c's
 // issue and completion would.
 func (f *fakeTable) complete(k rawKey, n int, ns uint64, bytes uint64) {
@@ -48,6 +56,7 @@ func (f *fakeTable) complete(k rawKey, n int, ns uint64, bytes uint64) {
 		v.Bytes += bytes
 		v.TotalNs += ns
 		v.Hist[Bucket(ns)]++
+		f.ev += 2 // its issue and its completion
 	}
 	f.m[k] = v
 }
@@ -126,12 +135,56 @@ func TestReaderDeltas(t *testing.T) {
 	}
 	// A key deleted by someone else is forgotten.
 	delete(f.m, b)
+	f.ev++ // a change the reader did not make
 	r.Read(ds[:0])
 	if _, ok := r.prev[b]; ok {
 		t.Errorf("b gone from the kernel's table: still remembered")
 	}
 	f.err = errors.New("boom")
+	f.ev++
 	if _, _, err := r.Read(nil); err == nil {
 		t.Errorf("a failing dump: no error")
+	}
+}
+
+// TestReaderSkipsUnchangedTable: a read finds the kernel half's change
+// count where the last read of the table left it and does not read the
+// table (nothing moved), except every IdleReads reads, which still
+// deletes the idle aggregates; a change, or a count the kernel cannot
+// give, reads it every time.
+func TestReaderSkipsUnchangedTable(t *testing.T) {
+	k := rawKey{Cgroup: 7, Dev: 7 << 20}
+	for _, known := range []bool{true, false} {
+		f := &fakeTable{m: map[rawKey]rawValue{}, noEvents: !known}
+		r := newReader(f, nil)
+		r.SetIdleReads(5)
+		f.complete(k, 3, 1000, 4096)
+		got, _, err := r.Read(nil)
+		if err != nil || len(got) != 1 || got[0].Count != 3 {
+			t.Fatalf("known %v: first read %+v, %v: want 3 requests", known, got, err)
+		}
+		for i := 2; i <= 4; i++ {
+			if got, _, _ := r.Read(nil); len(got) != 0 {
+				t.Fatalf("known %v: read %d of an unchanged table returned %+v", known, i, got)
+			}
+		}
+		if want := map[bool]int{true: 1, false: 4}[known]; f.dumps != want {
+			t.Fatalf("known %v: %d reads of the table in 4 reads, want %d", known, f.dumps, want)
+		}
+		f.complete(k, 1, 1000, 4096)
+		if got, _, _ := r.Read(nil); len(got) != 1 || got[0].Count != 1 {
+			t.Fatalf("known %v: read after a change returned %+v, want 1 request", known, got)
+		}
+		// Idle from read 5 on: the table is read again at read 10 and the
+		// aggregate, unchanged for 5 reads, is deleted.
+		for range 5 {
+			r.Read(nil)
+		}
+		if len(f.removed) != 1 || len(f.m) != 0 {
+			t.Fatalf("known %v: after 5 idle reads: removed %v, table %v: want the idle aggregate deleted", known, f.removed, f.m)
+		}
+		if known && f.dumps != 3 {
+			t.Fatalf("known %v: %d reads of the table in 10 reads, want 3 (the first, after the change, the idle check)", known, f.dumps)
+		}
 	}
 }

@@ -235,6 +235,16 @@ func (s *Sensor) dump(keys []rawKey, vals []rawValue) ([]rawKey, []rawValue, err
 	return keys, vals, nil
 }
 
+// events is the kernel half's count of changes to the aggregates (iolat.c's
+// events), read from the memory the kernel shares with the process (no
+// system call); ok is false where the kernel cannot share it (before 5.5).
+func (s *Sensor) events() (n uint64, ok bool) {
+	if s.objs.Events == nil || s.objs.Events.Get(&n) != nil {
+		return 0, false
+	}
+	return n, true
+}
+
 func (s *Sensor) remove(k rawKey) error {
 	err := s.objs.Aggregates.Delete(k)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
