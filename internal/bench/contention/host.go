@@ -68,6 +68,13 @@ type HostCell struct {
 	// nearest-rank quantiles over all of them).
 	Light    workload.Latency `json:"light_us"`
 	LightOps int64            `json:"light_ops"`
+	// WebSettled and LightSettled are the same without each victim's
+	// first second of requests (web WebIOPS, each light tenant
+	// LightIOPS): what is left when the first requests of a new
+	// container, which wait behind what the streamer already queued at
+	// the device before any loop can react, are set aside.
+	WebSettled   workload.Latency `json:"web_settled_us"`
+	LightSettled workload.Latency `json:"light_settled_us"`
 	// Cold are the cold reads' times per size (ColdSizes order), ms.
 	Cold     [][]float64    `json:"cold_ms"`
 	Streamer *StreamerStats `json:"streamer,omitempty"`
@@ -282,6 +289,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 	var vs []victim
 	for i := range 1 + p.Light {
 		name, s := "web", b.webSpec(p.Victims)
+		s.KeepLatencies = true
 		if i > 0 {
 			name = fmt.Sprintf("light%d", i)
 			s = workload.Spec{Op: workload.OpRandRead, Path: b.files.web, Direct: true, BlockSize: 4 << 10,
@@ -328,7 +336,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 			}
 		}
 	}()
-	var light []float64
+	var light, lightSettled []float64
 	for i, v := range vs {
 		r, err := b.wait(v.p)
 		if err != nil {
@@ -342,12 +350,14 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 			if r.Response != nil {
 				cell.WebResponse = *r.Response
 			}
+			cell.WebSettled = pooled(afterFirstSecond(r.Latencies, p.WebIOPS))
 			continue
 		}
 		light = append(light, r.Latencies...)
+		lightSettled = append(lightSettled, afterFirstSecond(r.Latencies, p.LightIOPS)...)
 		cell.LightOps += r.Ops
 	}
-	cell.Light = pooled(light)
+	cell.Light, cell.LightSettled = pooled(light), pooled(lightSettled)
 	wg.Wait()
 	if coldErr != nil {
 		return cell, coldErr
@@ -370,6 +380,12 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		}
 	}
 	return cell, nil
+}
+
+// afterFirstSecond is a paced victim's latencies (in the order its
+// requests completed) without its first second's: iops of them.
+func afterFirstSecond(us []float64, iops float64) []float64 {
+	return us[min(int(math.Ceil(iops)), len(us)):]
 }
 
 // pooled is the distribution of latencies (µs) by exact nearest-rank

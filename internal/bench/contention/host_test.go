@@ -100,6 +100,14 @@ func TestPooled(t *testing.T) {
 	if l := pooled([]float64{7}); l.P50 != 7 || l.P999 != 7 {
 		t.Errorf("pooled one: %+v", l)
 	}
+	// A victim's first second: 5 requests at 5/s, 100 at 100/s (all of
+	// a shorter list).
+	if got := afterFirstSecond([]float64{9, 9, 9, 9, 9, 1, 2}, 5); !slices.Equal(got, []float64{1, 2}) {
+		t.Errorf("after the first second at 5/s: %v, want [1 2]", got)
+	}
+	if got := afterFirstSecond([]float64{9, 9}, 100); len(got) != 0 {
+		t.Errorf("after the first second at 100/s of 2 requests: %v, want none", got)
+	}
 }
 
 func TestFrontier(t *testing.T) {
@@ -139,7 +147,8 @@ func TestFrontier(t *testing.T) {
 // a cold read per size, and the streamer's throughput during and after.
 func hostCellOf(c Config, web, light, cold, during, after float64) HostCell {
 	cell := HostCell{Trial: 1, Config: c, Web: workload.Latency{P50: web / 4, P99: web, P999: 2 * web}, WebOps: 100,
-		Light: workload.Latency{P50: light / 4, P99: light, P999: 2 * light}, LightOps: 80, Cold: [][]float64{{cold}, {cold * 5}}}
+		Light: workload.Latency{P50: light / 4, P99: light, P999: 2 * light}, LightOps: 80, Cold: [][]float64{{cold}, {cold * 5}},
+		WebSettled: workload.Latency{P99: web / 2, P999: web}, LightSettled: workload.Latency{P99: light / 2, P999: light}}
 	if c != Idle {
 		cell.Streamer = &StreamerStats{Warm: Window{Cgroup: 1000}, During: Window{Cgroup: during}, After1: Window{Cgroup: after / 2}, AfterRest: Window{Cgroup: after}}
 		if s, ok := c.CapShare(); ok {
@@ -172,6 +181,7 @@ func TestSummarizeHost(t *testing.T) {
 		hostCellOf("static-25", 10000, 4000, 20, 250, 250),
 		hostCellOf("static-50", 25000, 20000, 40, 500, 500),
 	)
+	r.Cells[2].WebSettled.P99 = 600 // ddiskqos's first second held its web p99's worst
 	s := SummarizeHost(r)
 	if len(s.NotQuiet) != 0 || s.IdleWebP99us.Median != 500 || s.UnloadedP99us != 200 {
 		t.Fatalf("summary %+v", s)
@@ -185,6 +195,10 @@ func TestSummarizeHost(t *testing.T) {
 	}
 	if d.Config != DDiskQoS || d.WebP99.Median != 2 || d.WebP999.Median != 2 || d.LightP99.Median != 2 || d.During.Median != 0.15 || d.After.Median != 0.95 {
 		t.Errorf("ddiskqos %+v", d)
+	}
+	if d.WebP99Settled.Median != 2.4 || d.WebP999Settled.Median != 2 || d.LightP99Settled.Median != 2 || d.LightP999Settled.Median != 2 {
+		t.Errorf("ddiskqos from the 2nd second: web %v / %v, light %v / %v; want 2.4× (600 ÷ 250), then 2×",
+			d.WebP99Settled.Median, d.WebP999Settled.Median, d.LightP99Settled.Median, d.LightP999Settled.Median)
 	}
 	if s.Rows[2].CapMiBs != 20.0/(1<<20) {
 		t.Errorf("static-2 cap %g MiB/s", s.Rows[2].CapMiBs)
@@ -254,6 +268,9 @@ func TestWriteHostMarkdown(t *testing.T) {
 		"1-minute load average 3.5 at the start, above 1",
 		"| ddiskqos | 2.00× | 2.00× | 2.00× | 2.00× | 2.00× | 2.00× | 15 % | 95 % | 1000 µs | 800 µs |",
 		"| original | contention exists: web p99 ÷ idle ≥ 10× | 128× | met |",
+		"## The victims' first second",
+		"(web 100, each light tenant 5)",
+		"| ddiskqos | 2.00× / 2.00× | 2.00× / 2.00× | 2.00× / 2.00× | 2.00× / 2.00× |",
 		"| ddiskqos | web p99 ÷ idle ≤ 3× | 2.00× | met |",
 		"| ddiskqos | streamer from 1 s after ÷ no QoS ≥ 90 % | 95 % | met |",
 		"at or above the largest cap's share (static-10, 10 %)",
