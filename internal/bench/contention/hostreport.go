@@ -13,12 +13,12 @@ import (
 // victims against idle, the streamer against no QoS (Original), each
 // ratio taken within a trial.
 type HostRow struct {
-	Config    Config   `json:"config"`
-	WebP50    Spread   `json:"web_p50_x_idle"`
-	WebP99    Spread   `json:"web_p99_x_idle"`
-	WebP999   Spread   `json:"web_p99_9_x_idle"`
-	LightP99  Spread   `json:"light_p99_x_idle"`
-	LightP999 Spread   `json:"light_p99_9_x_idle"`
+	Config    Config `json:"config"`
+	WebP50    Spread `json:"web_p50_x_idle"`
+	WebP99    Spread `json:"web_p99_x_idle"`
+	WebP999   Spread `json:"web_p99_9_x_idle"`
+	LightP99  Spread `json:"light_p99_x_idle"`
+	LightP999 Spread `json:"light_p99_9_x_idle"`
 	// The same from each victim's second second on (HostCell.WebSettled),
 	// ÷ idle's same.
 	WebP99Settled    Spread   `json:"web_p99_settled_x_idle"`
