@@ -950,3 +950,34 @@ func TestThrottleIdleWait(t *testing.T) {
 		t.Fatalf("wait with a demoted workload %v, want at most the read budget's", w)
 	}
 }
+
+// TestThrottleUpdateSkipsSameList: an Update with the list of the last one
+// (the same workloads, levels and durability: every tick of an idle host)
+// changes nothing and is skipped; a changed level is taken; a member
+// forgotten meanwhile is added again by the same list.
+func TestThrottleUpdateSkipsSameList(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/a", "/p/b")
+	th, _ := newStepper(t, f, nil)
+	th.mu.Lock()
+	th.running = true // no goroutine: nothing steps
+	th.mu.Unlock()
+	t.Cleanup(func() { th.mu.Lock(); th.running = false; th.mu.Unlock() })
+	list := []Member{{Cgroup: "/p/a", Level: 1, Durable: true}, {Cgroup: "/p/b", Level: 4, Durable: true}}
+	th.Update(list)
+	e := th.epoch
+	th.Update(slices.Clone(list))
+	if th.epoch != e {
+		t.Fatalf("the same list again: Update ran (epoch %d, was %d)", th.epoch, e)
+	}
+	list[1].Level = 3
+	th.Update(list)
+	if th.epoch != e+1 || th.members["/p/b"].level != 3 {
+		t.Fatalf("a changed level: epoch %d, /p/b at level %d; want %d and 3", th.epoch, th.members["/p/b"].level, e+1)
+	}
+	th.Forget("/p/a")
+	th.Update(list)
+	if _, ok := th.members["/p/a"]; !ok {
+		t.Fatal("a member forgotten, then listed again: not added back")
+	}
+}

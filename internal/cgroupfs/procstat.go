@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,14 +54,61 @@ func ParseProcsBlocked(data []byte) (uint64, error) {
 	return 0, fmt.Errorf("/proc/stat: no procs_blocked line: %w", ErrNotAvailable)
 }
 
-// ReadProcsBlocked reads procs_blocked from procRoot/stat.
-func ReadProcsBlocked(procRoot string) (uint64, error) {
+// ProcStat is procRoot/stat kept open, so that reading procs_blocked
+// every tick costs one pread(2) (os.ReadFile's open, epoll registration,
+// stat, reads and close were a third of an idle daemon's CPU on a
+// virtual machine, issue 19). /proc/stat is a seq_file: a read at offset 0
+// generates it anew.
+type ProcStat struct {
+	fd   int
+	path string
+	buf  []byte
+}
+
+// OpenProcStat opens procRoot/stat for repeated reads.
+func OpenProcStat(procRoot string) (*ProcStat, error) {
 	p := filepath.Join(procRoot, "stat")
-	data, err := os.ReadFile(p)
+	fd, err := openRead(p)
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", p, err)
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	return ParseProcsBlocked(data)
+	return &ProcStat{fd: fd, path: p, buf: make([]byte, 4096)}, nil
+}
+
+// ProcsBlocked reads the file again and returns its procs_blocked: the
+// host's tasks in uninterruptible sleep now. The buffer grows until the
+// whole file fits (hosts with many CPUs and interrupts have a long one).
+func (p *ProcStat) ProcsBlocked() (uint64, error) {
+	if p.fd < 0 {
+		return 0, fmt.Errorf("read %s: %w", p.path, fs.ErrClosed)
+	}
+	for {
+		n, err := syscall.Pread(p.fd, p.buf, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", p.path, err)
+		}
+		if n == len(p.buf) && n < 1<<24 {
+			p.buf = make([]byte, 2*len(p.buf))
+			continue
+		}
+		return ParseProcsBlocked(p.buf[:n])
+	}
+}
+
+// Close releases the descriptor.
+func (p *ProcStat) Close() error {
+	if p.fd < 0 {
+		return nil
+	}
+	err := syscall.Close(p.fd)
+	p.fd = -1
+	if err != nil {
+		return &fs.PathError{Op: "close", Path: p.path, Err: err}
+	}
+	return nil
 }
 
 // TaskCount is a cgroup's tasks in uninterruptible sleep out of those

@@ -71,9 +71,44 @@ func TestParseProcsBlocked(t *testing.T) {
 	if _, err := ParseProcsBlocked([]byte("procs_blocked -1\n")); err == nil || !strings.Contains(err.Error(), "not a count") {
 		t.Errorf("bad count: %v", err)
 	}
-	// The real file of this host parses.
-	if _, err := ReadProcsBlocked("/proc"); err != nil {
-		t.Errorf("this host's /proc/stat: %v", err)
+}
+
+// TestProcStat: the kept /proc/stat reads this host's file again at every
+// call; a file longer than the first buffer is read whole; a missing file
+// and a closed one are errors that name the file.
+func TestProcStat(t *testing.T) {
+	t.Parallel()
+	ps, err := OpenProcStat("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := ps.ProcsBlocked(); err != nil {
+			t.Fatalf("this host's /proc/stat: %v", err)
+		}
+	}
+	if err := ps.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.ProcsBlocked(); err == nil || !strings.Contains(err.Error(), "/proc/stat") {
+		t.Errorf("read after close: %v, want an error naming /proc/stat", err)
+	}
+
+	dir := t.TempDir()
+	long := "cpu  1 2 3\nintr " + strings.Repeat("0 ", 10000) + "\nprocs_running 1\nprocs_blocked 23\n"
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps, err = OpenProcStat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	if n, err := ps.ProcsBlocked(); err != nil || n != 23 {
+		t.Errorf("a %d-byte stat: %d, %v; want 23", len(long), n, err)
+	}
+	if _, err := OpenProcStat(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "nope/stat") {
+		t.Errorf("missing: %v, want an error naming nope/stat", err)
 	}
 }
 
@@ -158,10 +193,15 @@ func BenchmarkCountDState(b *testing.B) {
 	b.ReportMetric(float64(seen), "tasks")
 }
 
-// BenchmarkReadProcsBlocked: the host-wide count, once per tick.
-func BenchmarkReadProcsBlocked(b *testing.B) {
+// BenchmarkProcsBlocked: the host-wide count, once per tick.
+func BenchmarkProcsBlocked(b *testing.B) {
+	ps, err := OpenProcStat("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ps.Close()
 	for b.Loop() {
-		if _, err := ReadProcsBlocked("/proc"); err != nil {
+		if _, err := ps.ProcsBlocked(); err != nil {
 			b.Fatal(err)
 		}
 	}

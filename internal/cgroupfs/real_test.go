@@ -219,10 +219,22 @@ func weightSplit(t *testing.T, e realEnv, k WeightKind, d time.Duration, minRati
 			t.Fatalf("%s: %s weight on %s reads back %d (set %v), want %d", cg, k, e.dev, got, ok, NativeWeight(k, want))
 		}
 	}
-	got := runReaders(t, e, d, rs)
-	ratio := got[0].res.BytesPerSec / max(got[1].res.BytesPerSec, 1)
+	// The disk below the loop device is shared: when another package's
+	// test saturates it, the loop device's queue is not where requests
+	// wait and no scheduler on it can split anything (seen here once,
+	// 1.15x beside a host benchmark's tail). One more run then; two
+	// runs that both show no split fail.
 	eqRatio := eq[0].res.BytesPerSec / max(eq[1].res.BytesPerSec, 1)
-	t.Logf("%s weights 1000 vs 10: %.1f vs %.1f MiB/s (%.1fx; equal weights %.2fx)", k, mibps(got[0]), mibps(got[1]), ratio, eqRatio)
+	var got []readResult
+	var ratio float64
+	for attempt := 1; ; attempt++ {
+		got = runReaders(t, e, d, rs)
+		ratio = got[0].res.BytesPerSec / max(got[1].res.BytesPerSec, 1)
+		t.Logf("%s weights 1000 vs 10, run %d: %.1f vs %.1f MiB/s (%.1fx; equal weights %.2fx)", k, attempt, mibps(got[0]), mibps(got[1]), ratio, eqRatio)
+		if attempt == 2 || ratio >= minRatio && ratio >= 2*eqRatio {
+			break
+		}
+	}
 	for i, r := range append(eq, got...) {
 		assertCounted(t, fmt.Sprintf("%s run %d", k, i), r)
 	}

@@ -72,9 +72,13 @@ type health struct {
 	sensors []*devsensor.Device
 	devs    []*healthDev
 	blocked *uint64
-	events  []snapshot.HealthEvent
-	probe   *sensor.SyncProbe
-	stop    context.CancelFunc
+	// procStat is <proc>/stat kept open for procs_blocked (nil: not
+	// opened yet; procStatErr: it could not be, so it is not tried again).
+	procStat    *cgroupfs.ProcStat
+	procStatErr bool
+	events      []snapshot.HealthEvent
+	probe       *sensor.SyncProbe
+	stop        context.CancelFunc
 
 	// D-state sampling of this tick: budget left, candidates seen.
 	budget, seen, sampled int
@@ -229,6 +233,10 @@ func (d *Daemon) closeHealth() {
 		d.hl.stop()
 	}
 	d.hl.devs = nil
+	if d.hl.procStat != nil {
+		d.hl.procStat.Close()
+		d.hl.procStat = nil
+	}
 	d.closeSensors()
 }
 
@@ -297,8 +305,12 @@ func (d *Daemon) healthTick(now time.Time) {
 		hd.prev, hd.havePrev = cur, true
 	}
 	h.blocked = nil
-	if h.opts.ProcRoot != "" {
-		if n, err := cgroupfs.ReadProcsBlocked(h.opts.ProcRoot); err == nil {
+	if h.opts.ProcRoot != "" && h.procStat == nil && !h.procStatErr {
+		ps, err := cgroupfs.OpenProcStat(h.opts.ProcRoot)
+		h.procStat, h.procStatErr = ps, err != nil
+	}
+	if h.procStat != nil {
+		if n, err := h.procStat.ProcsBlocked(); err == nil {
 			h.blocked = &n
 		}
 	}

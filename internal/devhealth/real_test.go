@@ -295,6 +295,11 @@ func TestRealV2StalledWriterDState(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	var maxD, maxBlocked int
 	var buf []byte
+	procStat, err := cgroupfs.OpenProcStat("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer procStat.Close()
 	for i := 0; i < 20; i++ {
 		tc, b, err := stalled.CountDState("/proc", 64, buf)
 		buf = b
@@ -309,7 +314,7 @@ func TestRealV2StalledWriterDState(t *testing.T) {
 		if err != nil || it.D != 0 || it.Seen != 1 {
 			t.Fatalf("idle cgroup: %+v %v, want 1 task, none in D", it, err)
 		}
-		pb, err := cgroupfs.ReadProcsBlocked("/proc")
+		pb, err := procStat.ProcsBlocked()
 		if err != nil {
 			t.Fatal(err)
 		}
