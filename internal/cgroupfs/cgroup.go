@@ -450,6 +450,39 @@ func ReadHostPressure(path string) (Pressure, error) {
 	return p, nil
 }
 
+// HostPressureFile is a host PSI file (/proc/pressure/io) kept open
+// (KeptFile), for a reading every tick.
+type HostPressureFile struct{ f *KeptFile }
+
+// OpenHostPressure opens path for repeated reads; its errors are
+// ReadHostPressure's.
+func OpenHostPressure(path string) (*HostPressureFile, error) {
+	f, err := OpenKept(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path, ErrNotAvailable)
+		}
+		return nil, pressureErr("", err)
+	}
+	return &HostPressureFile{f}, nil
+}
+
+// Read reads and parses the file again.
+func (h *HostPressureFile) Read() (Pressure, error) {
+	data, err := h.f.Read()
+	if err != nil {
+		return Pressure{}, pressureErr("", err)
+	}
+	p, err := ParsePressure(data)
+	if err != nil {
+		return Pressure{}, fmt.Errorf("%s: %w", h.f.Path(), err)
+	}
+	return p, nil
+}
+
+// Close releases the descriptor.
+func (h *HostPressureFile) Close() error { return h.f.Close() }
+
 // pressureErr maps an error from opening or reading a PSI file to
 // ErrNotAvailable where it means "PSI is off", not a failure:
 //   - ENOTSUP/EOPNOTSUPP (the same number on Linux): the kernel refuses PSI

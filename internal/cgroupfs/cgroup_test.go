@@ -307,3 +307,33 @@ func TestReadKnobKeepsBufferWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestHostPressureFile: the kept PSI file parses, reads the file anew at
+// every Read, and a missing one is ErrNotAvailable (PSI off).
+func TestHostPressureFile(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "io")
+	psi := func(total int) string {
+		return fmt.Sprintf("some avg10=1.00 avg60=0.50 avg300=0.10 total=%d\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=%d\n", total, total/2)
+	}
+	if err := os.WriteFile(p, []byte(psi(1000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := OpenHostPressure(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if got, err := h.Read(); err != nil || got.Some.Total != 1000 || got.Full.Total != 500 {
+		t.Fatalf("first read %+v, %v", got, err)
+	}
+	if err := os.WriteFile(p, []byte(psi(3000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.Read(); err != nil || got.Some.Total != 3000 {
+		t.Fatalf("read after the file changed %+v, %v: want some total 3000 µs", got, err)
+	}
+	if _, err := OpenHostPressure(filepath.Join(t.TempDir(), "io")); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("missing: %v, want ErrNotAvailable", err)
+	}
+}

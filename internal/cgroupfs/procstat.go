@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,62 +52,31 @@ func ParseProcsBlocked(data []byte) (uint64, error) {
 	return 0, fmt.Errorf("/proc/stat: no procs_blocked line: %w", ErrNotAvailable)
 }
 
-// ProcStat is procRoot/stat kept open, so that reading procs_blocked
-// every tick costs one pread(2) (os.ReadFile's open, epoll registration,
-// stat, reads and close were a third of an idle daemon's CPU on a
-// virtual machine, issue 19). /proc/stat is a seq_file: a read at offset 0
-// generates it anew.
-type ProcStat struct {
-	fd   int
-	path string
-	buf  []byte
-}
+// ProcStat is procRoot/stat kept open (KeptFile), for procs_blocked
+// every tick.
+type ProcStat struct{ f *KeptFile }
 
 // OpenProcStat opens procRoot/stat for repeated reads.
 func OpenProcStat(procRoot string) (*ProcStat, error) {
-	p := filepath.Join(procRoot, "stat")
-	fd, err := openRead(p)
+	f, err := OpenKept(filepath.Join(procRoot, "stat"))
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+		return nil, err
 	}
-	return &ProcStat{fd: fd, path: p, buf: make([]byte, 4096)}, nil
+	return &ProcStat{f}, nil
 }
 
 // ProcsBlocked reads the file again and returns its procs_blocked: the
-// host's tasks in uninterruptible sleep now. The buffer grows until the
-// whole file fits (hosts with many CPUs and interrupts have a long one).
+// host's tasks in uninterruptible sleep now.
 func (p *ProcStat) ProcsBlocked() (uint64, error) {
-	if p.fd < 0 {
-		return 0, fmt.Errorf("read %s: %w", p.path, fs.ErrClosed)
+	data, err := p.f.Read()
+	if err != nil {
+		return 0, err
 	}
-	for {
-		n, err := syscall.Pread(p.fd, p.buf, 0)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("read %s: %w", p.path, err)
-		}
-		if n == len(p.buf) && n < 1<<24 {
-			p.buf = make([]byte, 2*len(p.buf))
-			continue
-		}
-		return ParseProcsBlocked(p.buf[:n])
-	}
+	return ParseProcsBlocked(data)
 }
 
 // Close releases the descriptor.
-func (p *ProcStat) Close() error {
-	if p.fd < 0 {
-		return nil
-	}
-	err := syscall.Close(p.fd)
-	p.fd = -1
-	if err != nil {
-		return &fs.PathError{Op: "close", Path: p.path, Err: err}
-	}
-	return nil
-}
+func (p *ProcStat) Close() error { return p.f.Close() }
 
 // TaskCount is a cgroup's tasks in uninterruptible sleep out of those
 // looked at.

@@ -174,6 +174,10 @@ type Daemon struct {
 	pol    *policy.Engine
 	act    Actuator
 	events chan source.Event
+	// hostPSI is Options.HostPressure kept open (publish); hostPSIErr: it
+	// could not be opened, so it is not tried again.
+	hostPSI    *cgroupfs.HostPressureFile
+	hostPSIErr bool
 
 	work      map[string]*tracked
 	order     []*tracked // d.work sorted by name, then id (the snapshot's order)
@@ -391,6 +395,7 @@ func (d *Daemon) shutdown() error {
 	}
 	d.closeHealth()
 	d.closeLatency()
+	d.closeHostPressure()
 	if err := d.store.Write(nil); err != nil {
 		errs = append(errs, err)
 	}

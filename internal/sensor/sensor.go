@@ -363,13 +363,3 @@ func PressureOf(p cgroupfs.Pressure) *snapshot.Pressure {
 	v := pressureValue(p)
 	return &v
 }
-
-// HostPressure reads the host's PSI file (/proc/pressure/io); nil when it
-// cannot be read (PSI off).
-func HostPressure(path string) *snapshot.Pressure {
-	p, err := cgroupfs.ReadHostPressure(path)
-	if err != nil {
-		return nil
-	}
-	return PressureOf(p)
-}
