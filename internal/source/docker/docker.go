@@ -264,17 +264,20 @@ func (s *Source) session(ctx context.Context, eng Engine, known map[string]sourc
 	if err := s.resync(sctx, eng, driver, known, out); err != nil {
 		return false, err
 	}
-	if first {
-		if err := source.Send(sctx, out, source.Event{Kind: source.Synced}); err != nil {
-			return false, err
-		}
-	}
+	// Reachable and resynced: healthy before Synced says so to the
+	// consumer (which may ask Health at once: a CI run caught it still
+	// degraded when setUp came after the send).
 	if !s.lostAt.IsZero() {
 		s.log.Warn("docker engine reachable again, resynced", "down", time.Since(s.lostAt).Round(time.Millisecond),
 			"containers", len(known))
 		s.lostAt = time.Time{}
 	}
 	s.setUp()
+	if first {
+		if err := source.Send(sctx, out, source.Event{Kind: source.Synced}); err != nil {
+			return false, err
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
