@@ -3,8 +3,6 @@ package cgroupfs
 import (
 	"fmt"
 	"io"
-	"io/fs"
-	"syscall"
 )
 
 // BlockStat is a block device's own counters, /sys/block/<dev>/stat.
@@ -76,59 +74,36 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// BlockStatFile is a kept descriptor on a device's stat file, read with
+// BlockStatFile is a device's stat file kept open (KeptFile), read with
 // one pread(2) per reading (a sysfs attribute is generated whole at each
-// read from offset 0; os.File.ReadAt took a second read to see the end,
-// and the runtime poller's locking): the throttle's fast loop reads it at
-// every step.
-type BlockStatFile struct {
-	fd   int
-	path string
-	buf  [512]byte
-}
+// read from offset 0): the throttle's fast loop reads it at every step.
+type BlockStatFile struct{ f *KeptFile }
 
 // OpenBlockStat opens path (normally /sys/block/<dev>/stat) for repeated
 // reads.
 func OpenBlockStat(path string) (*BlockStatFile, error) {
-	fd, err := openRead(path)
+	f, err := OpenKept(path)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	return &BlockStatFile{fd: fd, path: path}, nil
+	return &BlockStatFile{f}, nil
 }
 
 // Read reads and parses the file again.
 func (b *BlockStatFile) Read() (BlockStat, error) {
-	var n int
-	var err error
-	for {
-		n, err = syscall.Pread(b.fd, b.buf[:], 0)
-		if err != syscall.EINTR {
-			break
-		}
-	}
+	data, err := b.f.Read()
 	if err != nil {
-		return BlockStat{}, fmt.Errorf("read %s: %w", b.path, err)
+		return BlockStat{}, err
 	}
-	if n == 0 {
-		return BlockStat{}, fmt.Errorf("read %s: %w", b.path, io.EOF)
+	if len(data) == 0 {
+		return BlockStat{}, fmt.Errorf("read %s: %w", b.f.Path(), io.EOF)
 	}
-	s, err := ParseBlockStat(b.buf[:n])
+	s, err := ParseBlockStat(data)
 	if err != nil {
-		return s, fmt.Errorf("%s: %w", b.path, err)
+		return s, fmt.Errorf("%s: %w", b.f.Path(), err)
 	}
 	return s, nil
 }
 
 // Close releases the descriptor.
-func (b *BlockStatFile) Close() error {
-	if b.fd < 0 {
-		return nil
-	}
-	err := syscall.Close(b.fd)
-	b.fd = -1
-	if err != nil {
-		return &fs.PathError{Op: "close", Path: b.path, Err: err}
-	}
-	return nil
-}
+func (b *BlockStatFile) Close() error { return b.f.Close() }
