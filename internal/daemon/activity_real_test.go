@@ -36,9 +36,13 @@ func TestRealV2KernelActivity(t *testing.T) {
 	kernelActivityReal(t)
 }
 
-func kernelActivityReal(t *testing.T) {
-	r := newRig(t, "none", host.MechThrottle)
-	cg := r.child(t, "quiet")
+// kernelDaemon is a daemon on r's device with the I/O latency sensor
+// attached as its activity source (no actuator), whose ticks the test
+// steps (step: one tick, a second later on the daemon's own clock); it
+// tracks the cgroup cg as the workload named name. It skips where the
+// sensor cannot run.
+func kernelDaemon(t *testing.T, r rig, name, cg string) (d *Daemon, step func()) {
+	t.Helper()
 	opts := r.options(t, "")
 	// The disk under the loop device (host): its requests repeat the
 	// loop's in the v1 counters, which the sensor counts once.
@@ -76,12 +80,18 @@ func kernelActivityReal(t *testing.T) {
 		t.Fatal("the latency sensor is attached and is not the activity source")
 	}
 	d.started, d.noFile = now, 1<<20
-	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "quiet", Name: "quiet", Cgroup: cg}})
-	w := d.work["quiet"]
-	step := func() {
+	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: name, Name: name, Cgroup: cg}})
+	return d, func() {
 		now = now.Add(time.Second)
 		d.step()
 	}
+}
+
+func kernelActivityReal(t *testing.T) {
+	r := newRig(t, "none", host.MechThrottle)
+	cg := r.child(t, "quiet")
+	d, step := kernelDaemon(t, r, "quiet", cg)
+	w := d.work["quiet"]
 	for i := 0; i < 100 && w.c.Period() < d.sen.ActiveMaxPeriod; i++ {
 		step()
 	}

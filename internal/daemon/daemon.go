@@ -38,9 +38,11 @@ type Observer interface {
 	// ObserveTick: how long one tick took.
 	ObserveTick(d time.Duration)
 	// ObserveSense: after each tick's sensing, how many workloads'
-	// counters were read and how many were left for a later tick because
-	// they have been quiet (see Options.QuietMax).
-	ObserveSense(read, skipped int)
+	// counters were read from their files, how many were taken from the
+	// kernel's maps instead (the I/O latency sensor's, activity.go), and
+	// how many were left for a later tick because they have been quiet
+	// (see Options.QuietMax).
+	ObserveSense(read, kernel, skipped int)
 	// Error: one error of the loop, by cause.
 	Error(cause snapshot.ErrorCause)
 	// LevelChange: a workload moved (0 is exempt); reason is the policy's.
@@ -50,7 +52,7 @@ type Observer interface {
 type nopObserver struct{}
 
 func (nopObserver) ObserveTick(time.Duration)    {}
-func (nopObserver) ObserveSense(int, int)        {}
+func (nopObserver) ObserveSense(int, int, int)   {}
 func (nopObserver) Error(snapshot.ErrorCause)    {}
 func (nopObserver) LevelChange(int, int, string) {}
 
@@ -146,6 +148,11 @@ type tracked struct {
 	ah actuate.Handle
 
 	dstate int32 // its tasks in D state when last looked at (health.go)
+
+	// kio is what the kernel's maps saw its cgroups complete at the tick
+	// kioTick-1 (activity.go): the sensing stage's reading from them.
+	kio     []sensor.KernelIO
+	kioTick uint64
 }
 
 // refusal is a workload not tracked for want of descriptors (fds.go) and
@@ -441,7 +448,8 @@ func (d *Daemon) step() {
 	// a workload that goes while this tick senses it leaves d.work
 	// (sense removes it), and a count derived from what is left went
 	// negative (a prometheus counter panics on that).
-	read, skipped := 0, 0
+	read, kern, skipped := 0, 0, 0
+	kernOK := d.kernelReadings()
 	d.healthTickStart()
 	for _, t := range d.order {
 		if t.gone {
@@ -449,9 +457,15 @@ func (d *Daemon) step() {
 		}
 		id := t.w.ID
 		if d.sen.Due(t.c, t.ino, d.tick) {
-			read++
-			if !d.sense(start, dt, id, t) {
-				continue
+			if kernOK && d.sen.FromKernel(t.c, d.tick) {
+				// The kernel's maps stand in for the files (activity.go).
+				kern++
+				d.senseKernel(start, dt, id, t)
+			} else {
+				read++
+				if !d.sense(start, dt, id, t) {
+					continue
+				}
 			}
 		} else {
 			// Not read this tick: its bytes wait in the kernel's counters
@@ -467,7 +481,7 @@ func (d *Daemon) step() {
 	}
 	d.sortOrder()
 	d.healthTick(start)
-	d.obs.ObserveSense(read, skipped)
+	d.obs.ObserveSense(read, kern, skipped)
 	d.proceed(start, dt)
 	if err := d.store.Save(); err != nil {
 		d.countErr(snapshot.CauseState) // logged by the store when it starts failing
@@ -501,6 +515,23 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		d.log.Warn("read counters", "workload", t.w.Name, "err", err)
 		return false
 	}
+	d.sensed(now, id, t, rd)
+	return true
+}
+
+// senseKernel takes one workload's reading from the kernel's maps and runs
+// the policy on it.
+func (d *Daemon) senseKernel(now time.Time, dt float64, id string, t *tracked) {
+	var kio []sensor.KernelIO
+	if t.kioTick == d.tick+1 {
+		kio = t.kio
+	}
+	d.sensed(now, id, t, d.sen.TakeKernel(t.c, now, dt, kio))
+}
+
+// sensed follows one reading of a workload's counters (its files' or the
+// kernel's maps'): its tasks' D state, its detail files, the policy.
+func (d *Daemon) sensed(now time.Time, id string, t *tracked, rd sensor.Reading) {
 	d.senseDState(t, rd.Delta > 0)
 	// The descriptors of the detail files follow the polling: kept while
 	// the counters move, given back once they have stood still long
@@ -516,7 +547,6 @@ func (d *Daemon) sense(now time.Time, dt float64, id string, t *tracked) bool {
 		d.dropDetail(t)
 	}
 	d.decide(now, id, t, rd.Delta)
-	return true
 }
 
 // decide runs the policy on delta bytes and logs what changed.

@@ -41,7 +41,7 @@ type Metrics struct {
 	tick         prometheus.Histogram
 	errors       [snapshot.NumErrorCauses]prometheus.Counter
 	levelChanges *prometheus.CounterVec
-	sensed       [2]prometheus.Counter // read, skipped
+	sensed       [3]prometheus.Counter // read, kernel, skipped
 }
 
 // New registers on reg the process and Go collectors, the loop's own
@@ -81,9 +81,9 @@ func New(reg prometheus.Registerer, current func() *snapshot.Snapshot) (*Metrics
 	sensed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace,
 		Name:      "sense_workloads_total",
-		Help:      "Workloads per tick whose counters were read, or skipped because they have been quiet (adaptive polling), summed over ticks.",
+		Help:      "Workloads per tick whose counter files were read (read), whose reading was taken from the I/O latency sensor's kernel maps instead (kernel), or skipped because they have been quiet (adaptive polling), summed over ticks.",
 	}, []string{"result"})
-	m.sensed = [2]prometheus.Counter{sensed.WithLabelValues("read"), sensed.WithLabelValues("skipped")}
+	m.sensed = [3]prometheus.Counter{sensed.WithLabelValues("read"), sensed.WithLabelValues("kernel"), sensed.WithLabelValues("skipped")}
 	for _, c := range []prometheus.Collector{
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
@@ -112,19 +112,19 @@ func (m *Metrics) ObserveTick(d time.Duration) {
 	m.tick.Observe(d.Seconds())
 }
 
-// ObserveSense records one tick's sensing: how many workloads' counters
-// were read and how many were skipped because they have been quiet.
-func (m *Metrics) ObserveSense(read, skipped int) {
+// ObserveSense records one tick's sensing: how many workloads' counter
+// files were read, how many readings were taken from the kernel's maps
+// instead, and how many were skipped because they have been quiet.
+func (m *Metrics) ObserveSense(read, kernel, skipped int) {
 	if m == nil {
 		return
 	}
 	// A counter's Add panics on a negative value: a caller's bad count
 	// must cost a sample, never the daemon.
-	if read > 0 {
-		m.sensed[0].Add(float64(read))
-	}
-	if skipped > 0 {
-		m.sensed[1].Add(float64(skipped))
+	for i, n := range [...]int{read, kernel, skipped} {
+		if n > 0 {
+			m.sensed[i].Add(float64(n))
+		}
 	}
 }
 

@@ -127,7 +127,7 @@ func TestMetricsLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ObserveTick(2 * time.Millisecond)
-	m.ObserveSense(3, 1)
+	m.ObserveSense(3, 2, 1)
 	m.Error(snapshot.CauseActuate)
 	m.LevelChange(1, 2, "demote")
 	problems, err := testutil.GatherAndLint(reg)
@@ -159,9 +159,9 @@ func TestMetricsLoopMetrics(t *testing.T) {
 	m.Error(snapshot.CauseSense)
 	m.Error(snapshot.CauseFDLimit)
 	m.Error(snapshot.NumErrorCauses) // not a cause: dropped, not a new series
-	m.ObserveSense(10, 0)
-	m.ObserveSense(2, 8)
-	m.ObserveSense(0, -1) // a bad count (the churn crash of issue 18) is dropped, not a panic
+	m.ObserveSense(10, 0, 0)
+	m.ObserveSense(2, 5, 8)
+	m.ObserveSense(0, -3, -1) // a bad count (the churn crash of issue 18) is dropped, not a panic
 	m.LevelChange(1, 2, "demote")
 	m.LevelChange(2, 1, "promote")
 	m.LevelChange(2, 1, "promote")
@@ -174,8 +174,9 @@ ddiskqos_scan_errors_total{cause="actuate"} 0
 ddiskqos_scan_errors_total{cause="fd_limit"} 1
 ddiskqos_scan_errors_total{cause="sense"} 2
 ddiskqos_scan_errors_total{cause="state"} 0
-# HELP ddiskqos_sense_workloads_total Workloads per tick whose counters were read, or skipped because they have been quiet (adaptive polling), summed over ticks.
+# HELP ddiskqos_sense_workloads_total Workloads per tick whose counter files were read (read), whose reading was taken from the I/O latency sensor's kernel maps instead (kernel), or skipped because they have been quiet (adaptive polling), summed over ticks.
 # TYPE ddiskqos_sense_workloads_total counter
+ddiskqos_sense_workloads_total{result="kernel"} 5
 ddiskqos_sense_workloads_total{result="read"} 12
 ddiskqos_sense_workloads_total{result="skipped"} 8
 # HELP ddiskqos_level_changes_total Workload level changes by old level, new level and reason (0 is exempt).
@@ -225,7 +226,7 @@ func TestMetricsNilSafe(t *testing.T) {
 	t.Parallel()
 	var m *Metrics
 	m.ObserveTick(time.Second)
-	m.ObserveSense(1, 2)
+	m.ObserveSense(1, 2, 3)
 	m.Error(snapshot.CauseSense)
 	m.LevelChange(1, 2, "demote")
 	if _, err := New(prometheus.NewRegistry(), nil); err == nil {

@@ -92,6 +92,10 @@ func (s *Seen) BeginTick() {
 	}
 }
 
+// Complete reports whether the record Active answers from is complete (a
+// Reset before the last BeginTick, and no Incomplete since).
+func (s *Seen) Complete() bool { return s.curOK }
+
 // Active reports whether the tick's record saw ino. Not seen is unknown
 // when the record is missing or incomplete; seen is seen.
 func (s *Seen) Active(ino uint64) (active, known bool) {

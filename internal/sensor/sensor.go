@@ -12,6 +12,7 @@
 package sensor
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -40,6 +41,7 @@ type Sensor struct {
 	Activity Activity
 
 	deltas []devDelta    // Take's scratch
+	rec    []overlap     // Take's scratch: what each of deltas reconciled
 	dev    []DeviceBytes // indexed like Devices
 }
 
@@ -136,6 +138,18 @@ type Counters struct {
 	// The counters are read on ticks where (tick+slot)%period == 0.
 	period, slot uint32
 	reads        uint32 // readings since io.pressure was last due
+
+	// Readings from the kernel's maps (TakeKernel): what they charged
+	// since the last file reading, per device (stacked overlap removed),
+	// and beyond the files; whether they saw it move since; how many
+	// there were since and in all.
+	ahead []devDelta
+	// lag: per stacked device, its bytes its lower disks had not shown
+	// by the last file reading (stackedOverlapLag).
+	lag       []devDelta
+	kernMoved bool
+	sinceFile uint32
+	kernTakes uint64
 }
 
 // NewCounters starts a workload's sensing state. slot spreads the readings
@@ -192,7 +206,10 @@ type Reading struct {
 // is removed.
 func (s *Sensor) Read(c *Counters, cg *cgroupfs.Cgroup, now time.Time, dt float64) (Reading, error) {
 	read := cg.ReadIO
-	if c.seen && c.ioLag+1 < IOCountsEvery && c.period == 1 {
+	// Busy: the counts every IOCountsEvery-th reading; but with fresh
+	// counts after readings from the kernel's maps, which stay allowed
+	// only while the files' counts are as fresh as their bytes.
+	if c.seen && c.ioLag+1 < IOCountsEvery && c.period == 1 && c.sinceFile == 0 {
 		read = cg.ReadBytes // busy: the counts every IOCountsEvery-th
 	}
 	st, err := read()
@@ -218,6 +235,11 @@ func (s *Sensor) Read(c *Counters, cg *cgroupfs.Cgroup, now time.Time, dt float6
 // and I/O of stacked devices is removed from them in proportion to the
 // bytes of that same span: both sides of the proportion cover the same
 // requests, however many readings lay between.
+//
+// What readings from the kernel's maps charged since the last file reading
+// (TakeKernel) is removed from what the files show, device by device after
+// the stacked overlap (see ReconcileEvery): only the rest is charged, and
+// only the rest counts in the tick's DeviceBytes.
 func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat) Reading {
 	span := dt
 	if !c.lastRead.IsZero() {
@@ -237,6 +259,7 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 	// A reading whose counts are as fresh as its bytes, after one that was
 	// too: one pass counts both (every reading on v2).
 	together := ioFresh && c.ioLag == 0
+	kern := len(c.ahead) > 0 // readings from the kernel's maps came since the last
 	var dr, dw uint64
 	clear(c.Active)
 	s.deltas = s.deltas[:0]
@@ -254,20 +277,37 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 			c.RIOs += rIOs
 			c.WIOs += wIOs
 		}
-		if len(s.Stacked) > 0 && r+w > 0 {
+		if (len(s.Stacked) > 0 || kern) && r+w > 0 {
 			s.deltas = append(s.deltas, devDelta{cur.Dev, r, w, rIOs, wIOs})
 		}
-		for i, dv := range s.Devices {
-			if dv == cur.Dev && r+w > 0 {
-				c.Active[i] = true
-				s.dev[i].Bytes += uint64(float64(r+w) * dt / span)
-				s.dev[i].Read += uint64(float64(r) * dt / span)
-			}
+		if !kern {
+			s.addDevice(c, cur.Dev, r, w, dt/span)
 		}
 	}
-	// I/O of a stacked device that its lower disks show again counts once.
-	ov := stackedOverlap(s.Stacked, s.deltas)
+	// I/O of a stacked device that its lower disks show again counts once
+	// (over consecutive readings: c.lag).
+	var ov overlap
+	ov, s.deltas = stackedOverlapLag(s.Stacked, s.deltas, &c.lag)
 	dr, dw, c.RIOs, c.WIOs = dr-ov.r, dw-ov.w, c.RIOs-ov.rIOs, c.WIOs-ov.wIOs
+	moved := dr+dw > 0
+	if kern {
+		// Charged ahead from the kernel's maps: the rest is charged, and
+		// counts in the devices' bytes (the raw bytes less what was).
+		s.rec = s.rec[:0]
+		for i := range s.deltas {
+			rec := reconcile(c.ahead, &s.deltas[i])
+			s.rec = append(s.rec, rec)
+			dr, dw, c.RIOs, c.WIOs = dr-rec.r, dw-rec.w, c.RIOs-rec.rIOs, c.WIOs-rec.wIOs
+		}
+		for _, cur := range st.Devices {
+			prev := cgroupfs.DeviceIn(c.last, cur.Dev)
+			r, w := sub(cur.RBytes, prev.RBytes), sub(cur.WBytes, prev.WBytes)
+			if i := slices.IndexFunc(s.deltas, func(d devDelta) bool { return d.dev == cur.Dev }); i >= 0 {
+				r, w = sub(r, s.rec[i].r), sub(w, s.rec[i].w)
+			}
+			s.addDevice(c, cur.Dev, r, w, dt/span)
+		}
+	}
 	if ioFresh && !together && base {
 		s.takeIOs(c, ioPrev, st.Devices)
 	}
@@ -290,15 +330,42 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 	c.RBps, c.WBps = float64(dr)/span, float64(dw)/span
 	rd := Reading{Delta: dr + dw}
 	c.reads++
-	if rd.Delta > 0 || c.Pressure == nil || c.reads >= PressureEvery {
+	if moved || c.kernMoved || c.Pressure == nil || c.reads >= PressureEvery {
 		c.reads = 0
 		rd.PressureDue = true
 	}
-	// Back off while nothing moves; back to every tick on a change.
-	if rd.Delta > 0 || first {
+	c.ahead = slices.DeleteFunc(c.ahead, func(a devDelta) bool { return a.r+a.w+a.rIOs+a.wIOs == 0 })
+	c.kernMoved = false
+	c.sinceFile = 0
+	s.backOff(c, &rd, moved || first)
+	return rd
+}
+
+// addDevice adds a reading's r and w bytes on dev, times scale (this
+// tick's share of the reading's span), to the tick's DeviceBytes and marks
+// c active there.
+func (s *Sensor) addDevice(c *Counters, dev cgroupfs.Dev, r, w uint64, scale float64) {
+	if r+w == 0 {
+		return
+	}
+	for i, dv := range s.Devices {
+		if dv == dev {
+			c.Active[i] = true
+			s.dev[i].Bytes += uint64(float64(r+w) * scale)
+			s.dev[i].Read += uint64(float64(r) * scale)
+		}
+	}
+}
+
+// backOff sets c's polling period after a reading rd: back to every tick
+// when it moved, else one step longer while below the longest.
+func (s *Sensor) backOff(c *Counters, rd *Reading, moved bool) {
+	if moved {
 		c.period = 1
 		rd.Busy = true
-	} else if c.period < max(s.MaxPeriod, s.ActiveMaxPeriod) {
+		return
+	}
+	if c.period < max(s.MaxPeriod, s.ActiveMaxPeriod) {
 		prev := c.period
 		c.period *= 2
 		if c.period > s.MaxPeriod {
@@ -309,7 +376,6 @@ func (s *Sensor) Take(c *Counters, now time.Time, dt float64, st cgroupfs.IOStat
 		rd.BackedOff = true
 		rd.Settled = c.period >= s.MaxPeriod && prev < s.MaxPeriod
 	}
-	return rd
 }
 
 // takeIOs counts the I/Os of cur since the reading prev (the last one that
@@ -321,6 +387,13 @@ func (s *Sensor) takeIOs(c *Counters, prev, cur []cgroupfs.DeviceIO) {
 	for _, d := range cur {
 		p := cgroupfs.DeviceIn(prev, d.Dev)
 		ri, wi := sub(d.RIOs, p.RIOs), sub(d.WIOs, p.WIOs)
+		// Requests the kernel's maps charged ahead are charged once.
+		for j := range c.ahead {
+			if a := &c.ahead[j]; a.dev == d.Dev {
+				x, y := min(a.rIOs, ri), min(a.wIOs, wi)
+				a.rIOs, a.wIOs, ri, wi = a.rIOs-x, a.wIOs-y, ri-x, wi-y
+			}
+		}
 		rIOs += ri
 		wIOs += wi
 		if len(s.Stacked) > 0 {

@@ -2,6 +2,7 @@ package sensor
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
@@ -73,5 +74,43 @@ func TestShare(t *testing.T) {
 		if got := share(tt.ios, tt.part, tt.whole); got != tt.want {
 			t.Errorf("share(%d, %d, %d) = %d, want %d", tt.ios, tt.part, tt.whole, got, tt.want)
 		}
+	}
+}
+
+// TestStackedLag: a reading that falls between a loop device's requests
+// and its lower disk's (submitted after them) leaves the lower's bytes of
+// those requests to the next reading: they are matched there with the
+// loop's bytes the lower had not shown, not charged as I/O of their own.
+// What the lower never shows is carried one reading only.
+func TestStackedLag(t *testing.T) {
+	t.Parallel()
+	loop, vda := cgroupfs.Dev{Major: 7, Minor: 0}, cgroupfs.Dev{Major: 254, Minor: 0}
+	s := &Sensor{Devices: []cgroupfs.Dev{loop}, Stacked: map[cgroupfs.Dev][]cgroupfs.Dev{loop: {vda}}, MaxPeriod: 4}
+	c := s.NewCounters(0, false)
+	t0 := time.Unix(100, 0)
+	read := func(i int, l, v uint64) Reading {
+		t.Helper()
+		s.BeginTick()
+		defer s.EndTick()
+		return s.Take(c, t0.Add(time.Duration(i)*time.Second), 1, cgroupfs.IOStat{Devices: []cgroupfs.DeviceIO{
+			{Dev: loop, RBytes: l, RIOs: l / 4096}, {Dev: vda, RBytes: v, RIOs: v / 8192}}})
+	}
+	read(0, 0, 0)
+	const k = 4096
+	for i, tc := range []struct{ loop, vda, want uint64 }{
+		{100 * k, 98 * k, 100 * k},  // two of the lower's requests not yet
+		{200 * k, 200 * k, 100 * k}, // there now: matched, not charged again
+		{200 * k, 200 * k, 0},
+		{300 * k, 300 * k, 100 * k},
+		{400 * k, 300 * k, 100 * k}, // served from the backing file's cache
+		{400 * k, 300 * k, 0},
+		{400 * k, 310 * k, 10 * k}, // straight to the lower, two readings later: its own
+	} {
+		if rd := read(i+1, tc.loop, tc.vda); rd.Delta != tc.want {
+			t.Fatalf("reading %d (loop %d, vda %d): charged %d, want %d", i+1, tc.loop, tc.vda, rd.Delta, tc.want)
+		}
+	}
+	if c.RBytes != 410*k {
+		t.Fatalf("charged %d in all, want %d", c.RBytes, 410*k)
 	}
 }

@@ -56,9 +56,9 @@ func (o *observer) ObserveTick(d time.Duration) {
 }
 
 // ObserveSense: a benchmark reports the tick's cost only.
-func (o *observer) ObserveSense(read, skipped int) {
+func (o *observer) ObserveSense(read, kernel, skipped int) {
 	if o.next != nil {
-		o.next.ObserveSense(read, skipped)
+		o.next.ObserveSense(read, kernel, skipped)
 	}
 }
 

@@ -118,7 +118,8 @@ type tickRecord struct {
 	end  time.Time
 	wall time.Duration // the daemon's own measure of the tick
 	cpu  cpu           // process CPU at the end of the tick
-	read int           // workloads whose counters were read
+	read int           // workloads whose counter files were read
+	kern int           // workloads whose reading came from the kernel's maps
 }
 
 // observer forwards to the daemon's metrics and records every tick's end
@@ -126,11 +127,11 @@ type tickRecord struct {
 // ends is one tick's cost plus whatever the daemon did in between
 // (its source, the Go runtime) — all of which is the daemon's cost.
 type observer struct {
-	next daemon.Observer
-	mu   sync.Mutex
-	ts   []tickRecord
-	read int // set by ObserveSense before ObserveTick
-	wake chan struct{}
+	next       daemon.Observer
+	mu         sync.Mutex
+	ts         []tickRecord
+	read, kern int // set by ObserveSense before ObserveTick
+	wake       chan struct{}
 }
 
 func newObserver(next daemon.Observer) *observer {
@@ -140,7 +141,7 @@ func newObserver(next daemon.Observer) *observer {
 func (o *observer) ObserveTick(d time.Duration) {
 	c := cpuNow()
 	o.mu.Lock()
-	o.ts = append(o.ts, tickRecord{end: time.Now(), wall: d, cpu: c, read: o.read})
+	o.ts = append(o.ts, tickRecord{end: time.Now(), wall: d, cpu: c, read: o.read, kern: o.kern})
 	o.mu.Unlock()
 	o.next.ObserveTick(d)
 	select {
@@ -149,9 +150,9 @@ func (o *observer) ObserveTick(d time.Duration) {
 	}
 }
 
-func (o *observer) ObserveSense(read, skipped int) {
-	o.read = read // the loop's goroutine, as ObserveTick
-	o.next.ObserveSense(read, skipped)
+func (o *observer) ObserveSense(read, kernel, skipped int) {
+	o.read, o.kern = read, kernel // the loop's goroutine, as ObserveTick
+	o.next.ObserveSense(read, kernel, skipped)
 }
 
 func (o *observer) Error(cause snapshot.ErrorCause)         { o.next.Error(cause) }

@@ -118,7 +118,10 @@ type Result struct {
 	UserPerTickMS float64 `json:"user_per_tick_ms"`
 	SysPerTickMS  float64 `json:"sys_per_tick_ms"`
 	WallPerTickMS Dist    `json:"wall_per_tick_ms"` // the daemon's tick duration
-	ReadsPerTick  float64 `json:"reads_per_tick"`   // workloads whose counters were read
+	ReadsPerTick  float64 `json:"reads_per_tick"`   // workloads whose counter files were read
+	// KernelPerTick is the workloads whose reading was taken from the I/O
+	// latency sensor's kernel maps instead of their files.
+	KernelPerTick float64 `json:"kernel_readings_per_tick"`
 	// ReadCallsPerTick is the process's read system calls (read, pread,
 	// readv: /proc/self/io syscr) per tick: every file read of the tick,
 	// the throttle's fast loop and the rest, in a count that does not
@@ -361,8 +364,8 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 			return res, err
 		}
 	}
-	say("steady: %d ticks, CPU %.2f ms/tick (max %.2f), wall %.2f ms/tick, %.0f reads/tick, %.0f read calls/tick, %.0f allocs/tick, RSS %.1f MiB",
-		res.Ticks, res.CPUPerTickMS.Mean, res.CPUPerTickMS.Max, res.WallPerTickMS.Mean, res.ReadsPerTick, res.ReadCallsPerTick, res.AllocsPerTick, res.RSSMiB)
+	say("steady: %d ticks, CPU %.2f ms/tick (max %.2f), wall %.2f ms/tick, %.0f reads/tick (%.0f from the kernel's maps), %.0f read calls/tick, %.0f allocs/tick, RSS %.1f MiB",
+		res.Ticks, res.CPUPerTickMS.Mean, res.CPUPerTickMS.Max, res.WallPerTickMS.Mean, res.ReadsPerTick, res.KernelPerTick, res.ReadCallsPerTick, res.AllocsPerTick, res.RSSMiB)
 
 	// /metrics and /v1/workloads, right after a tick, best of three.
 	best := func(target string, gz bool) Scrape {
@@ -498,7 +501,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func summarise(res *Result, window []tickRecord, objs, bytes uint64, interval time.Duration) {
 	var cpus, walls []float64
 	var sum cpu
-	reads := 0
+	reads, kern := 0, 0
 	for i := 1; i < len(window); i++ {
 		d := window[i].cpu.sub(window[i-1].cpu)
 		sum.user += d.user
@@ -506,12 +509,13 @@ func summarise(res *Result, window []tickRecord, objs, bytes uint64, interval ti
 		cpus = append(cpus, ms(d.total()))
 		walls = append(walls, ms(window[i].wall))
 		reads += window[i].read
+		kern += window[i].kern
 	}
 	n := float64(len(cpus))
 	res.Ticks = len(cpus)
 	res.CPUPerTickMS, res.WallPerTickMS = dist(cpus), dist(walls)
 	res.UserPerTickMS, res.SysPerTickMS = ms(sum.user)/n, ms(sum.sys)/n
-	res.ReadsPerTick = float64(reads) / n
+	res.ReadsPerTick, res.KernelPerTick = float64(reads)/n, float64(kern)/n
 	res.AllocsPerTick, res.AllocKBPerTick = float64(objs)/n, float64(bytes)/1024/n
 	span := window[len(window)-1].end.Sub(window[0].end)
 	res.CPUPercent = 100 * sum.total().Seconds() / span.Seconds()

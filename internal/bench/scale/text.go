@@ -24,8 +24,8 @@ func WriteText(w io.Writer, r Result) {
 		r.Bar.CPUPerTickMS, ok(r.Bar.CPUOK))
 	fmt.Fprintf(&b, "wall per tick    %8.2f ms mean  %8.2f p50  %8.2f p95  %8.2f max\n",
 		r.WallPerTickMS.Mean, r.WallPerTickMS.P50, r.WallPerTickMS.P95, r.WallPerTickMS.Max)
-	fmt.Fprintf(&b, "reads per tick   %8.0f    read calls per tick %.0f    allocations per tick %.0f (%.0f KiB)    ticks %d\n",
-		r.ReadsPerTick, r.ReadCallsPerTick, r.AllocsPerTick, r.AllocKBPerTick, r.Ticks)
+	fmt.Fprintf(&b, "reads per tick   %8.0f    from the kernel's maps %.0f    read calls per tick %.0f    allocations per tick %.0f (%.0f KiB)    ticks %d\n",
+		r.ReadsPerTick, r.KernelPerTick, r.ReadCallsPerTick, r.AllocsPerTick, r.AllocKBPerTick, r.Ticks)
 	fmt.Fprintf(&b, "rss              %8.1f MiB (peak %.1f, heap %.1f)  bar %.0f MiB: %s    open fds %d (limit %d/%d)\n",
 		r.RSSMiB, r.RSSPeakMiB, r.HeapMiB, r.Bar.RSSMiB, ok(r.Bar.RSSOK), r.OpenFDs, r.NoFile.Soft, r.NoFile.Hard)
 	fmt.Fprintf(&b, "first full scan  %8.0f ms wall, %.0f ms CPU, %d ticks (longest %.1f ms)\n",
