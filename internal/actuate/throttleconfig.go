@@ -16,10 +16,11 @@ const (
 	// and device (Throttle.Reads): with many demoted workloads the period
 	// grows instead, so its cost stays per device, not per workload (what
 	// a read costs: docs/bench/scale.md). Each period reads the demoted
-	// workloads twice and the parents once, so the period stays 10 ms up
-	// to 4 demoted workloads, ~100 ms at 50; 1,000 demoted streams are
-	// looked at every 2 s.
-	DefaultThrottleReads = 1000
+	// workloads once and the parents twice, so with one parent the period
+	// stays 10 ms up to 3 demoted workloads, ~100 ms at 48; 1,000 demoted
+	// streams are looked at every 2 s — as soon as when the demoted were
+	// read twice a period at 1,000 reads per second, for half the CPU.
+	DefaultThrottleReads = 500
 	// DefaultThrottleBurst: see Throttle.MaxBurst.
 	DefaultThrottleBurst = 5 * time.Millisecond
 )
