@@ -400,11 +400,13 @@ func (t *throttle) step() time.Duration {
 	// period are half those of reading the demoted twice around the
 	// parents (issue 19: the fast loop's reads were a quarter of the
 	// daemon's CPU at 10,000 workloads).
+	readStart := time.Now() // the CPU the reads cost, not the loop's clock
 	sumP1, reads, okP1 := t.readParents()
 	sumD, n := t.readDemoted(now, true)
 	reads += n
 	sumP2, n, okP2 := t.readParents()
 	reads += n
+	readTook := time.Since(readStart)
 	if !okP1 || !okP2 {
 		t.baseOK = false
 		t.setNew, t.parentsNew = true, true
@@ -439,11 +441,22 @@ func (t *throttle) step() time.Duration {
 		}
 	}
 	reads += t.applyCaps(now)
-	period := t.cfg.Period
-	if budget := time.Duration(reads) * time.Second / time.Duration(t.cfg.Reads); budget > period {
-		period = budget
-	}
-	return period
+	return t.budgetPeriod(reads, readTook)
+}
+
+// readCost is what one counter read is taken to cost in the read budget
+// (Throttle.Reads a second): a leaf cgroup's, measured. A parent's
+// recursive counters sum those of every descendant that did I/O on the
+// device in the kernel, so at thousands of workloads one parent read
+// costs as much as hundreds of leaf reads: the budget counts the time the
+// reads took in units of readCost when that is more than their number.
+const readCost = 10 * time.Microsecond
+
+// budgetPeriod is the period that keeps a step of reads counter reads
+// (and writes), which took took, within the read budget.
+func (t *throttle) budgetPeriod(reads int, took time.Duration) time.Duration {
+	cost := max(time.Duration(reads), took/readCost)
+	return max(t.cfg.Period, cost*time.Second/time.Duration(t.cfg.Reads))
 }
 
 // Idle waits of the fast loop while nothing is demoted.

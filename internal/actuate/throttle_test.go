@@ -203,8 +203,8 @@ func TestThrottleFastLoopRules(t *testing.T) {
 
 // TestThrottleReadBudget: with many demoted workloads the fast loop's
 // period grows so its reads per second stay bounded; a period reads each
-// demoted workload once and the parent twice (no more: the period is as
-// short as the budget allows).
+// demoted workload once and the parent twice. Reads that took longer than
+// readCost each count by their time.
 func TestThrottleReadBudget(t *testing.T) {
 	t.Parallel()
 	var names []string
@@ -222,9 +222,24 @@ func TestThrottleReadBudget(t *testing.T) {
 	th.mu.Unlock()
 	period := th.step()
 	reads := float64(len(names)+2) / period.Seconds()
-	if period <= DefaultThrottlePeriod || reads > DefaultThrottleReads*1.01 || reads < DefaultThrottleReads*0.99 {
+	if period <= DefaultThrottlePeriod || reads > DefaultThrottleReads*1.01 {
 		t.Fatalf("period %s for %d demoted workloads: %.0f reads/s, want %d (each demoted once, the parent twice)",
 			period, len(names), reads, DefaultThrottleReads)
+	}
+	for _, tc := range []struct {
+		reads int
+		took  time.Duration
+		want  time.Duration
+	}{
+		{1, 0, DefaultThrottlePeriod},
+		{50, 100 * time.Microsecond, 100 * time.Millisecond}, // 50 reads at 500 a second
+		{3, 5 * time.Millisecond, time.Second},               // a parent of thousands: 500 reads' time
+		{1000, 5 * time.Millisecond, 2 * time.Second},        // 1,000 reads, fast
+		{2, 20 * time.Microsecond, DefaultThrottlePeriod},    // within the period's 5 reads
+	} {
+		if got := th.budgetPeriod(tc.reads, tc.took); got != tc.want {
+			t.Errorf("%d reads in %s: period %s, want %s", tc.reads, tc.took, got, tc.want)
+		}
 	}
 }
 

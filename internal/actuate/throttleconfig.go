@@ -15,7 +15,9 @@ const (
 	// DefaultThrottleReads bounds the fast loop's counter reads per second
 	// and device (Throttle.Reads): with many demoted workloads the period
 	// grows instead, so its cost stays per device, not per workload (what
-	// a read costs: docs/bench/scale.md). Each period reads the demoted
+	// a read costs: docs/bench/scale.md; reads that take longer than
+	// ~10 µs each — a parent's counters with thousands of workloads below
+	// it — count by the time they took). Each period reads the demoted
 	// workloads once and the parents twice, so with one parent the period
 	// stays 10 ms up to 3 demoted workloads, ~100 ms at 48; 1,000 demoted
 	// streams are looked at every 2 s — as soon as when the demoted were
