@@ -242,7 +242,7 @@ func TestDiff(t *testing.T) {
 			c.ThrottleShares[3] = 0.2
 			c.ThrottleMin = MiB
 			c.ThrottleBurst = time.Millisecond
-			c.ThrottleReads = 500
+			c.ThrottleReads = 2000
 			c.ThrottleWithWeights = false
 			c.LevelLimits = []Size{0, 0, 0, MiB}
 			c.Reassert = 0
