@@ -195,7 +195,7 @@ func (d *Daemon) latencyTick() {
 				agg = &levelAgg{}
 				l.levels[lk] = agg
 			}
-			agg.hist.Add(&dl.Hist)
+			agg.hist.AddTick(&dl.Hist)
 			agg.count += dl.Count
 			agg.bytes += dl.Bytes
 			agg.total += dl.Total

@@ -18,7 +18,7 @@ type Delta struct {
 	// InFlight is how many requests are issued and not completed now.
 	InFlight uint64
 	// Hist is the histogram of the completed requests' total times.
-	Hist Hist
+	Hist TickHist
 }
 
 // table is the kernel's side as the reader sees it (*Sensor; a fake in the
@@ -145,7 +145,7 @@ func (r *Reader) Read(dst []Delta) ([]Delta, Drops, error) {
 			InFlight: inFlight})
 		d := &dst[len(dst)-1]
 		for b := range NumBuckets {
-			d.Hist[b] = uint64(v.Hist[b] - p.v.Hist[b]) // 32-bit counters wrap; a tick adds less
+			d.Hist[b] = v.Hist[b] - p.v.Hist[b] // 32-bit counters wrap; a tick adds less
 		}
 		p.v = *v
 		p.changed = r.reads
