@@ -171,6 +171,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 		}
 		ln.Close()
 	}
+	gogc, _ := app.SetGCPercent(os.Getenv)
 	pl, err := app.Build(ctx, app.Params{Config: cfg, Logger: log})
 	if err != nil {
 		return err
@@ -179,7 +180,7 @@ func serveDaemon(ctx context.Context, cfg config.Config, fs *flag.FlagSet, log *
 	d, hst := pl.Daemon, pl.Host
 	log.Info("ddiskqos starting", "source", pl.Source.Name(), "cgroup_mode", hst.Layout.Mode, "hierarchy", hst.Hierarchy.Mount,
 		"actuator", cfg.Actuator, "devices", len(hst.Devices.Actuated), "interval", cfg.Interval, "dry_run", cfg.DryRun,
-		"listen", cfg.Listen, "state_file", cfg.StateFile)
+		"listen", cfg.Listen, "state_file", cfg.StateFile, "gogc", gogc)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -20,10 +20,21 @@ import (
 func (t *throttle) rebuildWatch() {
 	t.watch = t.watch[:0]
 	for _, m := range t.members {
-		if t.Wants(m.level) || !m.limits.IsZero() || m.err != nil {
+		if t.Wants(m.level) || m.twatch != nil && (!m.limits.IsZero() || m.err != nil) {
+			m.watched()
 			t.watch = append(t.watch, m)
 		}
 	}
+}
+
+// parentOf is the directory above cgroup: the name a member already has
+// when it is one of the parents known (dirs), so that members share it.
+func (t *throttle) parentOf(cgroup string) string {
+	p := path.Dir(path.Clean("/" + cgroup))
+	if i, ok := slices.BinarySearch(t.dirs, p); ok {
+		return t.dirs[i]
+	}
+	return p
 }
 
 // rebuildParents opens the parents of the managed cgroups: the outermost
@@ -40,6 +51,13 @@ func (t *throttle) rebuildParents() {
 	slices.Sort(dirs)
 	dirs = slices.Compact(dirs)
 	t.dirs = dirs
+	// Members under one directory share its name (10,000 copies of it
+	// were 1 MB).
+	for _, m := range t.members {
+		if i, ok := slices.BinarySearch(dirs, m.parent); ok {
+			m.parent = dirs[i]
+		}
+	}
 	var outer []string
 	for _, d := range dirs {
 		nested := false

@@ -371,3 +371,23 @@ func TestHierarchyPathCannotEscape(t *testing.T) {
 		t.Error("Within(/lxc, ..) accepted: it names the parent itself")
 	}
 }
+
+// TestNextField: the first field and what follows it (from its separator
+// on), spaces and tabs alike.
+func TestNextField(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, field, rest string }{
+		{"", "", ""},
+		{"   ", "", ""},
+		{"a", "a", ""},
+		{"7:0 Read 4096", "7:0", " Read 4096"},
+		{" \t 7:0\tRead", "7:0", "\tRead"},
+		{"Total 42\n", "Total", " 42\n"},
+		{"rbps=1 wbps=max ", "rbps=1", " wbps=max "},
+	} {
+		f, r := nextField([]byte(c.in))
+		if string(f) != c.field || string(r) != c.rest {
+			t.Errorf("nextField(%q) = %q, %q; want %q, %q", c.in, f, r, c.field, c.rest)
+		}
+	}
+}

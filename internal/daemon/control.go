@@ -54,7 +54,7 @@ func (d *Daemon) controlAdd(t *tracked, dl *iolat.Delta) {
 		c.rest += dl.Bytes
 		return
 	}
-	c.hist.Add(&dl.Hist)
+	c.hist.AddTick(&dl.Hist)
 	c.prot += dl.Bytes
 }
 

@@ -208,6 +208,9 @@ type Daemon struct {
 	// Applied entries.
 	devStrs    []string
 	appScratch []snapshot.Applied
+	// appShared: the Applied lists of one uncapped device shared by the
+	// published records (sharedApplied).
+	appShared map[snapshot.Applied][]snapshot.Applied
 
 	snap atomic.Pointer[snapshot.Snapshot]
 

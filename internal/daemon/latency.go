@@ -82,9 +82,10 @@ type wlLatency struct {
 }
 
 type wlDev struct {
-	dev  cgroupfs.Dev
-	name string
-	ops  [2]snapshot.OpLatency
+	dev     cgroupfs.Dev
+	name    string
+	devName string // dev as MAJ:MIN, formatted once
+	ops     [2]snapshot.OpLatency
 }
 
 type latency struct {
@@ -194,7 +195,7 @@ func (d *Daemon) latencyTick() {
 				agg = &levelAgg{}
 				l.levels[lk] = agg
 			}
-			agg.hist.Add(&dl.Hist)
+			agg.hist.AddTick(&dl.Hist)
 			agg.count += dl.Count
 			agg.bytes += dl.Bytes
 			agg.total += dl.Total
@@ -230,7 +231,7 @@ func (d *Daemon) latencyTick() {
 		if w.dirty {
 			w.pub = make([]snapshot.WorkloadLatency, len(w.devs))
 			for i, dv := range w.devs {
-				w.pub[i] = snapshot.WorkloadLatency{Device: dv.name, Dev: dv.dev.String(), Read: dv.ops[iolat.Read], Write: dv.ops[iolat.Write]}
+				w.pub[i] = snapshot.WorkloadLatency{Device: dv.name, Dev: dv.devName, Read: dv.ops[iolat.Read], Write: dv.ops[iolat.Write]}
 			}
 			w.dirty = false
 		}
@@ -247,7 +248,7 @@ func (d *Daemon) chargeLatency(ino uint64, dl *iolat.Delta) {
 	}
 	i := slices.IndexFunc(w.devs, func(x wlDev) bool { return x.dev == dl.Dev })
 	if i < 0 {
-		w.devs = append(w.devs, wlDev{dev: dl.Dev, name: d.diskName(dl.Dev)})
+		w.devs = append(w.devs, wlDev{dev: dl.Dev, name: d.diskName(dl.Dev), devName: dl.Dev.String()})
 		slices.SortFunc(w.devs, func(a, b wlDev) int { return cmp.Compare(a.name, b.name) })
 		i = slices.IndexFunc(w.devs, func(x wlDev) bool { return x.dev == dl.Dev })
 	}

@@ -36,7 +36,7 @@ func (f *fakeLatency) Close() error { f.closed = true; return nil }
 func delta(ino uint64, dev cgroupfs.Dev, op iolat.Op, n int, ns uint64, bytes uint64, inFlight uint64) iolat.Delta {
 	d := iolat.Delta{Key: iolat.Key{Cgroup: ino, Dev: dev, Op: op}, Count: uint64(n), Bytes: uint64(n) * bytes,
 		Total: time.Duration(uint64(n) * ns), Queue: time.Duration(uint64(n) * ns / 10), InFlight: inFlight}
-	d.Hist[iolat.Bucket(ns)] = uint64(n)
+	d.Hist[iolat.Bucket(ns)] = uint32(n)
 	return d
 }
 

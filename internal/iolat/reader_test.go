@@ -23,17 +23,17 @@ type fakeTable struct {
 	dumps    int
 }
 
-func (f *fakeTable) dump(keys []rawKey, vals []rawValue) ([]rawKey, []rawValue, error) {
+func (f *fakeTable) dump(fn func(k rawKey, v *rawValue)) error {
 	f.dumps++
 	if f.err != nil {
-		return keys, vals, f.err
+		return f.err
 	}
 	ks := slices.SortedFunc(maps.Keys(f.m), func(a, b rawKey) int { return int(a.Cgroup) - int(b.Cgroup) })
 	for _, k := range ks {
-		keys = append(keys, k)
-		vals = append(vals, f.m[k])
+		v := f.m[k]
+		fn(k, &v)
 	}
-	return keys, vals, nil
+	return nil
 }
 
 func (f *fakeTable) remove(k rawKey) error {

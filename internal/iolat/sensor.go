@@ -196,43 +196,43 @@ func (s *Sensor) drops() (Drops, error) {
 	return d, nil
 }
 
-// dump appends every aggregate of the kernel's table to keys and vals, in
-// batches where the kernel has them (5.6), else one key at a time.
-func (s *Sensor) dump(keys []rawKey, vals []rawValue) ([]rawKey, []rawValue, error) {
+// dump calls fn with every aggregate of the kernel's table, in batches
+// where the kernel has them (5.6), else one key at a time.
+func (s *Sensor) dump(fn func(k rawKey, v *rawValue)) error {
 	m := s.objs.Aggregates
-	const chunk = 1024
+	// 256 aggregates a batch (143 KiB kept): a batch is a system call,
+	// and 2,000 aggregates take 8.
+	const chunk = 256
 	if s.kb == nil {
 		s.kb, s.vb = make([]rawKey, chunk), make([]rawValue, chunk)
 	}
 	kb, vb := s.kb, s.vb
-	start := len(keys)
 	var cursor ebpf.MapBatchCursor
-	for {
+	for first := true; ; first = false {
 		n, err := m.BatchLookup(&cursor, kb, vb, nil)
-		keys = append(keys, kb[:n]...)
-		vals = append(vals, vb[:n]...)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return keys, vals, nil
-		}
-		if errors.Is(err, ebpf.ErrNotSupported) {
+		if first && errors.Is(err, ebpf.ErrNotSupported) {
 			break
 		}
+		for i := range n {
+			fn(kb[i], &vb[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
 		if err != nil {
-			return keys, vals, fmt.Errorf("iolat: read aggregates: %w", err)
+			return fmt.Errorf("iolat: read aggregates: %w", err)
 		}
 	}
-	keys, vals = keys[:start], vals[:start]
 	var k rawKey
 	var v rawValue
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		keys = append(keys, k)
-		vals = append(vals, v)
+		fn(k, &v)
 	}
 	if err := it.Err(); err != nil {
-		return keys, vals, fmt.Errorf("iolat: read aggregates: %w", err)
+		return fmt.Errorf("iolat: read aggregates: %w", err)
 	}
-	return keys, vals, nil
+	return nil
 }
 
 // events is the kernel half's count of changes to the aggregates (iolat.c's

@@ -282,6 +282,10 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	cfg.Devices = []string{strings.TrimPrefix(r.loop, "/dev/")}
 	cfg.Interval, cfg.StateFile = c.Interval, ""
 	var obs *observer
+	// The collector's target as `ddiskqos run` sets it.
+	if gogc, operator := app.SetGCPercent(os.Getenv); operator {
+		say("GOGC %s (set in the environment; the daemon's default is %d)", gogc, app.DefaultGCPercent)
+	}
 	pl, err := app.Build(ctx, app.Params{Config: cfg, Logger: log,
 		Observe: func(next daemon.Observer) daemon.Observer { obs = newObserver(next); return obs }})
 	if err != nil {
