@@ -217,7 +217,7 @@ func Default() Config {
 		StateFile:           "/run/ddiskqos/state.json",
 		Paths:               Paths{Sys: "/sys", Proc: "/proc"},
 		Log:                 Log{Level: LogLevel(slog.LevelInfo), Format: "text"},
-		Health:              Health{DStateWorkloads: 64, BurstHoldFromLevel: 2},
+		Health:              Health{DStateWorkloads: 32, BurstHoldFromLevel: 2},
 	}
 	for _, a := range pc.Allowances {
 		c.Thresholds = append(c.Thresholds, Size(a))

@@ -225,7 +225,7 @@ anchored: &a 1s
 		StateFile:      "/var/lib/ddiskqos/state.json",
 		Paths:          Paths{Sys: "/host/sys", Proc: "/host/proc"},
 		Log:            Log{Level: logDebug, Format: "text"},
-		Health:         Health{DStateWorkloads: 64, BurstHoldFromLevel: 2},
+		Health:         Health{DStateWorkloads: 32, BurstHoldFromLevel: 2},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("load =\n%+v\nwant\n%+v", c, want)
