@@ -1,6 +1,7 @@
 package sensor
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 
@@ -37,11 +38,13 @@ type KernelIO struct {
 // held at queue depth 32 by a cap, up to 32 MiB), once; never by lost or
 // double-counted requests piling up.
 //
-// A power of two, so that a quiet workload polled at a period of
-// ReconcileEvery or more is read from its files at each of its readings
-// (the polling backstop is a file reading). At 10,000 workloads, 1,000 of
-// them busy, this is 125 file readings a tick for the busy ones instead of
-// 1,000.
+// Each workload's file tick is at a phase hashed from its slot, so that
+// busy workloads whose slots follow a pattern (every 10th one: slots
+// 0, 10, 20, ... all even) still spread over all ReconcileEvery ticks. A
+// quiet workload (polled less often than every tick) is read from its
+// files at each of its readings anyway (FromKernel). At 10,000 workloads,
+// 1,000 of them busy, this is 125 file readings a tick for the busy ones
+// instead of 1,000.
 const ReconcileEvery = 8
 
 // FromKernel reports whether c's reading at tick may be taken from the
@@ -52,7 +55,13 @@ const ReconcileEvery = 8
 // exact), it has a file reading to reconcile against whose I/O counts are
 // as fresh as its bytes, and tick is not its file tick.
 func (s *Sensor) FromKernel(c *Counters, tick uint64) bool {
-	return c.seen && c.period == 1 && c.ioLag == 0 && (uint32(tick)+c.slot)%ReconcileEvery != 0
+	return c.seen && c.period == 1 && c.ioLag == 0 && (uint32(tick)+reconcilePhase(c.slot))%ReconcileEvery != 0
+}
+
+// reconcilePhase is slot's phase among the ReconcileEvery ticks: the top
+// bits of a Fibonacci hash (ReconcileEvery is a power of two).
+func reconcilePhase(slot uint32) uint32 {
+	return (slot * 0x9e3779b9) >> (32 - bits.TrailingZeros32(ReconcileEvery))
 }
 
 // TakeKernel folds into c, at now in a tick of dt seconds, what the

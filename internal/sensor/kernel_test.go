@@ -164,8 +164,19 @@ func TestFromKernel(t *testing.T) {
 			files = append(files, tick)
 		}
 	}
-	if want := fmt.Sprint([]uint64{5, 5 + ReconcileEvery}); fmt.Sprint(files) != want {
-		t.Fatalf("file ticks %v, want %s (slot 3)", files, want)
+	if len(files) != 2 || files[1]-files[0] != ReconcileEvery {
+		t.Fatalf("file ticks %v of %d, want one every %d", files, 2*ReconcileEvery, ReconcileEvery)
+	}
+	// Slots in a pattern (every 10th workload busy) spread over every
+	// phase.
+	phases := map[uint32]int{}
+	for slot := uint32(0); slot < 800; slot += 10 {
+		phases[reconcilePhase(slot)]++
+	}
+	for p := range uint32(ReconcileEvery) {
+		if n := phases[p]; n < 5 || n > 15 {
+			t.Fatalf("slots 0, 10, ..., 790 by phase %v: want each of the %d phases about 10 times", phases, ReconcileEvery)
+		}
 	}
 	s.Take(c, time.Unix(101, 0), 1, cgroupfs.IOStat{Devices: []cgroupfs.DeviceIO{readOn(devA, 2*mib, 0)}, StaleIOs: true})
 	if s.FromKernel(c, 1) {
