@@ -119,6 +119,9 @@ type Result struct {
 	SysPerTickMS  float64 `json:"sys_per_tick_ms"`
 	WallPerTickMS Dist    `json:"wall_per_tick_ms"` // the daemon's tick duration
 	ReadsPerTick  float64 `json:"reads_per_tick"`   // workloads whose counter files were read
+	// CPUSeriesMS is every tick's CPU of the window, in order: where the
+	// spikes behind the p95 are.
+	CPUSeriesMS []float64 `json:"cpu_series_ms"`
 	// KernelPerTick is the workloads whose reading was taken from the I/O
 	// latency sensor's kernel maps instead of their files.
 	KernelPerTick float64 `json:"kernel_readings_per_tick"`
@@ -518,6 +521,10 @@ func summarise(res *Result, window []tickRecord, objs, bytes uint64, interval ti
 	n := float64(len(cpus))
 	res.Ticks = len(cpus)
 	res.CPUPerTickMS, res.WallPerTickMS = dist(cpus), dist(walls)
+	res.CPUSeriesMS = make([]float64, len(cpus))
+	for i, c := range cpus {
+		res.CPUSeriesMS[i] = math.Round(c*100) / 100
+	}
 	res.UserPerTickMS, res.SysPerTickMS = ms(sum.user)/n, ms(sum.sys)/n
 	res.ReadsPerTick, res.KernelPerTick = float64(reads)/n, float64(kern)/n
 	res.AllocsPerTick, res.AllocKBPerTick = float64(objs)/n, float64(bytes)/1024/n
