@@ -441,13 +441,11 @@ func (t *throttle) step() time.Duration {
 	// period are half those of reading the demoted twice around the
 	// parents (issue 19: the fast loop's reads were a quarter of the
 	// daemon's CPU at 10,000 workloads).
-	readStart := time.Now() // the CPU the reads cost, not the loop's clock
 	sumP1, reads, okP1 := t.readParents()
 	sumD, n := t.readDemoted(now, true)
 	reads += n
 	sumP2, n, okP2 := t.readParents()
 	reads += n
-	readTook := time.Since(readStart)
 	if !okP1 || !okP2 {
 		t.baseOK = false
 		t.setNew, t.parentsNew = true, true
@@ -482,22 +480,30 @@ func (t *throttle) step() time.Duration {
 		}
 	}
 	reads += t.applyCaps(now)
-	return t.budgetPeriod(reads, readTook)
+	return t.budgetPeriod(reads)
 }
 
 // readCost is what one counter read is taken to cost in the read budget
 // (Throttle.Reads a second): a leaf cgroup's, measured. A parent's
 // recursive counters sum those of every descendant that did I/O on the
 // device in the kernel, so at thousands of workloads one parent read
-// costs as much as hundreds of leaf reads: the budget counts the time the
-// reads took in units of readCost when that is more than their number.
+// costs as much as hundreds of leaf reads: a parent read counts as the
+// reads of readCost its time makes (parentReads).
 const readCost = 10 * time.Microsecond
 
+// parentReads is how many reads a parent read that took took counts as:
+// its time in units of readCost, at least 1, and at most one per member
+// of the throttle (what a recursive read can sum up), so that a read
+// that merely waited for the CPU on a busy host (wall time, not CPU)
+// cannot stretch the period of a throttle of a few members.
+func (t *throttle) parentReads(took time.Duration) int {
+	return min(max(int(took/readCost), 1), max(len(t.members), 1))
+}
+
 // budgetPeriod is the period that keeps a step of reads counter reads
-// (and writes), which took took, within the read budget.
-func (t *throttle) budgetPeriod(reads int, took time.Duration) time.Duration {
-	cost := max(time.Duration(reads), took/readCost)
-	return max(t.cfg.Period, cost*time.Second/time.Duration(t.cfg.Reads))
+// (and writes) within the read budget.
+func (t *throttle) budgetPeriod(reads int) time.Duration {
+	return max(t.cfg.Period, time.Duration(reads)*time.Second/time.Duration(t.cfg.Reads))
 }
 
 // Idle waits of the fast loop while nothing is demoted.
@@ -521,13 +527,15 @@ func (t *throttle) idleWait() time.Duration {
 	return max(idleQuietWait, idleBusyPeriods*t.cfg.Period)
 }
 
-// readParents sums the device's bytes of every parent; ok is false when a
-// parent could not be read (gone: the parents are rebuilt).
+// readParents sums the device's bytes of every parent; reads is what the
+// reads count in the budget (parentReads); ok is false when a parent could
+// not be read (gone: the parents are rebuilt).
 func (t *throttle) readParents() (sum int64, reads int, ok bool) {
 	ok = true
 	for _, p := range t.parents {
+		start := time.Now() // what the read cost, not the loop's clock
 		st, err := p.cg.ReadIO()
-		reads++
+		reads += t.parentReads(time.Since(start))
 		if err != nil {
 			ok = false
 			continue

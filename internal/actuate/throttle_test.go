@@ -203,8 +203,8 @@ func TestThrottleFastLoopRules(t *testing.T) {
 
 // TestThrottleReadBudget: with many demoted workloads the fast loop's
 // period grows so its reads per second stay bounded; a period reads each
-// demoted workload once and the parent twice. Reads that took longer than
-// readCost each count by their time.
+// demoted workload once and the parent twice. A parent read that took
+// longer than readCost counts by its time, within one read per member.
 func TestThrottleReadBudget(t *testing.T) {
 	t.Parallel()
 	var names []string
@@ -228,17 +228,28 @@ func TestThrottleReadBudget(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		reads int
-		took  time.Duration
 		want  time.Duration
 	}{
-		{1, 0, DefaultThrottlePeriod},
-		{50, 100 * time.Microsecond, 100 * time.Millisecond}, // 50 reads at 500 a second
-		{3, 5 * time.Millisecond, time.Second},               // a parent of thousands: 500 reads' time
-		{1000, 5 * time.Millisecond, 2 * time.Second},        // 1,000 reads, fast
-		{2, 20 * time.Microsecond, DefaultThrottlePeriod},    // within the period's 5 reads
+		{1, DefaultThrottlePeriod},
+		{5, DefaultThrottlePeriod},
+		{50, 100 * time.Millisecond},
+		{1000, 2 * time.Second},
 	} {
-		if got := th.budgetPeriod(tc.reads, tc.took); got != tc.want {
-			t.Errorf("%d reads in %s: period %s, want %s", tc.reads, tc.took, got, tc.want)
+		if got := th.budgetPeriod(tc.reads); got != tc.want {
+			t.Errorf("%d reads: period %s, want %s", tc.reads, got, tc.want)
+		}
+	}
+	// A parent read counts by its time, within one read per member.
+	for _, tc := range []struct {
+		took time.Duration
+		want int
+	}{
+		{time.Microsecond, 1},
+		{30 * time.Microsecond, 3},
+		{5 * time.Millisecond, len(names)}, // 500 reads' time, 200 members
+	} {
+		if got := th.parentReads(tc.took); got != tc.want {
+			t.Errorf("a parent read of %s counts %d reads, want %d", tc.took, got, tc.want)
 		}
 	}
 }
