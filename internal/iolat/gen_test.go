@@ -64,7 +64,14 @@ func TestLayout(t *testing.T) {
 	if m.MaxEntries != DefaultMaxKeys {
 		t.Errorf("aggregates: max_entries %d in iolat.c, DefaultMaxKeys %d", m.MaxEntries, DefaultMaxKeys)
 	}
-	for _, p := range []string{"on_issue", "on_requeue", "on_complete"} {
+	b := spec.Maps["bios"]
+	if b == nil {
+		t.Fatal("no map bios in the object")
+	}
+	if k, v := binary.Size(bioKey{}), binary.Size(bioValue{}); int(b.KeySize) != k || int(b.ValueSize) != v {
+		t.Errorf("bios: C key %d B, value %d B; Go bioKey %d B, bioValue %d B", b.KeySize, b.ValueSize, k, v)
+	}
+	for _, p := range []string{"on_issue", "on_requeue", "on_complete", "on_bio"} {
 		if spec.Programs[p] == nil {
 			t.Errorf("no program %s in the object", p)
 		}

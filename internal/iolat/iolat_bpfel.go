@@ -17,12 +17,15 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	iolatMapAggregates  = "aggregates"
+	iolatMapBios        = "bios"
 	iolatMapDrops       = "drops"
 	iolatMapStarts      = "starts"
 	iolatMapZero        = "zero"
+	iolatProgOnBio      = "on_bio"
 	iolatProgOnComplete = "on_complete"
 	iolatProgOnIssue    = "on_issue"
 	iolatProgOnRequeue  = "on_requeue"
+	iolatVarBioKeys     = "bio_keys"
 	iolatVarEvents      = "events"
 )
 
@@ -68,6 +71,7 @@ type iolatSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iolatProgramSpecs struct {
+	OnBio      *ebpf.ProgramSpec `ebpf:"on_bio"`
 	OnComplete *ebpf.ProgramSpec `ebpf:"on_complete"`
 	OnIssue    *ebpf.ProgramSpec `ebpf:"on_issue"`
 	OnRequeue  *ebpf.ProgramSpec `ebpf:"on_requeue"`
@@ -78,6 +82,7 @@ type iolatProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type iolatMapSpecs struct {
 	Aggregates *ebpf.MapSpec `ebpf:"aggregates"`
+	Bios       *ebpf.MapSpec `ebpf:"bios"`
 	Drops      *ebpf.MapSpec `ebpf:"drops"`
 	Starts     *ebpf.MapSpec `ebpf:"starts"`
 	Zero       *ebpf.MapSpec `ebpf:"zero"`
@@ -87,7 +92,8 @@ type iolatMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type iolatVariableSpecs struct {
-	Events *ebpf.VariableSpec `ebpf:"events"`
+	BioKeys *ebpf.VariableSpec `ebpf:"bio_keys"`
+	Events  *ebpf.VariableSpec `ebpf:"events"`
 }
 
 // iolatObjects contains all objects after they have been loaded into the kernel.
@@ -111,6 +117,7 @@ func (o *iolatObjects) Close() error {
 // It can be passed to loadIolatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iolatMaps struct {
 	Aggregates *ebpf.Map `ebpf:"aggregates"`
+	Bios       *ebpf.Map `ebpf:"bios"`
 	Drops      *ebpf.Map `ebpf:"drops"`
 	Starts     *ebpf.Map `ebpf:"starts"`
 	Zero       *ebpf.Map `ebpf:"zero"`
@@ -119,6 +126,7 @@ type iolatMaps struct {
 func (m *iolatMaps) Close() error {
 	return _IolatClose(
 		m.Aggregates,
+		m.Bios,
 		m.Drops,
 		m.Starts,
 		m.Zero,
@@ -129,13 +137,15 @@ func (m *iolatMaps) Close() error {
 //
 // It can be passed to loadIolatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iolatVariables struct {
-	Events *ebpf.Variable `ebpf:"events"`
+	BioKeys *ebpf.Variable `ebpf:"bio_keys"`
+	Events  *ebpf.Variable `ebpf:"events"`
 }
 
 // iolatPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadIolatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iolatPrograms struct {
+	OnBio      *ebpf.Program `ebpf:"on_bio"`
 	OnComplete *ebpf.Program `ebpf:"on_complete"`
 	OnIssue    *ebpf.Program `ebpf:"on_issue"`
 	OnRequeue  *ebpf.Program `ebpf:"on_requeue"`
@@ -143,6 +153,7 @@ type iolatPrograms struct {
 
 func (p *iolatPrograms) Close() error {
 	return _IolatClose(
+		p.OnBio,
 		p.OnComplete,
 		p.OnIssue,
 		p.OnRequeue,

@@ -48,6 +48,7 @@ const DefaultIdleReads = 60
 // idle again.
 type Reader struct {
 	t         table
+	bios      *Bios // Bios, made at its first call
 	closer    func() error
 	idleReads uint64
 	reads     uint64

@@ -138,7 +138,7 @@ func Open(o Options) (*Sensor, error) {
 	}
 	// Complete first: a request issued before it is attached is not
 	// found at its completion and simply not counted.
-	for _, p := range []*ebpf.Program{s.objs.OnComplete, s.objs.OnRequeue, s.objs.OnIssue} {
+	for _, p := range []*ebpf.Program{s.objs.OnComplete, s.objs.OnRequeue, s.objs.OnIssue, s.objs.OnBio} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			s.Close()
