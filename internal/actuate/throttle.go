@@ -100,6 +100,11 @@ type throttle struct {
 	wake chan struct{}
 	// lastIn is the last Update's list (Update skips the same list).
 	lastIn []Member
+	// bio: the kernel's bio counters (SetBios), nil where the latency
+	// sensor does not run (a period then reads the counter files);
+	// bioMembers: the members watched in it now (throttlebios.go).
+	bio        BioCounter
+	bioMembers []*tmember
 }
 
 type tmember struct {
@@ -117,7 +122,9 @@ type tmember struct {
 
 // twatch is what the fast loop keeps of a member it watches.
 type twatch struct {
-	cg      *cgroupfs.Cgroup // open while demoted
+	cg      *cgroupfs.Cgroup // open while demoted (without bio counters)
+	ino     uint64           // its directory's inode, while bioW
+	bioW    bool             // watched in the bio counters (on bioMembers)
 	opened  bool             // on the throttle's opened list
 	last    uint64           // bytes on the device at the last read
 	lastIOs uint64           // requests, likewise (v2; v1 reads no requests here)
@@ -166,8 +173,10 @@ func (m *tmember) closeCg() {
 }
 
 type tparent struct {
-	rel string
-	cg  *cgroupfs.Cgroup
+	rel  string
+	cg   *cgroupfs.Cgroup
+	ino  uint64 // its directory's inode, while bioW
+	bioW bool   // watched in the bio counters
 }
 
 // newThrottle returns the throttle of device d; sen is the device's sensor,
@@ -369,6 +378,7 @@ func (t *throttle) Stop() {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.dropBios()
 	for _, m := range t.members {
 		t.dropLocked(m)
 	}
@@ -415,6 +425,7 @@ func (t *throttle) step() time.Duration {
 		if t.inForce {
 			if t.setNew {
 				t.rebuildWatch() // a dropped member must not be written
+				t.syncBios()
 			}
 			t.applyCaps(now)
 		}
@@ -426,6 +437,7 @@ func (t *throttle) step() time.Duration {
 			t.parentsNew = false
 		}
 		t.rebuildWatch()
+		t.syncBios()
 		t.setNew = false
 		t.baseOK = false
 	}
@@ -441,17 +453,36 @@ func (t *throttle) step() time.Duration {
 	// period are half those of reading the demoted twice around the
 	// parents (issue 19: the fast loop's reads were a quarter of the
 	// daemon's CPU at 10,000 workloads).
-	sumP1, reads, okP1 := t.readParents()
-	sumD, n := t.readDemoted(now, true)
-	reads += n
-	sumP2, n, okP2 := t.readParents()
-	reads += n
-	if !okP1 || !okP2 {
-		t.baseOK = false
-		t.setNew, t.parentsNew = true, true
+	// With the kernel's bio counters (throttlebios.go) the parents' count
+	// is that other I/O itself: lo == hi always.
+	var lo, hi int64
+	var reads int
+	if t.bio != nil {
+		other, n, err := t.readBios(now)
+		reads, lo, hi = n, other, other
+		if err != nil {
+			// The sensor closed, or its table lost a parent: the
+			// files from the next period on.
+			t.log.Warn("throttle: the kernel's bio counters cannot be read; reading the counter files instead",
+				"device", t.name, "err", err)
+			t.dropBios()
+			t.bio = nil
+			t.setNew, t.parentsNew = true, true
+		}
+	} else {
+		sumP1, n, okP1 := t.readParents()
+		reads += n
+		sumD, n := t.readDemoted(now, true)
+		reads += n
+		sumP2, n, okP2 := t.readParents()
+		reads += n
+		if !okP1 || !okP2 {
+			t.baseOK = false
+			t.setNew, t.parentsNew = true, true
+		}
+		lo, hi = sumP1-sumD, sumP2-sumD
 	}
 	t.observeLoad(now)
-	lo, hi := sumP1-sumD, sumP2-sumD
 	switch {
 	case !t.baseOK:
 		if lo == hi {
@@ -573,15 +604,21 @@ func (t *throttle) readDemoted(now time.Time, mark bool) (sum int64, reads int) 
 		d := cgroupfs.DeviceIn(st.Devices, t.dev)
 		b := d.RBytes + d.WBytes
 		if mark {
-			if m.lastOK && b != m.last {
-				m.active = now
-			}
-			m.dBytes, m.dOK = float64(sub(b, m.last)), m.lastOK
-			m.last, m.lastIOs, m.lastOK = b, d.RIOs+d.WIOs, true
+			m.observe(now, b, d.RIOs+d.WIOs)
 		}
 		sum += int64(b)
 	}
 	return sum, reads
+}
+
+// observe takes a period's read of m's bytes (and requests, 0 where not
+// read) on the device: it is active when they moved.
+func (m *tmember) observe(now time.Time, b, ios uint64) {
+	if m.lastOK && b != m.last {
+		m.active = now
+	}
+	m.dBytes, m.dOK = float64(sub(b, m.last)), m.lastOK
+	m.last, m.lastIOs, m.lastOK = b, ios, true
 }
 
 // measure updates the device's capacity from its own counters, read

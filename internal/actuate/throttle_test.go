@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -24,6 +25,7 @@ type fakeThrottleTree struct {
 	sys   string
 	bytes map[string]uint64 // per cgroup, including "/p"
 	stat  cgroupfs.BlockStat
+	bios  *fakeBios // counts each read where the kernel's bio counters would; nil: none
 }
 
 var fakeDev = cgroupfs.Dev{Major: 7, Minor: 0}
@@ -57,6 +59,9 @@ var v1ThrottleFiles = []string{"blkio.throttle.read_bps_device", "blkio.throttle
 func (f *fakeThrottleTree) read(cg string, n uint64) {
 	f.bytes[cg] += n
 	f.bytes["/p"] += n
+	if f.bios != nil {
+		f.bios.add(cg, n)
+	}
 }
 
 // device advances loop0's own counters by bytes and ios over busyMs, one
@@ -96,13 +101,28 @@ func (f *fakeThrottleTree) limits(cg string) cgroupfs.Limits {
 // TestThrottleFastLoopRules drives the throttle's fast loop step by step on
 // a fake tree: who is capped, by how much, when caps come off, and how the
 // capacity follows the device.
+// The same rules hold whether a period reads the counter files or the
+// kernel's bio counters (throttlebios.go).
 func TestThrottleFastLoopRules(t *testing.T) {
 	t.Parallel()
+	for _, bios := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bios=%v", bios), func(t *testing.T) {
+			t.Parallel()
+			testThrottleFastLoopRules(t, bios)
+		})
+	}
+}
+
+func testThrottleFastLoopRules(t *testing.T, bios bool) {
 	f := newFakeThrottleTree(t, "/p/hi", "/p/l2", "/p/l4")
 	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
 		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
 		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
 	defer th.Stop()
+	if bios {
+		f.bios = newFakeBios(f)
+		th.setBios(f.bios)
+	}
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
 	step := func(d time.Duration) {
@@ -178,6 +198,9 @@ func TestThrottleFastLoopRules(t *testing.T) {
 	}
 	if th.top != 4 || !f.limits("/p/l4").IsZero() {
 		t.Fatalf("top %d, l4 %+v: want nobody capped with l4 alone", th.top, f.limits("/p/l4"))
+	}
+	if bios && (th.bio == nil || len(th.parents) != 1 || !th.parents[0].bioW || f.bios.watched() != 3) {
+		t.Fatalf("bio counters: in use %v, %d keys watched; want the parent and both demoted", th.bio != nil, f.bios.watched())
 	}
 
 	// The device slows to half (a volume out of burst credits) while
@@ -1008,5 +1031,139 @@ func TestThrottleUpdateSkipsSameList(t *testing.T) {
 	th.Update(list)
 	if _, ok := th.members["/p/a"]; !ok {
 		t.Fatal("a member forgotten, then listed again: not added back")
+	}
+}
+
+// fakeBios is the kernel's bio counters over a fake tree: a read is counted
+// to the nearest watched one of its cgroup and the cgroup's ancestors.
+type fakeBios struct {
+	f       *fakeThrottleTree
+	counts  map[uint64]uint64 // by inode, the watched
+	lookups int
+	err     error // every Bytes fails with it
+}
+
+func newFakeBios(f *fakeThrottleTree) *fakeBios {
+	return &fakeBios{f: f, counts: map[uint64]uint64{}}
+}
+
+func (b *fakeBios) Watch(ino uint64, dev cgroupfs.Dev) error {
+	if dev != fakeDev {
+		return fmt.Errorf("watch on %s, the tree is %s", dev, fakeDev)
+	}
+	b.counts[ino] = 0
+	return nil
+}
+
+func (b *fakeBios) Unwatch(ino uint64, dev cgroupfs.Dev) error {
+	delete(b.counts, ino)
+	return nil
+}
+
+func (b *fakeBios) Bytes(ino uint64, dev cgroupfs.Dev) (uint64, error) {
+	b.lookups++
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, ok := b.counts[ino]
+	if !ok || dev != fakeDev {
+		return 0, fmt.Errorf("inode %d on %s not watched", ino, dev)
+	}
+	return n, nil
+}
+
+func (b *fakeBios) watched() int { return len(b.counts) }
+
+func (b *fakeBios) add(cg string, n uint64) {
+	for c := cg; ; c = path.Dir(c) {
+		ino, err := b.f.h.DirIno(c)
+		if err != nil {
+			b.f.t.Fatal(err)
+		}
+		if _, ok := b.counts[ino]; ok {
+			b.counts[ino] += n
+			return
+		}
+		if c == "/" {
+			return
+		}
+	}
+}
+
+// TestThrottleBios: with the kernel's bio counters a period reads no
+// counter file: a look-up per demoted workload and parent, which counts a
+// tenth of a file read in the budget (at 1,000 demoted, periods of 202 ms
+// instead of over 2 s); a demoted workload boosted to level 1 is no longer
+// watched, so its I/O is a better level's; and when the counters fail (the
+// sensor closed), the periods read the files again.
+func TestThrottleBios(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for i := range 1000 {
+		names = append(names, fmt.Sprintf("/p/w%04d", i))
+	}
+	f := newFakeThrottleTree(t, append([]string{"/p/hi"}, names...)...)
+	levels := map[string]int{"/p/hi": 1}
+	for _, cg := range names {
+		levels[cg] = 4
+	}
+	th, step := newStepper(t, f, levels)
+	f.bios = newFakeBios(f)
+	th.setBios(f.bios)
+	period := th.step()
+	if want := th.budgetPeriod((len(names) + 1 + biosPerRead - 1) / biosPerRead); period != want || period > 250*time.Millisecond {
+		t.Errorf("period %s at %d demoted with bio counters, want %s", period, len(names), want)
+	}
+	if f.bios.lookups != len(names)+1 || f.bios.watched() != len(names)+1 {
+		t.Errorf("a period looked up %d counters, %d watched; want %d (each demoted and the parent)", f.bios.lookups, f.bios.watched(), len(names)+1)
+	}
+	for _, m := range th.watch {
+		if m.cg != nil {
+			t.Fatalf("%s: its counter file opened with bio counters in use", m.cgroup)
+		}
+	}
+
+	// w0000 streams; then it is boosted to level 1 and streams on: a
+	// better level's I/O, so w0001 (streaming too) is capped.
+	for range 5 {
+		f.read("/p/w0000", 8<<20)
+		f.read("/p/w0001", 8<<20)
+		f.device(16<<20, 16, 100)
+		step(100 * time.Millisecond)
+	}
+	if !f.limits("/p/w0001").IsZero() {
+		t.Fatalf("w0001 capped %+v with no better level active", f.limits("/p/w0001"))
+	}
+	th.mu.Lock()
+	th.members["/p/w0000"].level, th.setNew = 1, true
+	th.demoted--
+	th.mu.Unlock()
+	step(10 * time.Millisecond)
+	f.read("/p/w0000", 1<<20)
+	f.read("/p/w0001", 1<<20)
+	step(10 * time.Millisecond)
+	if th.top != 1 || f.limits("/p/w0001").IsZero() {
+		t.Fatalf("top %d, w0001 %+v after the boosted w0000 read: want w0001 capped below level 1", th.top, f.limits("/p/w0001"))
+	}
+
+	// The sensor closes: the files from the next period on, and the
+	// caps still follow a better level.
+	f.bios.err = fmt.Errorf("closed")
+	step(10 * time.Millisecond)
+	if th.bio != nil || f.bios.watched() != 0 {
+		t.Fatalf("bio counters still in use (%d watched) after they failed", f.bios.watched())
+	}
+	for range 40 {
+		f.read("/p/w0001", 1<<20)
+		step(10 * time.Millisecond)
+	}
+	if th.top != 4 || !f.limits("/p/w0001").IsZero() {
+		t.Fatalf("top %d, w0001 %+v once the better level stopped (files): want it uncapped", th.top, f.limits("/p/w0001"))
+	}
+	f.read("/p/hi", 4096)
+	f.read("/p/w0001", 1<<20)
+	step(10 * time.Millisecond)
+	if th.top != 1 || f.limits("/p/w0001").IsZero() {
+		t.Fatalf("top %d, w0001 %+v after a level-1 read (files): want it capped", th.top, f.limits("/p/w0001"))
 	}
 }

@@ -79,10 +79,10 @@ func (t *throttle) account(now time.Time) {
 }
 
 // memberIOs is m's requests on the device: on v2 those of the period's
-// read (io.stat has them), on v1 from its serviced counts, read now (the
-// fast loop reads the byte counters alone).
+// file read (io.stat has them), else (v1, or the bio counters) from its
+// counter files, read now (the fast loop reads the bytes alone).
 func (t *throttle) memberIOs(m *tmember) (uint64, bool) {
-	if t.h.Version == 2 {
+	if t.h.Version == 2 && t.bio == nil {
 		return m.lastIOs, m.lastOK
 	}
 	cg, err := t.h.Open(m.cgroup)

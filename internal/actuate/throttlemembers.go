@@ -106,6 +106,7 @@ func openBytes(h cgroupfs.Hierarchy, rel string) (*cgroupfs.Cgroup, error) {
 
 func (t *throttle) closeParents() {
 	for _, p := range t.parents {
+		t.unwatchParent(p)
 		p.cg.Close()
 	}
 	t.parents = nil

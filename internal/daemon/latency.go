@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -130,6 +131,33 @@ func (d *Daemon) initLatency() {
 	}
 	l.sen = sen
 	d.log.Info("I/O latency sensor attached (eBPF block tracepoints)")
+	d.useBios(sen)
+}
+
+// bioSource is a latency sensor with the kernel's bio counters
+// (*iolat.Reader).
+type bioSource interface{ Bios() *iolat.Bios }
+
+// bioUser is an actuator whose throttles can count bytes with them
+// (*actuate.Actuator).
+type bioUser interface{ SetBios(actuate.BioCounter) }
+
+// useBios gives the actuator's throttles the sensor's bio counters: their
+// fast loop then reads a map entry per demoted workload instead of its
+// counter file, and knows a better level's I/O without reading the parents
+// (actuate/throttlebios.go).
+func (d *Daemon) useBios(sen LatencySensor) {
+	src, ok := sen.(bioSource)
+	if !ok {
+		return
+	}
+	b := src.Bios()
+	u, ok := d.act.(bioUser)
+	if b == nil || !ok {
+		return
+	}
+	u.SetBios(b)
+	d.log.Info("throttle: the demoted workloads' bytes counted in the kernel (bio counters), not read from their files")
 }
 
 func (d *Daemon) closeLatency() {
