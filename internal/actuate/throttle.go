@@ -105,6 +105,7 @@ type throttle struct {
 	// bioMembers: the members watched in it now (throttlebios.go).
 	bio        BioCounter
 	bioMembers []*tmember
+	bioIno     map[uint64]*tmember // bioMembers by inode
 }
 
 type tmember struct {

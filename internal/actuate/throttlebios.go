@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"time"
 
@@ -21,13 +22,15 @@ import (
 type BioCounter interface {
 	Watch(ino uint64, dev cgroupfs.Dev) error
 	Unwatch(ino uint64, dev cgroupfs.Dev) error
-	Bytes(ino uint64, dev cgroupfs.Dev) (uint64, error)
+	// Each calls fn with every cgroup watched on dev and its count.
+	Each(dev cgroupfs.Dev, fn func(ino, bytes uint64)) error
 }
 
-// biosPerRead is how many bio counter look-ups count as one counter file
-// read in the read budget (Throttle.Reads): a look-up is one bpf(2) call on
-// a hash map, measured here at ~1 µs against a leaf file's ~10 µs.
-const biosPerRead = 10
+// biosPerRead is how many cgroups' bio counters count as one counter file
+// read in the read budget (Throttle.Reads): a period reads them all in
+// batches, measured here (iolat's BenchmarkRealBios) at 0.25 µs a cgroup
+// against a leaf file's ~10 µs.
+const biosPerRead = 40
 
 // SetBios makes the throttles count their workloads' bytes with b (nil:
 // with their counter files again).
@@ -44,6 +47,7 @@ func (t *throttle) setBios(b BioCounter) {
 	defer t.mu.Unlock()
 	t.dropBios()
 	t.bio = b
+	t.bioIno = map[uint64]*tmember{}
 	t.setNew, t.parentsNew = true, true
 }
 
@@ -103,6 +107,7 @@ func (t *throttle) syncBios() {
 		// Counted from zero: its file's last value is no base.
 		m.ino, m.bioW, m.lastOK, m.winOK, m.winIOsOK = ino, true, false, false, false
 		t.bioMembers = append(t.bioMembers, m)
+		t.bioIno[ino] = m
 	}
 }
 
@@ -112,6 +117,9 @@ func (t *throttle) unwatchBio(m *tmember) {
 	}
 	if err := t.bio.Unwatch(m.ino, t.dev); err != nil {
 		t.log.Debug("throttle: unwatch a cgroup's bios", "device", t.name, "cgroup", m.cgroup, "err", err)
+	}
+	if t.bioIno[m.ino] == m {
+		delete(t.bioIno, m.ino)
 	}
 	m.bioW, m.lastOK, m.winOK, m.winIOsOK = false, false, false, false
 }
@@ -145,31 +153,36 @@ func (t *throttle) unwatchParent(p *tparent) {
 // readBios is the bio counters' period: the parents' bytes beyond the
 // demoted (other: a better level's I/O so far), and each demoted member's
 // bytes (marked as readDemoted marks them); reads is what it counts in the
-// read budget; err says why a parent's count could not be read.
+// read budget. err says why they could not be read, or that a parent was
+// not among them.
 func (t *throttle) readBios(now time.Time) (other int64, reads int, err error) {
-	n := 0
-	for _, p := range t.parents {
-		if !p.bioW {
-			continue
-		}
-		b, perr := t.bio.Bytes(p.ino, t.dev)
+	n, parents := 0, 0
+	err = t.bio.Each(t.dev, func(ino, bytes uint64) {
 		n++
-		if perr != nil {
-			err = perr
-			continue
+		if m := t.bioIno[ino]; m != nil {
+			if m.bioW && t.Wants(m.level) {
+				m.observe(now, bytes, 0)
+			}
+			return
 		}
-		other += int64(b)
-	}
-	for _, m := range t.watch {
-		if !t.Wants(m.level) || !m.bioW {
-			continue
+		for _, p := range t.parents {
+			if p.bioW && p.ino == ino {
+				other += int64(bytes)
+				parents++
+				return
+			}
 		}
-		b, merr := t.bio.Bytes(m.ino, t.dev)
-		n++
-		if merr != nil {
-			continue
+	})
+	if err == nil {
+		watched := 0
+		for _, p := range t.parents {
+			if p.bioW {
+				watched++
+			}
 		}
-		m.observe(now, b, 0)
+		if parents != watched {
+			err = fmt.Errorf("%d of the %d parents watched not counted", watched-parents, watched)
+		}
 	}
 	return other, (n + biosPerRead - 1) / biosPerRead, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/loopdev"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
@@ -135,4 +136,43 @@ func fastDevice(b *testing.B) (path, kind string) {
 		}
 	})
 	return ld.Path, "loop over tmpfs"
+}
+
+// BenchmarkRealBios: what reading the bio counters of 1,000 watched
+// cgroups costs, one look-up each (Bytes) against one batch (Each) — the
+// read budget's biosPerRead in internal/actuate. Keys of made-up inodes:
+// the cost of a look-up does not depend on whether the cgroup exists.
+func BenchmarkRealBios(b *testing.B) {
+	testkit.NeedRoot(b)
+	s, err := Open(Options{})
+	testkit.Need(b, err == nil, "the I/O latency sensor cannot run here: %v", err)
+	defer s.Close()
+	bios := s.Bios()
+	dev := cgroupfs.Dev{Major: 7, Minor: 999}
+	const n = 1000
+	for i := range n {
+		if err := bios.Watch(uint64(1<<40+i), dev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("bytes", func(b *testing.B) {
+		for b.Loop() {
+			for i := range n {
+				if _, err := bios.Bytes(uint64(1<<40+i), dev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("each", func(b *testing.B) {
+		for b.Loop() {
+			got := 0
+			if err := bios.Each(dev, func(ino, bytes uint64) { got++ }); err != nil {
+				b.Fatal(err)
+			}
+			if got != n {
+				b.Fatalf("Each saw %d keys, want %d", got, n)
+			}
+		}
+	})
 }

@@ -176,6 +176,19 @@ func testBios(t *testing.T) {
 		t.Errorf("the parent (watched): bios %d B, want b's %d B (a's are a's)", pBio, bFile)
 	}
 
+	// Each: the same counts in one batch, and only this disk's.
+	each := map[uint64]uint64{}
+	if err := b.Each(rig.dev, func(ino, bytes uint64) { each[ino] = bytes }); err != nil {
+		t.Fatal(err)
+	}
+	if len(each) != 2 || each[aIno] != aBio || each[pIno] != pBio {
+		t.Errorf("Each on %s: %v; want a (inode %d) %d B and the parent (inode %d) %d B", rig.dev, each, aIno, aBio, pIno, pBio)
+	}
+	other := cgroupfs.Dev{Major: rig.dev.Major, Minor: rig.dev.Minor + 1}
+	if err := b.Each(other, func(ino, bytes uint64) { t.Errorf("Each on %s: inode %d, watched on %s only", other, ino, rig.dev) }); err != nil {
+		t.Fatal(err)
+	}
+
 	// Unwatched, a's bytes are the parent's.
 	if err := b.Watch(aIno, rig.dev); err != nil { // a second watch: one count
 		t.Fatal(err)
