@@ -26,11 +26,14 @@ type BioCounter interface {
 	Each(dev cgroupfs.Dev, fn func(ino, bytes uint64)) error
 }
 
-// biosPerRead is how many cgroups' bio counters count as one counter file
-// read in the read budget (Throttle.Reads): a period reads them all in
-// batches, measured here (iolat's BenchmarkRealBios) at 0.25 µs a cgroup
-// against a leaf file's ~10 µs.
-const biosPerRead = 40
+// biosPerRead is how many watched cgroups count as one counter file read
+// in the read budget (Throttle.Reads): a period reads their counters in
+// batches, 0.25 µs a cgroup (iolat's BenchmarkRealBios), and then spends as
+// much again and more on each in Go (finding it, its load, its cap): ~1 µs
+// a cgroup in a CPU profile of bench scale at 1,000 demoted, against a leaf
+// file's ~10 µs. (Counted at 0.25 µs, the periods came every 52 ms and the
+// fast loop took 21 ms of CPU a second.)
+const biosPerRead = 10
 
 // SetBios makes the throttles count their workloads' bytes with b (nil:
 // with their counter files again).
