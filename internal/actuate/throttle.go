@@ -102,10 +102,9 @@ type throttle struct {
 	lastIn []Member
 	// bio: the kernel's bio counters (SetBios), nil where the latency
 	// sensor does not run (a period then reads the counter files);
-	// bioMembers: the members watched in it now (throttlebios.go).
-	bio        BioCounter
-	bioMembers []*tmember
-	bioIno     map[uint64]*tmember // bioMembers by inode
+	// bioIno: the members watched in it now, by inode (throttlebios.go).
+	bio    BioCounter
+	bioIno map[uint64]*tmember
 }
 
 type tmember struct {
@@ -125,7 +124,7 @@ type tmember struct {
 type twatch struct {
 	cg      *cgroupfs.Cgroup // open while demoted (without bio counters)
 	ino     uint64           // its directory's inode, while bioW
-	bioW    bool             // watched in the bio counters (on bioMembers)
+	bioW    bool             // watched in the bio counters (in bioIno)
 	opened  bool             // on the throttle's opened list
 	last    uint64           // bytes on the device at the last read
 	lastIOs uint64           // requests, likewise (v2; v1 reads no requests here)

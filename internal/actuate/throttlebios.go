@@ -82,16 +82,11 @@ func (t *throttle) syncBios() {
 		}
 		p.ino, p.bioW = ino, true
 	}
-	kept := t.bioMembers[:0]
-	for _, m := range t.bioMembers {
-		if t.members[m.cgroup] == m && t.Wants(m.level) {
-			kept = append(kept, m)
-			continue
+	for _, m := range t.bioIno {
+		if t.members[m.cgroup] != m || !t.Wants(m.level) {
+			t.unwatchBio(m) // deletes it from bioIno: allowed in a range
 		}
-		t.unwatchBio(m)
 	}
-	clear(t.bioMembers[len(kept):])
-	t.bioMembers = kept
 	for _, m := range t.watch {
 		if !t.Wants(m.level) || m.bioW {
 			continue
@@ -109,7 +104,6 @@ func (t *throttle) syncBios() {
 		}
 		// Counted from zero: its file's last value is no base.
 		m.ino, m.bioW, m.lastOK, m.winOK, m.winIOsOK = ino, true, false, false, false
-		t.bioMembers = append(t.bioMembers, m)
 		t.bioIno[ino] = m
 	}
 }
@@ -132,11 +126,9 @@ func (t *throttle) dropBios() {
 	if t.bio == nil {
 		return
 	}
-	for _, m := range t.bioMembers {
+	for _, m := range t.bioIno {
 		t.unwatchBio(m)
 	}
-	clear(t.bioMembers)
-	t.bioMembers = t.bioMembers[:0]
 	for _, p := range t.parents {
 		t.unwatchParent(p)
 	}

@@ -126,37 +126,15 @@ func (b *Bios) Each(dev cgroupfs.Dev, fn func(ino, bytes uint64)) error {
 	want := keyOf(0, dev).Dev
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	const chunk = 256
 	if b.kb == nil {
-		b.kb, b.vb = make([]bioKey, chunk), make([]bioValue, chunk)
+		b.kb, b.vb = make([]bioKey, 256), make([]bioValue, 256)
 	}
-	var cursor ebpf.MapBatchCursor
-	for first := true; ; first = false {
-		n, err := b.m.BatchLookup(&cursor, b.kb, b.vb, nil)
-		if first && errors.Is(err, ebpf.ErrNotSupported) {
-			break
-		}
-		for i := range n {
-			if b.kb[i].Dev == want {
-				fn(b.kb[i].Cgroup, b.vb[i].Bytes)
-			}
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("iolat: read the bio counters: %w", err)
-		}
-	}
-	var k bioKey
-	var v bioValue
-	it := b.m.Iterate()
-	for it.Next(&k, &v) {
+	err := eachEntry(b.m, b.kb, b.vb, func(k bioKey, v *bioValue) {
 		if k.Dev == want {
 			fn(k.Cgroup, v.Bytes)
 		}
-	}
-	if err := it.Err(); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("iolat: read the bio counters: %w", err)
 	}
 	return nil

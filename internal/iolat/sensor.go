@@ -197,16 +197,22 @@ func (s *Sensor) drops() (Drops, error) {
 }
 
 // dump calls fn with every aggregate of the kernel's table, in batches
-// where the kernel has them (5.6), else one key at a time.
+// where the kernel has them (5.6), else one key at a time; 256 aggregates a
+// batch (143 KiB kept): 2,000 aggregates take 8 system calls.
 func (s *Sensor) dump(fn func(k rawKey, v *rawValue)) error {
-	m := s.objs.Aggregates
-	// 256 aggregates a batch (143 KiB kept): a batch is a system call,
-	// and 2,000 aggregates take 8.
-	const chunk = 256
 	if s.kb == nil {
-		s.kb, s.vb = make([]rawKey, chunk), make([]rawValue, chunk)
+		s.kb, s.vb = make([]rawKey, 256), make([]rawValue, 256)
 	}
-	kb, vb := s.kb, s.vb
+	if err := eachEntry(s.objs.Aggregates, s.kb, s.vb, fn); err != nil {
+		return fmt.Errorf("iolat: read aggregates: %w", err)
+	}
+	return nil
+}
+
+// eachEntry calls fn with every entry of map m, read in batches of len(kb)
+// (kb and vb the same length, kept by the caller) where the kernel has
+// them (5.6), else one key at a time; v is valid during the call only.
+func eachEntry[K, V any](m *ebpf.Map, kb []K, vb []V, fn func(k K, v *V)) error {
 	var cursor ebpf.MapBatchCursor
 	for first := true; ; first = false {
 		n, err := m.BatchLookup(&cursor, kb, vb, nil)
@@ -220,19 +226,16 @@ func (s *Sensor) dump(fn func(k rawKey, v *rawValue)) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("iolat: read aggregates: %w", err)
+			return err
 		}
 	}
-	var k rawKey
-	var v rawValue
+	var k K
+	var v V
 	it := m.Iterate()
 	for it.Next(&k, &v) {
 		fn(k, &v)
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("iolat: read aggregates: %w", err)
-	}
-	return nil
+	return it.Err()
 }
 
 // events is the kernel half's count of changes to the aggregates (iolat.c's
