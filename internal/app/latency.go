@@ -20,7 +20,7 @@ import (
 // the daemon logs why once and runs without it. When it runs, its per-tick
 // read is also the sensing stage's activity source (the daemon's
 // activity.go): a quiet workload is read at the tick after it did I/O, and
-// its counters are otherwise read once a minute
+// its counters are otherwise read every 64 s
 // (daemon.DefaultActiveQuietMax) instead of every DefaultQuietTicks ticks.
 // With latency: off it is never opened (no BPF, no activity source, no
 // latency controller).

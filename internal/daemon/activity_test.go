@@ -181,8 +181,8 @@ func TestKernelActivity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.sen.Activity == nil || d.sen.MaxPeriod != 4 || d.sen.ActiveMaxPeriod != 32 {
-		t.Fatalf("activity %v, backstops %d / %d ticks; want the latency sensor's, 4 and 32", d.sen.Activity, d.sen.MaxPeriod, d.sen.ActiveMaxPeriod)
+	if d.sen.Activity == nil || d.sen.MaxPeriod != 4 || d.sen.ActiveMaxPeriod != 64 {
+		t.Fatalf("activity %v, backstops %d / %d ticks; want the latency sensor's, 4 and 64", d.sen.Activity, d.sen.MaxPeriod, d.sen.ActiveMaxPeriod)
 	}
 	d.started, d.noFile = now, 1<<20
 	for _, n := range []string{"w", "v"} {
@@ -208,13 +208,13 @@ func TestKernelActivity(t *testing.T) {
 	for range 64 {
 		step()
 	}
-	if w.c.Period() != 32 || v.c.Period() != 32 {
-		t.Fatalf("periods after 64 quiet ticks %d and %d, want 32", w.c.Period(), v.c.Period())
+	if w.c.Period() != 64 || v.c.Period() != 64 {
+		t.Fatalf("periods after 64 quiet ticks %d and %d, want 64", w.c.Period(), v.c.Period())
 	}
 	// Bytes the kernel did not see (its record says nobody did I/O): at
 	// the long backstop, later than the short one.
 	stat("v", 4096)
-	if n := readIn("v", 4096, 32); n <= 4 {
+	if n := readIn("v", 4096, 64); n <= 4 {
 		t.Errorf("v's unseen bytes charged after %d ticks, want after more than the short backstop (4)", n)
 	}
 	// The root did I/O: attributed to nobody by a walk, remembered.
