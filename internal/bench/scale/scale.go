@@ -155,11 +155,14 @@ type Result struct {
 	// Bar: the issue's targets, and whether this run met them.
 	Bar struct {
 		CPUPerTickMS float64 `json:"cpu_per_tick_ms"`
-		RSSMiB       float64 `json:"rss_mib"`
-		MetricsMS    float64 `json:"metrics_ms"`
-		CPUOK        bool    `json:"cpu_ok"`
-		RSSOK        bool    `json:"rss_ok"`
-		MetricsOK    bool    `json:"metrics_ok"`
+		// CPUStat is the statistic of the CPU per tick the bar judges:
+		// mean, or p95 when workloads read.
+		CPUStat   string  `json:"cpu_stat"`
+		RSSMiB    float64 `json:"rss_mib"`
+		MetricsMS float64 `json:"metrics_ms"`
+		CPUOK     bool    `json:"cpu_ok"`
+		RSSOK     bool    `json:"rss_ok"`
+		MetricsOK bool    `json:"metrics_ok"`
 	} `json:"bar"`
 }
 
@@ -436,7 +439,12 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	}
 	res.Bar.CPUPerTickMS = 3 * float64(c.Workloads) / 1000
 	res.Bar.RSSMiB, res.Bar.MetricsMS = 64, 200
-	res.Bar.CPUOK = res.CPUPerTickMS.Mean <= res.Bar.CPUPerTickMS
+	// Issue 19's bars: idle workloads' CPU per tick on the mean; with
+	// readers, on the p95 (the mean hid ticks of twice the bar).
+	res.Bar.CPUStat, res.Bar.CPUOK = "mean", res.CPUPerTickMS.Mean <= res.Bar.CPUPerTickMS
+	if res.IOWorkloads > 0 {
+		res.Bar.CPUStat, res.Bar.CPUOK = "p95", res.CPUPerTickMS.P95 <= res.Bar.CPUPerTickMS
+	}
 	res.Bar.RSSOK = res.RSSPeakMiB <= res.Bar.RSSMiB
 	res.Bar.MetricsOK = res.MetricsPlain.WallMS < res.Bar.MetricsMS && res.MetricsGzip.WallMS < res.Bar.MetricsMS
 	return res, nil

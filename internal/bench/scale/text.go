@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -19,9 +20,9 @@ func WriteText(w io.Writer, r Result) {
 	fmt.Fprintf(&b, "ddiskqos bench scale: %d workloads (%d reading) on cgroup %s, %s (%s), interval %s\n",
 		r.Workloads, r.IOWorkloads, r.Cgroup, r.Device, r.Mechanism, r.Interval)
 	fmt.Fprintf(&b, "host: %s, %d CPUs, %d MiB, kernel %s, %s\n", r.Host.CPU, r.Host.CPUs, r.Host.MemMiB, r.Host.Kernel, r.Host.Go)
-	fmt.Fprintf(&b, "cpu per tick     %8.2f ms mean  %8.2f p50  %8.2f p95  %8.2f max  (user %.2f, sys %.2f; %.2f %% of one core)  bar %.0f ms: %s\n",
+	fmt.Fprintf(&b, "cpu per tick     %8.2f ms mean  %8.2f p50  %8.2f p95  %8.2f max  (user %.2f, sys %.2f; %.2f %% of one core)  bar %.0f ms (%s): %s\n",
 		r.CPUPerTickMS.Mean, r.CPUPerTickMS.P50, r.CPUPerTickMS.P95, r.CPUPerTickMS.Max, r.UserPerTickMS, r.SysPerTickMS, r.CPUPercent,
-		r.Bar.CPUPerTickMS, ok(r.Bar.CPUOK))
+		r.Bar.CPUPerTickMS, cmp.Or(r.Bar.CPUStat, "mean"), ok(r.Bar.CPUOK))
 	fmt.Fprintf(&b, "wall per tick    %8.2f ms mean  %8.2f p50  %8.2f p95  %8.2f max\n",
 		r.WallPerTickMS.Mean, r.WallPerTickMS.P50, r.WallPerTickMS.P95, r.WallPerTickMS.Max)
 	fmt.Fprintf(&b, "reads per tick   %8.0f    from the kernel's maps %.0f    read calls per tick %.0f    allocations per tick %.0f (%.0f KiB)    ticks %d\n",

@@ -12,14 +12,14 @@ func TestWriteText(t *testing.T) {
 	var r Result
 	r.Workloads, r.IOWorkloads, r.Cgroup, r.Device, r.Mechanism = 1000, 10, "v1", "loop7", "throttle"
 	r.CPUPerTickMS.Mean, r.CPUPerTickMS.P95 = 2.5, 4
-	r.Bar.CPUPerTickMS, r.Bar.CPUOK = 3, true
+	r.Bar.CPUPerTickMS, r.Bar.CPUStat, r.Bar.CPUOK = 3, "p95", false
 	r.Bar.RSSMiB, r.RSSMiB = 64, 80
 	var b strings.Builder
 	WriteText(&b, r)
 	out := b.String()
 	for _, want := range []string{
 		"ddiskqos bench scale: 1000 workloads (10 reading) on cgroup v1, loop7 (throttle)",
-		"bar 3 ms: ok", "bar 64 MiB: MISSED",
+		"bar 3 ms (p95): MISSED", "bar 64 MiB: MISSED",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lacks %q:\n%s", want, out)
