@@ -107,9 +107,6 @@ type wstate struct {
 	dropped bool      // released or forgotten: Handles to it are stale
 	// seen is the last Apply that listed it for collect (Actuator.gen).
 	seen uint64
-	// capped: its throttle original is recorded on some device, so the
-	// fast loop may cap it; it is in Actuator.capped.
-	capped bool
 }
 
 // knobSet is one leveled knob of a workload: the value last written, and
@@ -139,7 +136,8 @@ type Actuator struct {
 	failing map[knobKey]time.Time
 	// What collect looks at: the workloads whose knobs this Apply touched
 	// (changed; gen counts the Applies), and those the throttle may cap
-	// (capped). Not every workload: at 10,000, a walk of them all was
+	// (capped: their throttle original is recorded on some device). Not
+	// every workload: at 10,000, a walk of them all was
 	// 2.5 ms a tick (issue 19).
 	changed []*wstate
 	capped  []*wstate
@@ -383,28 +381,26 @@ func (a *Actuator) collectW(w *wstate) {
 	if w.dropped {
 		return
 	}
-	{
-		for i := range a.devs {
-			ap := &w.applied[i]
-			ap.Err = nil
-			for _, ks := range w.knobs[i] {
-				if ks.err != nil {
-					ap.Err = ks.err
-					break
-				}
+	for i := range a.devs {
+		ap := &w.applied[i]
+		ap.Err = nil
+		for _, ks := range w.knobs[i] {
+			if ks.err != nil {
+				ap.Err = ks.err
+				break
 			}
-			if t := a.devs[i].thr; t != nil {
-				// The throttle writes (and fails to write) only caps
-				// whose original was recorded: others need no look-up.
-				var l cgroupfs.Limits
-				var err error
-				if w.thr[i].rec {
-					l, err = t.InForce(w.cgroup)
-				}
-				ap.Limits = l
-				if ap.Err == nil {
-					ap.Err = cmpErr(w.thrErr[i], err)
-				}
+		}
+		if t := a.devs[i].thr; t != nil {
+			// The throttle writes (and fails to write) only caps
+			// whose original was recorded: others need no look-up.
+			var l cgroupfs.Limits
+			var err error
+			if w.thr[i].rec {
+				l, err = t.InForce(w.cgroup)
+			}
+			ap.Limits = l
+			if ap.Err == nil {
+				ap.Err = cmpErr(w.thrErr[i], err)
 			}
 		}
 	}
@@ -519,11 +515,10 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 				errs = appendNew(errs, a.failed(k, now, err))
 				continue
 			}
-			w.thr[i].rec = true
-			if !w.capped {
-				w.capped = true
-				a.capped = append(a.capped, w)
+			if !slices.ContainsFunc(w.thr, func(r struct{ rec, dur bool }) bool { return r.rec }) {
+				a.capped = append(a.capped, w) // its first recorded throttle original
 			}
+			w.thr[i].rec = true
 			a.works(k, now)
 		}
 		a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level, w: w})
