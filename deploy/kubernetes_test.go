@@ -240,7 +240,7 @@ func TestDaemonSet(t *testing.T) {
 		{&snapshot.Snapshot{At: now, Tick: 5, Interval: cfg.Interval}, http.StatusOK},
 		{&snapshot.Snapshot{At: now.Add(-time.Hour), Tick: 5, Interval: cfg.Interval}, http.StatusServiceUnavailable},
 	} {
-		h := api.NewHandler(func() *snapshot.Snapshot { return tc.snap }, prometheus.NewRegistry(), nil)
+		h := api.NewHandler(snapshot.Fixed(func() *snapshot.Snapshot { return tc.snap }), prometheus.NewRegistry(), nil)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, probe.Path, nil))
 		if rec.Code != tc.want {

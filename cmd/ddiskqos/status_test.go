@@ -26,7 +26,7 @@ var statusT0 = viewtest.T0
 // statusServer is the daemon's real API serving snap (nil: no tick yet).
 func statusServer(t *testing.T, snap *snapshot.Snapshot) (addr string) {
 	t.Helper()
-	h := api.NewHandler(func() *snapshot.Snapshot { return snap }, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	h := api.NewHandler(snapshot.Fixed(func() *snapshot.Snapshot { return snap }), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()

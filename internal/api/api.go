@@ -2,7 +2,8 @@
 // (what `ddiskqos status` reads), Prometheus metrics and a health check.
 //
 // Every handler reads the immutable snapshot the daemon loop publishes, so
-// no request waits for or races the loop. The API has no authentication:
+// no request waits for or races the loop; it releases the snapshot when it
+// is done (snapshot.Acquirer), so the loop may reuse its records. The API has no authentication:
 // it listens on loopback unless told otherwise.
 //
 //	GET /v1/workloads[?name=SUBSTR][&level=N]  snapshot as JSON; 503 before the first tick
@@ -37,12 +38,12 @@ const WorkloadsPath = "/v1/workloads"
 const staleSlack = time.Second
 
 // NewHandler serves the endpoints above. current returns the newest
-// snapshot, nil before the first tick; /metrics exposes gatherer (a
+// snapshot, nil before the first tick, and its release; /metrics exposes gatherer (a
 // registry metrics.New registered on) plus the per-workload series of
 // current() (see metrics.Handler).
 // /healthz also asks every check (say, whether the Docker engine is
 // reachable). Unknown paths get 404, other methods than GET (and HEAD) 405.
-func NewHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger, checks ...HealthCheck) http.Handler {
+func NewHandler(current snapshot.Acquirer, gatherer prometheus.Gatherer, logger *slog.Logger, checks ...HealthCheck) http.Handler {
 	return newHandler(current, gatherer, logger, time.Now, checks...)
 }
 
@@ -51,7 +52,7 @@ func NewHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer,
 type HealthCheck func() string
 
 // newHandler is NewHandler with the clock /healthz measures age against.
-func newHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer, logger *slog.Logger, now func() time.Time, checks ...HealthCheck) http.Handler {
+func newHandler(current snapshot.Acquirer, gatherer prometheus.Gatherer, logger *slog.Logger, now func() time.Time, checks ...HealthCheck) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -74,7 +75,7 @@ func newHandler(current func() *snapshot.Snapshot, gatherer prometheus.Gatherer,
 }
 
 type server struct {
-	current func() *snapshot.Snapshot
+	current snapshot.Acquirer
 	logger  *slog.Logger
 	now     func() time.Time
 	checks  []HealthCheck
@@ -100,7 +101,8 @@ func (s *server) workloads(w http.ResponseWriter, r *http.Request) {
 		s.jsonError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	snap := s.current()
+	snap, release := s.current()
+	defer release()
 	if snap == nil {
 		w.Header().Set("Retry-After", "1")
 		s.jsonError(w, http.StatusServiceUnavailable, "no snapshot yet: the daemon has not finished its first tick")
@@ -193,7 +195,10 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	var reasons []string
-	if reason := Stale(s.current(), s.now()); reason != "" {
+	snap, release := s.current()
+	reason := Stale(snap, s.now())
+	release()
+	if reason != "" {
 		reasons = append(reasons, reason)
 	}
 	for _, c := range s.checks {

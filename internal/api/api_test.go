@@ -42,7 +42,7 @@ func fixture() *snapshot.Snapshot {
 func testHandler(t *testing.T, snap *snapshot.Snapshot, now time.Time) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	current := func() *snapshot.Snapshot { return snap }
+	current := snapshot.Fixed(func() *snapshot.Snapshot { return snap })
 	if _, err := metrics.New(reg, current); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestAPIHealthzRealClock(t *testing.T) {
 	stale.At = time.Now().Add(-time.Hour)
 	reg := prometheus.NewRegistry()
 	for snap, want := range map[*snapshot.Snapshot]int{fresh: 200, stale: 503} {
-		h := NewHandler(func() *snapshot.Snapshot { return snap }, reg, nil)
+		h := NewHandler(snapshot.Fixed(func() *snapshot.Snapshot { return snap }), reg, nil)
 		if rec := do(h, http.MethodGet, "/healthz"); rec.Code != want {
 			t.Errorf("At %v ago: %d, want %d", time.Since(snap.At).Round(time.Second), rec.Code, want)
 		}
@@ -306,7 +306,7 @@ func TestAPIServeShutsDownOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var snap atomic.Pointer[snapshot.Snapshot]
 	snap.Store(fixture())
-	h := NewHandler(snap.Load, prometheus.NewRegistry(), logger)
+	h := NewHandler(snapshot.Fixed(snap.Load), prometheus.NewRegistry(), logger)
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, "", ln, h, logger, defaultLimits) }()
 
@@ -435,7 +435,7 @@ func TestAPIHealthzChecks(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	snap := fixture()
-	current := func() *snapshot.Snapshot { return snap }
+	current := snapshot.Fixed(func() *snapshot.Snapshot { return snap })
 	var reason atomic.Value
 	reason.Store("")
 	h := newHandler(current, reg, nil, func() time.Time { return t0 }, func() string { return reason.Load().(string) })

@@ -36,7 +36,7 @@ func bigSnapshot(n int) *snapshot.Snapshot {
 // workloads, through the same handler the daemon serves.
 func BenchmarkAPI10000(b *testing.B) {
 	snap := bigSnapshot(10000)
-	current := func() *snapshot.Snapshot { return snap }
+	current := snapshot.Fixed(func() *snapshot.Snapshot { return snap })
 	reg := prometheus.NewRegistry()
 	if _, err := metrics.New(reg, current); err != nil {
 		b.Fatal(err)

@@ -73,7 +73,7 @@ func startLive(t *testing.T, lim limits) *liveServer {
 	done := make(chan error, 1)
 	logger := slog.New(slog.DiscardHandler)
 	go func() {
-		done <- serve(ctx, "", ln, NewHandler(snap.Load, prometheus.NewRegistry(), logger), logger, lim)
+		done <- serve(ctx, "", ln, NewHandler(snapshot.Fixed(snap.Load), prometheus.NewRegistry(), logger), logger, lim)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -115,7 +115,7 @@ func Build(ctx context.Context, p Params) (_ *Pipeline, err error) {
 	if opts.NewActuator, err = newActuator(cfg, engine); err != nil {
 		return nil, err
 	}
-	m, err := metrics.New(pl.Registry, func() *snapshot.Snapshot { return pl.Daemon.Snapshot() })
+	m, err := metrics.New(pl.Registry, func() (*snapshot.Snapshot, func()) { return pl.Daemon.Acquire() })
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func Build(ctx context.Context, p Params) (_ *Pipeline, err error) {
 
 // Handler is the HTTP API and /metrics of the pipeline.
 func (pl *Pipeline) Handler() http.Handler {
-	return api.NewHandler(pl.Daemon.Snapshot, pl.Registry, pl.log, pl.Checks...)
+	return api.NewHandler(pl.Daemon.Acquire, pl.Registry, pl.log, pl.Checks...)
 }
 
 // Close releases what Build opened (the Docker client it made). Call it

@@ -20,7 +20,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
@@ -216,7 +215,8 @@ type Daemon struct {
 	// published records (sharedApplied).
 	appShared map[snapshot.Applied][]snapshot.Applied
 
-	snap atomic.Pointer[snapshot.Snapshot]
+	rd readers // the published snapshot and its readers (reuse.go)
+	rt retired // records replaced, for reuse (reuse.go)
 
 	mu              sync.Mutex // guards pending and pendingInterval
 	pending         *policy.Config
@@ -237,7 +237,7 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Source == nil {
 		return nil, errors.New("no workload source")
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
+	d := &Daemon{rd: readers{held: map[uint64]int{}}, opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
 		events: make(chan source.Event, 4096), work: map[string]*tracked{},
 		refused: map[string]refusal{}}
 	if d.log == nil {
@@ -304,15 +304,6 @@ func New(opts Options) (*Daemon, error) {
 	d.initLatency()
 	d.initActivity()
 	return d, nil
-}
-
-// Snapshot returns the state after the last tick: nil before the first,
-// and on a nil Daemon (the metrics are registered before it is built).
-func (d *Daemon) Snapshot() *snapshot.Snapshot {
-	if d == nil {
-		return nil
-	}
-	return d.snap.Load()
 }
 
 // Run runs the loop until ctx ends, then restores every original value and
@@ -422,6 +413,7 @@ func (d *Daemon) shutdown() error {
 // step is one tick.
 func (d *Daemon) step() {
 	start := d.now()
+	d.rt.bound, d.rt.gen = d.rd.begin()
 	d.mu.Lock()
 	if p := d.pending; p != nil {
 		d.pending = nil

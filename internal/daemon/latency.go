@@ -257,7 +257,7 @@ func (d *Daemon) latencyTick() {
 	l.active = active
 	for _, w := range l.wls {
 		if w.dirty {
-			w.pub = make([]snapshot.WorkloadLatency, len(w.devs))
+			w.pub = d.rt.latencyList(len(w.devs))
 			for i, dv := range w.devs {
 				w.pub[i] = snapshot.WorkloadLatency{Device: dv.name, Dev: dv.devName, Read: dv.ops[iolat.Read], Write: dv.ops[iolat.Write]}
 			}

@@ -17,12 +17,13 @@ import (
 // them: idle, or read only every few ticks) is published as the same
 // *snapshot.Workload again: readers may hold the previous snapshot, so a
 // published record is never modified; a changed workload gets a new one.
-// A tick thus allocates the slice of pointers and the records that moved,
-// not a record per workload.
+// The records that moved and the slice of pointers are taken from those
+// that earlier ticks replaced and no reader can see any more (reuse.go),
+// so a tick on a busy host allocates little.
 func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	s := &snapshot.Snapshot{At: at, Tick: d.tick, Interval: d.opts.Interval, TickDuration: took,
 		Source: d.opts.Source.Name(), Actuator: d.opts.ActuatorName, DryRun: d.opts.Actuator.DryRun,
-		CgroupMode: d.opts.CgroupMode, Workloads: make([]*snapshot.Workload, 0, len(d.work))}
+		CgroupMode: d.opts.CgroupMode, Workloads: d.rt.workloads(len(d.work))}
 	devs := d.act.Devices()
 	if len(d.devStrs) != len(devs) {
 		d.devStrs = make([]string, len(devs))
@@ -71,7 +72,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	}
 	s.Health = d.healthSnapshot()
 	s.Latency = d.latencySnapshot()
-	d.snap.Store(s)
+	if old, _ := d.rd.store(s); old != nil {
+		d.rt.lists.put(old.Workloads, d.rt.gen)
+	}
 }
 
 // record is t's record for this tick's snapshot: the one published before
@@ -127,8 +130,11 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	case len(apps) > 0:
 		sw.Applied = slices.Clone(apps)
 	}
-	pub := new(snapshot.Workload)
+	pub := d.rt.record()
 	*pub = sw
+	if t.pub != nil {
+		d.rt.retireRecord(t.pub, pub)
+	}
 	t.pub, t.labelsNew = pub, false
 	return pub
 }

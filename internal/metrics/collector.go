@@ -15,7 +15,7 @@ import (
 // Collector turns the newest snapshot into series at scrape time. Make one
 // with NewCollector; New registers one for you.
 type Collector struct {
-	current func() *snapshot.Snapshot
+	current snapshot.Acquirer
 	part    part
 
 	info, workloads, byLevel, lastTick                  *prometheus.Desc
@@ -26,9 +26,10 @@ type Collector struct {
 	hostWaiting, hostStalled                            *prometheus.Desc
 }
 
-// NewCollector returns a collector reading current() on every Collect.
-// current may return nil (before the first tick): no snapshot series then.
-func NewCollector(current func() *snapshot.Snapshot) *Collector {
+// NewCollector returns a collector reading current() on every Collect,
+// released before Collect returns. current may return nil (before the
+// first tick): no snapshot series then.
+func NewCollector(current snapshot.Acquirer) *Collector {
 	return newCollector(current, allSeries)
 }
 
@@ -55,7 +56,7 @@ const (
 	labelOperation = "operation"
 )
 
-func newCollector(current func() *snapshot.Snapshot, p part) *Collector {
+func newCollector(current snapshot.Acquirer, p part) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
 	}
@@ -124,7 +125,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the current snapshot once and sends its series.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.current()
+	s, release := c.current()
+	defer release()
 	if s == nil {
 		return
 	}

@@ -36,7 +36,7 @@ import (
 // ErrorLog and ErrorHandling (ContinueOnError and HTTPErrorOnError alike:
 // a gather error with families gathered is logged and the scrape goes on
 // only for ContinueOnError). It has no Timeout: nothing on it waits.
-func Handler(gatherer prometheus.Gatherer, current func() *snapshot.Snapshot, opts promhttp.HandlerOpts) http.Handler {
+func Handler(gatherer prometheus.Gatherer, current snapshot.Acquirer, opts promhttp.HandlerOpts) http.Handler {
 	wreg := prometheus.NewRegistry()
 	wreg.MustRegister(newCollector(current, onlyWorkloads))
 	h := &handler{
@@ -51,7 +51,7 @@ func Handler(gatherer prometheus.Gatherer, current func() *snapshot.Snapshot, op
 
 type handler struct {
 	gatherer prometheus.Gatherer
-	current  func() *snapshot.Snapshot
+	current  snapshot.Acquirer
 	opts     promhttp.HandlerOpts
 	slow     http.Handler
 	inFlight chan struct{}
@@ -117,7 +117,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		bw.Reset(nil)
 		bufPool.Put(bw)
 	}()
-	if err := writeText(bw, format, mfs, h.current()); err != nil {
+	snap, release := h.current()
+	defer release()
+	if err := writeText(bw, format, mfs, snap); err != nil {
 		h.logf("error encoding and sending metrics: %v", err)
 		return
 	}

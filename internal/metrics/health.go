@@ -15,14 +15,14 @@ import (
 // tasks in D state (only workloads that have some: a 0 for each of
 // 10,000 idle containers would be noise).
 type healthCollector struct {
-	current func() *snapshot.Snapshot
+	current snapshot.Acquirer
 
 	state, ops, bytes, ioTime, ioTimeWeighted, balance, drain, tte, hold, blocked, probe, probePending, dtasks *prometheus.Desc
 }
 
 var healthStates = []string{"normal", "draining", "exhausted", "recovering"}
 
-func newHealthCollector(current func() *snapshot.Snapshot) *healthCollector {
+func newHealthCollector(current snapshot.Acquirer) *healthCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
 	}
@@ -63,7 +63,8 @@ func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.current()
+	s, release := c.current()
+	defer release()
 	if s == nil {
 		return
 	}

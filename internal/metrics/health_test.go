@@ -23,7 +23,7 @@ func TestHealthCollector(t *testing.T) {
 				Hold:  &snapshot.BurstHold{Held: true, Below: 0.3, Release: 0.4, FromLevel: 2, CapIOPS: 20}}},
 			Probe: &snapshot.SyncProbe{Path: "/var/tmp/p", Count: 3, Sum: 0.012, Buckets: []float64{0.001, 0.01}, Counts: []uint64{1, 2}, Pending: 0.5}}}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newHealthCollector(func() *snapshot.Snapshot { return snap }))
+	reg.MustRegister(newHealthCollector(snapshot.Fixed(func() *snapshot.Snapshot { return snap })))
 	want := `
 # HELP ddiskqos_device_burst_seconds_to_empty Seconds until the modelled burst bucket is empty at the present drain; absent while not draining.
 # TYPE ddiskqos_device_burst_seconds_to_empty gauge
@@ -83,7 +83,7 @@ ddiskqos_device_disk_io_time_weighted_seconds_total{device="vdb"} 31.25
 		t.Error(err)
 	}
 	snap.Health = nil
-	if n := testutil.CollectAndCount(newHealthCollector(func() *snapshot.Snapshot { return snap })); n != 1 {
+	if n := testutil.CollectAndCount(newHealthCollector(snapshot.Fixed(func() *snapshot.Snapshot { return snap }))); n != 1 {
 		t.Errorf("without health: %d series, want the one D-state workload", n)
 	}
 }

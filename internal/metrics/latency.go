@@ -13,12 +13,12 @@ import (
 // workloads a histogram each would be 10,000 × 2 × 25 series; per level it
 // is at most devices × 2 operations × 6 levels histograms.
 type latencyCollector struct {
-	current func() *snapshot.Snapshot
+	current snapshot.Acquirer
 
 	latency, bytes, up, lost *prometheus.Desc
 }
 
-func newLatencyCollector(current func() *snapshot.Snapshot) *latencyCollector {
+func newLatencyCollector(current snapshot.Acquirer) *latencyCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
 	}
@@ -44,7 +44,8 @@ func (c *latencyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *latencyCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.current()
+	s, release := c.current()
+	defer release()
 	if s == nil || s.Latency == nil || s.Latency.Off {
 		return // no stage, or off by configuration: not a sensor that failed
 	}

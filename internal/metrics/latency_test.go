@@ -22,7 +22,7 @@ func TestLatencyCollector(t *testing.T) {
 			{Device: "sda", Dev: "8:0", Operation: "read", Level: "other", Requests: 2, Bytes: 8192, Sum: 0.5, Counts: []uint64{0, 0}},
 		}}}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newLatencyCollector(func() *snapshot.Snapshot { return snap }))
+	reg.MustRegister(newLatencyCollector(snapshot.Fixed(func() *snapshot.Snapshot { return snap })))
 	want := `
 # HELP ddiskqos_io_bytes_total Bytes of the requests completed on the device by the workloads at the level (eBPF, as io_latency_seconds).
 # TYPE ddiskqos_io_bytes_total counter
@@ -56,15 +56,15 @@ ddiskqos_io_latency_seconds_count{device="sda",level="other",operation="read"} 2
 		t.Errorf("lint: %v %v", problems, err)
 	}
 	snap.Latency = &snapshot.Latency{Reason: "no BTF"}
-	if n := testutil.CollectAndCount(newLatencyCollector(func() *snapshot.Snapshot { return snap })); n != 1 {
+	if n := testutil.CollectAndCount(newLatencyCollector(snapshot.Fixed(func() *snapshot.Snapshot { return snap }))); n != 1 {
 		t.Errorf("unavailable: %d series, want 1 (available 0)", n)
 	}
 	snap.Latency = &snapshot.Latency{Off: true, Reason: "off by configuration (latency: off)"}
-	if n := testutil.CollectAndCount(newLatencyCollector(func() *snapshot.Snapshot { return snap })); n != 0 {
+	if n := testutil.CollectAndCount(newLatencyCollector(snapshot.Fixed(func() *snapshot.Snapshot { return snap }))); n != 0 {
 		t.Errorf("off by configuration: %d series, want none (an alert on available 0 would fire for a choice)", n)
 	}
 	snap.Latency = nil
-	if n := testutil.CollectAndCount(newLatencyCollector(func() *snapshot.Snapshot { return snap })); n != 0 {
+	if n := testutil.CollectAndCount(newLatencyCollector(snapshot.Fixed(func() *snapshot.Snapshot { return snap }))); n != 0 {
 		t.Errorf("no latency stage: %d series, want none", n)
 	}
 }

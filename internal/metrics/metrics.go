@@ -50,7 +50,7 @@ type Metrics struct {
 // The per-workload series (ddiskqos_workload_*) are not on reg: serve
 // reg with Handler, which adds them. current may return nil before the
 // first tick; the snapshot series are then absent.
-func New(reg prometheus.Registerer, current func() *snapshot.Snapshot) (*Metrics, error) {
+func New(reg prometheus.Registerer, current snapshot.Acquirer) (*Metrics, error) {
 	if current == nil {
 		return nil, fmt.Errorf("metrics: current snapshot func is nil")
 	}

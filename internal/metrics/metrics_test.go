@@ -71,8 +71,8 @@ func fixture() *snapshot.Snapshot {
 	}
 }
 
-func constant(s *snapshot.Snapshot) func() *snapshot.Snapshot {
-	return func() *snapshot.Snapshot { return s }
+func constant(s *snapshot.Snapshot) snapshot.Acquirer {
+	return snapshot.Fixed(func() *snapshot.Snapshot { return s })
 }
 
 func TestMetricsCollectorGolden(t *testing.T) {

@@ -154,7 +154,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		pl: pl, cancel: cancel, done: make(chan error, 1), obs: obs}
 	go func() { rd.done <- d.Run(dctx) }()
 	// Run takes its first tick at once; wait for the snapshot.
-	for d.Snapshot() == nil {
+	for !published(d) {
 		select {
 		case err := <-rd.done:
 			cancel()
@@ -180,4 +180,11 @@ func (rd *Daemon) Stop() (Stats, error) {
 		err = nil
 	}
 	return rd.obs.stats(), errors.Join(err, rd.pl.Close())
+}
+
+// published says whether d has published its first snapshot.
+func published(d *daemon.Daemon) bool {
+	s, release := d.Acquire()
+	release()
+	return s != nil
 }

@@ -74,7 +74,7 @@ func (rd *runningDaemon) watch(ctx context.Context) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if s := rd.d.Snapshot(); s != nil {
+		if s, release := rd.d.Acquire(); s != nil {
 			rd.wmu.Lock()
 			for _, w := range s.Workloads {
 				rd.tracked[w.ID] = true
@@ -94,6 +94,7 @@ func (rd *runningDaemon) watch(ctx context.Context) {
 				}
 			}
 			rd.wmu.Unlock()
+			release()
 		}
 		select {
 		case <-ctx.Done():
@@ -144,7 +145,8 @@ func (rd *runningDaemon) view(id string) string {
 	if rd == nil {
 		return ""
 	}
-	s := rd.d.Snapshot()
+	s, release := rd.d.Acquire()
+	defer release()
 	if s == nil {
 		return "no snapshot"
 	}

@@ -434,8 +434,9 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		say("churn -%d +%d: seen after %.0f ms wall, %d ticks, %.0f ms CPU, longest tick %.1f ms",
 			len(gone), len(added), ph.WallMS, ph.Ticks, ph.CPUMS, ph.TickMaxMS)
 	}
-	if s := d.Snapshot(); s != nil {
-		res.Errors = s.Errors
+	if s, release := d.Acquire(); s != nil {
+		res.Errors = slices.Clone(s.Errors)
+		release()
 	}
 	res.Bar.CPUPerTickMS = 3 * float64(c.Workloads) / 1000
 	res.Bar.RSSMiB, res.Bar.MetricsMS = 64, 200
@@ -464,22 +465,27 @@ func waitFor(ctx context.Context, d *daemon.Daemon, obs *observer, c0 cpu, t0 ti
 	deadline := t0.Add(limit)
 	var lastTick uint64
 	for {
-		if s := d.Snapshot(); s != nil && s.Tick != lastTick {
+		s, release := d.Acquire()
+		seen := false
+		if s != nil && s.Tick != lastTick {
 			lastTick = s.Tick
-			if len(s.Workloads) == n && all(s.Workloads, want) {
-				wall, c := time.Since(t0), cpuNow().sub(c0)
-				p := Phase{WallMS: ms(wall), CPUMS: ms(c.total())}
-				for _, t := range obs.ticks()[n0:] {
-					p.Ticks++
-					p.TickMaxMS = max(p.TickMaxMS, ms(t.wall))
-				}
-				return p, nil
+			seen = len(s.Workloads) == n && all(s.Workloads, want)
+		}
+		release()
+		if seen {
+			wall, c := time.Since(t0), cpuNow().sub(c0)
+			p := Phase{WallMS: ms(wall), CPUMS: ms(c.total())}
+			for _, t := range obs.ticks()[n0:] {
+				p.Ticks++
+				p.TickMaxMS = max(p.TickMaxMS, ms(t.wall))
 			}
+			return p, nil
 		}
 		if time.Now().After(deadline) {
 			got, tick := 0, uint64(0)
-			if s := d.Snapshot(); s != nil {
+			if s, release := d.Acquire(); s != nil {
 				got, tick = len(s.Workloads), s.Tick
+				release()
 			}
 			return Phase{}, fmt.Errorf("not seen after %s: the snapshot holds %d of %d workloads after %d tick(s)", limit, got, n, tick)
 		}
