@@ -120,9 +120,9 @@ const maxRetired = 8192
 type retired struct {
 	recs  fifo[*snapshot.Workload]
 	lats  [maxLatDevs]fifo[[]snapshot.WorkloadLatency] // lists of 1..maxLatDevs devices
-	lists fifo[[]*snapshot.Workload]       // snapshots' Workloads
-	bound uint64                           // of this tick (readers.bound)
-	gen   uint64                           // the generation being built
+	lists fifo[[]*snapshot.Workload]                   // snapshots' Workloads
+	bound uint64                                       // of this tick (readers.begin)
+	gen   uint64                                       // the generation being built
 }
 
 // retireRecord retires old, replaced by nw while gen is built, and its
