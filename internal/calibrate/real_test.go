@@ -145,9 +145,9 @@ const splitTrials = 5
 // that followed an uncalibrated one 2.5-3x. Each trial now streams
 // unmeasured for 2 s first; two runs on a quiet host then gave vda 7.35x
 // and 8.54x (trials 4.80-9.30x), null_blk 8.76x and 3.75x (trials
-// 2.95-8.78x); the clean-clone CI run after (other packages' tests beside
-// it) vda 6.65x, null_blk 1.96x (trials 1.66-4.65x): null_blk's throttle
-// runs on the emulated CPU, and a loaded host slows it. The bars keep a
+// 2.95-8.78x); two clean-clone CI runs after (the VM's tests run one
+// package at a time) vda 6.65x and 6.63x, null_blk 1.96x (trials
+// 1.66-4.65x) and 9.44x: null_blk's split varies most. The bars keep a
 // margin below that: vda's calibrated median at least 2.5x and 2x the
 // uncalibrated one; null_blk's at least 1.3x and 1.25x, as before (a
 // median of 5 uncalibrated trials never exceeded 1.14x, so either bar
