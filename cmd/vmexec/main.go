@@ -52,7 +52,7 @@ func run() int {
 	diskBPS := fs.Int64("disk-bps", def.DiskBPS, "throttle the test disk to this many bytes/s, reads and writes together (0: unthrottled)")
 	mem := fs.String("mem", def.Mem, "guest memory (qemu -m)")
 	smp := fs.Int("smp", def.SMP, "guest CPUs")
-	timeout := fs.Duration("timeout", def.Timeout, "kill the VM after this long, boot included (0: never)")
+	timeout := fs.Duration("timeout", def.Timeout, "kill the VM after this long, boot included (0: never); a VM that has not started the program within 5m is killed and booted once more")
 	kernel := fs.String("kernel", def.Kernel, "guest kernel (vmlinux or bzImage)")
 	initrd := fs.String("initrd", def.Initrd, "guest initramfs (built by test/vm/assets.sh)")
 	qemu := fs.String("qemu", def.QEMU, "qemu binary")

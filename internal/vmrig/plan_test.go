@@ -1,12 +1,16 @@
 package vmrig
 
 import (
+	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPlanShares(t *testing.T) {
@@ -180,5 +184,55 @@ func TestCheckAssets(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestRunBootTimeout: a VM that never starts the program (here a "qemu"
+// that only sleeps) is killed after BootTimeout and booted once more; the
+// second hang is an ErrBootTimeout, and no process is left.
+func TestRunBootTimeout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	qemu := filepath.Join(dir, "qemu")
+	script := "#!/bin/sh\necho $$ >> " + starts + "\nexec sleep 600\n"
+	if err := os.WriteFile(qemu, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"kernel", "initrd"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prog := filepath.Join(dir, "prog")
+	if err := os.WriteFile(prog, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	c := Config{QEMU: qemu, Kernel: filepath.Join(dir, "kernel"), Initrd: filepath.Join(dir, "initrd"),
+		DiskSize: 1 << 20, BootTimeout: 300 * time.Millisecond, Timeout: time.Minute, TempDir: dir, Log: &log}
+	t0 := time.Now()
+	_, err := Run(context.Background(), c, Job{Path: prog, Dir: dir, Stdout: io.Discard, Stderr: io.Discard})
+	if !errors.Is(err, ErrBootTimeout) {
+		t.Fatalf("err %v, want ErrBootTimeout", err)
+	}
+	if took := time.Since(t0); took > 30*time.Second {
+		t.Errorf("took %v: the boot timeout of 300ms was not applied", took)
+	}
+	b, err := os.ReadFile(starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := strings.Fields(string(b))
+	if len(pids) != 2 {
+		t.Fatalf("qemu started %d times, want 2 (one boot more)", len(pids))
+	}
+	for _, p := range pids {
+		if _, err := os.Stat("/proc/" + p); err == nil {
+			t.Errorf("qemu %s still running", p)
+		}
+	}
+	if !strings.Contains(log.String(), "booting it once more") {
+		t.Errorf("the log does not say it booted once more: %q", log.String())
 	}
 }

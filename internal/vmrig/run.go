@@ -3,6 +3,7 @@ package vmrig
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,9 +31,13 @@ type Config struct {
 	// Burst is the second test disk, throttled like a cloud volume with
 	// burst credits; a zero Burst attaches none.
 	Burst   BurstDisk
-	Timeout time.Duration // whole run, boot included; 0: none
-	TempDir string        // where the run's files go; "": os.TempDir()
-	Log     io.Writer     // qemu command and timings; nil: none
+	Timeout time.Duration // whole run of one boot, boot included; 0: none
+	// BootTimeout is how long a boot may take to start the program; a VM
+	// that has not started it by then is killed and booted once more.
+	// 0: DefaultBootTimeout.
+	BootTimeout time.Duration
+	TempDir     string    // where the run's files go; "": os.TempDir()
+	Log         io.Writer // qemu command and timings; nil: none
 }
 
 // Job is the program to run in the guest.
@@ -64,7 +69,7 @@ var ErrMissingAsset = errors.New("missing; run test/vm/assets.sh")
 // boot, its init failed, it timed out or it was interrupted.
 type VMError struct {
 	Msg        string
-	Err        error  // ErrTimeout, context.Canceled or nil
+	Err        error  // ErrTimeout, ErrBootTimeout, context.Canceled or nil
 	ConsoleLog string // last lines of the guest's console, if any
 	QEMUStderr string
 }
@@ -85,6 +90,16 @@ func (e *VMError) Error() string {
 
 // ErrTimeout is wrapped by the error of a run that exceeded Config.Timeout.
 var ErrTimeout = errors.New("timed out")
+
+// ErrBootTimeout is wrapped by the error of a run whose VM did not start
+// the program within Config.BootTimeout, twice.
+var ErrBootTimeout = errors.New("did not start the program in time")
+
+// DefaultBootTimeout: a boot to the program takes seconds under software
+// emulation, a minute on a loaded host; a clean-clone CI run once saw a
+// VM run 31 minutes without starting its program (qemu busy on both CPUs,
+// nothing on the console), and the package failed.
+const DefaultBootTimeout = 5 * time.Minute
 
 // CacheDir is where test/vm/assets.sh leaves the kernel and initramfs:
 // $DDISKQOS_VM_CACHE, else $HOME/.cache/ddiskqos/vm.
@@ -150,7 +165,23 @@ func CheckAssets(c Config) error {
 // job.Stderr as it comes and returns its exit status. An error means the
 // program's status is unknown (SetupError, VMError). Run removes every file it
 // made and leaves no qemu process behind, also when ctx is cancelled.
+//
+// A VM that has not started the program within Config.BootTimeout is
+// killed and booted once more; the program had not run, so nothing of it
+// is repeated.
 func Run(ctx context.Context, c Config, job Job) (int, error) {
+	code, err := runOnce(ctx, c, job)
+	if errors.Is(err, ErrBootTimeout) && ctx.Err() == nil {
+		if c.Log != nil {
+			fmt.Fprintf(c.Log, "vmexec: %v; booting it once more\n", err)
+		}
+		code, err = runOnce(ctx, c, job)
+	}
+	return code, err
+}
+
+// runOnce is one boot of Run.
+func runOnce(ctx context.Context, c Config, job Job) (int, error) {
 	if err := CheckAssets(c); err != nil {
 		return 0, err
 	}
@@ -239,6 +270,8 @@ func Run(ctx context.Context, c Config, job Job) (int, error) {
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	boot := cmp.Or(c.BootTimeout, DefaultBootTimeout)
+	hung := false
 	var waitErr error
 loop:
 	for {
@@ -247,6 +280,10 @@ loop:
 			break loop
 		case <-tick.C:
 			pump()
+			if !st.started && !hung && time.Since(t0) > boot {
+				hung = true
+				cmd.Process.Kill()
+			}
 		}
 	}
 	pump()
@@ -258,6 +295,9 @@ loop:
 	switch {
 	case st.exited:
 		return st.code, nil
+	case hung && !st.started:
+		return 0, &VMError{Msg: fmt.Sprintf("vm %v within %v", ErrBootTimeout, boot), Err: ErrBootTimeout,
+			ConsoleLog: tailFile(f.Console, 20), QEMUStderr: qemuErr.String()}
 	case ctx.Err() != nil:
 		e := &VMError{Msg: "vm interrupted", Err: context.Canceled}
 		if errors.Is(context.Cause(ctx), ErrTimeout) {
