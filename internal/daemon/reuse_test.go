@@ -26,34 +26,11 @@ func TestPublishReusesReleasedRecords(t *testing.T) {
 	t.Parallel()
 	mount := t.TempDir()
 	rbytes := 4096
-	stat := func(name string, rbytes int) {
-		t.Helper()
-		dir := filepath.Join(mount, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
-		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stat := func(name string, rbytes int) { writeIOStat(t, mount, name, rbytes) }
 	stat("idle", 4096)
 	stat("busy", rbytes)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, err := New(Options{
-		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
-		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
-		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Error(err)
-		}
-	})
-	d.started, d.noFile = now, 1<<20
+	d := newTestDaemon(t, mount, &now, nil)
 	for _, n := range []string{"idle", "busy"} {
 		d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
 	}
@@ -181,35 +158,12 @@ func TestPublishKeepsTheStoredSnapshot(t *testing.T) {
 	t.Parallel()
 	mount := t.TempDir()
 	names := []string{"a", "b", "c"}
-	stat := func(name string, rbytes int) {
-		t.Helper()
-		dir := filepath.Join(mount, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
-		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stat := func(name string, rbytes int) { writeIOStat(t, mount, name, rbytes) }
 	for _, n := range names {
 		stat(n, 4096)
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, err := New(Options{
-		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
-		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
-		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Error(err)
-		}
-	})
-	d.started, d.noFile = now, 1<<20
+	d := newTestDaemon(t, mount, &now, nil)
 	for _, n := range names {
 		d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
 	}
@@ -254,39 +208,14 @@ func TestPublishKeepsTheStoredSnapshot(t *testing.T) {
 func TestLatencyListsReused(t *testing.T) {
 	t.Parallel()
 	mount := t.TempDir()
-	dir := filepath.Join(mount, "web")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte("8:0 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=0 dios=0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ino := fi.Sys().(*syscall.Stat_t).Ino
+	ino := writeIOStat(t, mount, "web", 0)
 	sda := cgroupfs.Dev{Major: 8}
 	fake := &fakeLatency{next: [][]iolat.Delta{nil}}
 	for i := range 16 {
 		fake.next = append(fake.next, []iolat.Delta{delta(ino, sda, iolat.Read, 10+i, 200_000, 4096, 0)})
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, err := New(Options{
-		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
-		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
-		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-		Latency: LatencyOptions{SysRoot: t.TempDir(), Open: func() (LatencySensor, error) { return fake, nil }},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Error(err)
-		}
-	})
-	d.started, d.noFile = now, 1<<20
+	d := newTestDaemon(t, mount, &now, fake)
 	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "web", Name: "web", Cgroup: "/web"}})
 	// tick steps and returns where web's latency list lives, and the list.
 	tick := func() (*snapshot.WorkloadLatency, []snapshot.WorkloadLatency) {
@@ -339,22 +268,7 @@ func TestLatencyListSharedNotReused(t *testing.T) {
 	t.Parallel()
 	mount := t.TempDir()
 	inos := map[string]uint64{}
-	stat := func(name string, rbytes int) {
-		t.Helper()
-		dir := filepath.Join(mount, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
-		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inos[name] = fi.Sys().(*syscall.Stat_t).Ino
-	}
+	stat := func(name string, rbytes int) { inos[name] = writeIOStat(t, mount, name, rbytes) }
 	stat("web", 0)
 	stat("quiet", 0)
 	sda := cgroupfs.Dev{Major: 8}
@@ -365,21 +279,7 @@ func TestLatencyListSharedNotReused(t *testing.T) {
 		fake.next = append(fake.next, []iolat.Delta{delta(inos["web"], sda, iolat.Read, 10+i, 200_000, 4096, 0)})
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, err := New(Options{
-		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
-		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
-		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-		Latency: LatencyOptions{SysRoot: t.TempDir(), Open: func() (LatencySensor, error) { return fake, nil }},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Error(err)
-		}
-	})
-	d.started, d.noFile = now, 1<<20
+	d := newTestDaemon(t, mount, &now, fake)
 	for _, n := range []string{"web", "quiet"} {
 		d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
 	}
@@ -405,35 +305,12 @@ func TestReuseWithConcurrentReaders(t *testing.T) {
 	t.Parallel()
 	mount := t.TempDir()
 	names := []string{"a", "b", "c", "d"}
-	stat := func(name string, rbytes int) {
-		t.Helper()
-		dir := filepath.Join(mount, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
-		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stat := func(name string, rbytes int) { writeIOStat(t, mount, name, rbytes) }
 	for _, n := range names {
 		stat(n, 0)
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d, err := New(Options{
-		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
-		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
-		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Error(err)
-		}
-	})
-	d.started, d.noFile = now, 1<<20
+	d := newTestDaemon(t, mount, &now, nil)
 	for _, n := range names {
 		d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
 	}
@@ -484,4 +361,49 @@ func TestReuseWithConcurrentReaders(t *testing.T) {
 	if reads[0] == 0 {
 		t.Error("no reader read a snapshot while the loop ticked")
 	}
+}
+
+// writeIOStat writes cgroup name's io.stat under the v2 tree at mount:
+// rbytes read on 8:0. It returns the cgroup directory's inode.
+func writeIOStat(t *testing.T, mount, name string, rbytes int) uint64 {
+	t.Helper()
+	dir := filepath.Join(mount, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
+	if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// newTestDaemon is a daemon on the v2 tree at mount with no devices, its
+// clock *now, lat its latency sensor (nil: none); shut down at the test's
+// end.
+func newTestDaemon(t *testing.T, mount string, now *time.Time, lat LatencySensor) *Daemon {
+	t.Helper()
+	opts := Options{
+		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
+		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
+		Interval:    time.Second, Now: func() time.Time { return *now }, NoFile: 1 << 20,
+	}
+	if lat != nil {
+		opts.Latency = LatencyOptions{SysRoot: t.TempDir(), Open: func() (LatencySensor, error) { return lat, nil }}
+	}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Error(err)
+		}
+	})
+	d.started, d.noFile = *now, 1<<20
+	return d
 }
