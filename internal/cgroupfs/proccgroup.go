@@ -2,6 +2,7 @@ package cgroupfs
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -28,13 +29,16 @@ type ProcCgroup struct {
 // On v1 the controller list names the hierarchy's controllers (comma
 // separated, named hierarchies as "name=..."). The v2 line has ID 0 and an
 // empty list; it is the only line on a pure v2 host. The path is relative to
-// the reader's cgroup namespace and may itself contain ':'. Blank lines are
-// skipped; anything else malformed is a *ParseError.
+// the reader's cgroup namespace and may itself contain ':' or '\r' (a cgroup's
+// name may hold any byte but '/' and '\n'), so lines end at '\n' alone and a
+// '\r' before it belongs to the path. Blank lines are skipped; anything else
+// malformed is a *ParseError.
 func ParseProcCgroup(r io.Reader) ([]ProcCgroup, error) {
 	const file = "/proc/<pid>/cgroup"
 	var out []ProcCgroup
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	sc.Split(scanNewlines)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -63,6 +67,21 @@ func ParseProcCgroup(r io.Reader) ([]ProcCgroup, error) {
 		return nil, fmt.Errorf("read %s: %w", file, err)
 	}
 	return out, nil
+}
+
+// scanNewlines is bufio.ScanLines without its dropping of a '\r' before the
+// '\n': in /proc/<pid>/cgroup that byte is part of a cgroup's name.
+func scanNewlines(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	if atEOF && len(data) == 0 {
+		return 0, nil, nil
+	}
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // ReadProcCgroup reads and parses <procRoot>/<pid>/cgroup.

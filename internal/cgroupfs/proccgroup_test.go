@@ -29,6 +29,8 @@ func TestParseProcCgroup(t *testing.T) {
 		{"blank lines and no final newline", "\n7:blkio:/\n\n0::/", []ProcCgroup{
 			{ID: 7, Controllers: []string{"blkio"}, Path: "/"}, {ID: 0, Path: "/"}}, true},
 		{"colon in path", "0::/a:b", []ProcCgroup{{ID: 0, Path: "/a:b"}}, true},
+		{"carriage return in path", "7:blkio:/a\r\n0::/\r\r\n", []ProcCgroup{
+			{ID: 7, Controllers: []string{"blkio"}, Path: "/a\r"}, {ID: 0, Path: "/\r\r"}}, true},
 		{"outside namespace", "0::/../../x", []ProcCgroup{{ID: 0, Path: "/../../x"}}, true},
 		{"empty", "", nil, true},
 		{"two fields", "7:blkio\n", nil, false},
