@@ -79,7 +79,10 @@ type HostCell struct {
 	Cold     [][]float64    `json:"cold_ms"`
 	Streamer *StreamerStats `json:"streamer,omitempty"`
 	Daemon   *DaemonStats   `json:"daemon,omitempty"`
-	Wall     float64        `json:"wall_s"`
+	// Seconds is a ddiskqos cell's timeline: per second, what the daemon
+	// did and how the victims fared (timeline.go).
+	Seconds []Second `json:"seconds,omitempty"`
+	Wall    float64  `json:"wall_s"`
 }
 
 // HostResult is a whole run of the host scenario.
@@ -224,11 +227,13 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		}
 		cell.Wall = time.Since(t0).Seconds()
 	}()
+	var tl *timeline
 	if c == DDiskQoS {
 		d, err := startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent)
 		if err != nil {
 			return cell, fmt.Errorf("start ddiskqos: %w", err)
 		}
+		tl = startTimeline(d.bd.D.Acquire, b.vol.Dev.String())
 		defer func() {
 			st, derr := d.stop()
 			cell.Daemon = &st
@@ -337,6 +342,8 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		}
 	}()
 	var light, lightSettled []float64
+	var webUs []float64
+	var lightUs [][]float64
 	for i, v := range vs {
 		r, err := b.wait(v.p)
 		if err != nil {
@@ -351,8 +358,10 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 				cell.WebResponse = *r.Response
 			}
 			cell.WebSettled = pooled(afterFirstSecond(r.Latencies, p.WebIOPS))
+			webUs = r.Latencies
 			continue
 		}
+		lightUs = append(lightUs, r.Latencies)
 		light = append(light, r.Latencies...)
 		lightSettled = append(lightSettled, afterFirstSecond(r.Latencies, p.LightIOPS)...)
 		cell.LightOps += r.Ops
@@ -378,6 +387,9 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		if err := b.h.Remove(streamRel); err != nil {
 			return cell, err
 		}
+	}
+	if tl != nil {
+		cell.Seconds = tl.finish(vStart, webUs, p.WebIOPS, lightUs, p.LightIOPS, 3*res.Unloaded.P99)
 	}
 	return cell, nil
 }
