@@ -30,10 +30,16 @@
 //     above the target, cut to 0.7× (0.5× when above twice the target),
 //     never below Floor (2 %); at most half the target, raise by a quarter;
 //     at most 0.8× the target, raise by Step (1 % of the capacity);
-//     between, hold. Never above what the levels capped now get together
-//     unsteered (Input.Max: a level-4 stream alone, 30 %), nor Max (the
-//     largest level share, 60 %). It starts at Start, the throttle's fixed share
-//     without the controller (MaxBurst / slice, 5 %).
+//     between, hold. A cut remembers the share it cut from (the knee,
+//     like CUBIC's last maximum): for KneeHold (20 s) after it, raises stop
+//     at kneeFrac (0.85) of the knee, so the share sits just below the
+//     share that hurt instead of climbing back into it every few ticks;
+//     after KneeHold without another cut the knee is forgotten and the
+//     share probes past it by Step. Never above what the levels capped
+//     now get together unsteered (Input.Max: a level-4 stream alone,
+//     30 %), nor Max (the largest level share, 60 %). It starts at Start,
+//     the throttle's fixed share without the controller (MaxBurst /
+//     slice, 5 %).
 //
 // Failure modes: a target learned from 4 KiB health checks is tight for a
 // service that later reads 64 KiB (the share then sits lower than it could,
@@ -64,6 +70,11 @@ const (
 	// latency targets are about small requests; a 1 MiB read takes longer
 	// unloaded and would move the target with the mix.
 	SmallRequest = 64 << 10
+	// KneeHold is how long a knee (the share a cut came from) bounds the
+	// raises: measured on the host's loop device (issue 20's host
+	// scenario), AIMD without it climbed back into the share that hurt
+	// every 5-10 s, each climb a second of victims at 5-20x their p99.
+	KneeHold = 20 * time.Second
 )
 
 // The AIMD's constants.
@@ -73,6 +84,7 @@ const (
 	fastRaise     = 1.25 // at most half the target
 	raiseBelow    = 0.8  // at most this fraction of the target: raise by Step
 	ageUp         = 0.1  // a higher unloaded sample moves the baseline by this part
+	kneeFrac      = 0.85 // after a cut, raises stop at this part of the share cut from
 	maxProbeTicks = 3    // a probe without enough requests gives up after this many ticks
 )
 
@@ -173,6 +185,8 @@ type Controller struct {
 	probeN    int     // ticks into the current probe
 	before    float64 // the share before the probe
 	learnedAt time.Time
+	knee      float64 // the share the last cut came from (0: none)
+	kneeAt    time.Time
 }
 
 // New returns a controller; an error names the bad value.
@@ -242,17 +256,33 @@ func (c *Controller) Step(in Input) State {
 		return c.st
 	}
 	t := c.st.Target
-	switch s := c.st.Share; {
+	s := c.st.Share
+	switch {
 	case m > 2*t:
 		c.st.Share = max(c.cfg.Floor, s*deepCutFactor)
+		c.knee, c.kneeAt = s, in.At
 	case m > t:
 		c.st.Share = max(c.cfg.Floor, s*cutFactor)
+		c.knee, c.kneeAt = s, in.At
 	case 2*m <= t:
-		c.st.Share = min(most, max(s*fastRaise, s+c.cfg.Step))
+		c.st.Share = c.raise(in.At, s, min(most, max(s*fastRaise, s+c.cfg.Step)))
 	case float64(m) <= raiseBelow*float64(t):
-		c.st.Share = min(most, s+c.cfg.Step)
+		c.st.Share = c.raise(in.At, s, min(most, s+c.cfg.Step))
 	}
 	return c.st
+}
+
+// raise is a raise from share s to want, bounded by the knee while it is
+// remembered (see the package doc); never below s.
+func (c *Controller) raise(at time.Time, s, want float64) float64 {
+	if c.knee == 0 {
+		return want
+	}
+	if at.Sub(c.kneeAt) >= KneeHold {
+		c.knee = 0
+		return want
+	}
+	return max(s, min(want, kneeFrac*c.knee))
 }
 
 // dueProbe reports whether a loaded tick at is to probe the unloaded

@@ -75,6 +75,22 @@ func TestStep(t *testing.T) {
 			},
 		},
 		{
+			name: "after a cut, raises stop below the share cut from (the knee)",
+			cfg:  cfg,
+			ticks: []tick{
+				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.05},
+				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.06},
+				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.07},
+				// Too much at 0.07: cut, the knee is 0.07.
+				{lat: 4 * ms, n: 100, capped: true, held: true, wantShare: 0.049},
+				// Raises up to 0.85 × 0.07 = 0.0595, then hold there
+				// however low the latency.
+				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.059},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.0595},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.0595},
+			},
+		},
+		{
 			name: "a cap nobody runs into is not raised",
 			cfg:  cfg,
 			ticks: []tick{
@@ -169,6 +185,45 @@ func TestStep(t *testing.T) {
 				t.Errorf("target %s, want ~%s", st.Target, tc.wantTarget)
 			}
 		})
+	}
+}
+
+// TestKneeForgotten: a knee bounds the raises for KneeHold after its cut,
+// then the share probes past it; a new cut sets a new knee.
+func TestKneeForgotten(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	step := func(lat time.Duration, dt time.Duration) State {
+		at = at.Add(dt)
+		return c.Step(Input{At: at, Hist: hist(lat, 100), Capped: true, Held: true, Quiet: lat == 0})
+	}
+	c.Step(Input{At: at, Hist: hist(1*ms, 100), Quiet: true}) // learns 1 ms: target 3 ms
+	if st := step(4*ms, time.Second); math.Abs(st.Share-0.035) > 1e-9 {
+		t.Fatalf("cut from 0.05: share %g, want 0.035", st.Share)
+	}
+	// Held below 0.85 × 0.05 until KneeHold has passed since the cut.
+	for i := 0; i < 5; i++ {
+		if st := step(2*ms, 3*time.Second); st.Share > 0.0425+1e-9 {
+			t.Fatalf("%s after the cut: share %g above the knee's 0.0425", at.Sub(t0), st.Share)
+		}
+	}
+	if st := step(2*ms, 10*time.Second); st.Share <= 0.0425+1e-9 {
+		t.Fatalf("%s after the cut (KneeHold %s): share %g still at the knee", at.Sub(t0), KneeHold, st.Share)
+	}
+	// A new cut sets a new knee at the share it came from.
+	from := c.State().Share
+	step(4*ms, time.Second)
+	for i := 0; i < 5; i++ {
+		if st := step(1*ms, time.Second); st.Share > kneeFrac*from+1e-9 {
+			t.Fatalf("after a second cut from %g: share %g above %g", from, st.Share, kneeFrac*from)
+		}
+	}
+	if st := c.State(); math.Abs(st.Share-kneeFrac*from) > 1e-9 {
+		t.Errorf("share %g, want it back at %g after five fast raises", st.Share, kneeFrac*from)
 	}
 }
 
