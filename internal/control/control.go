@@ -22,9 +22,10 @@
 //     The first such value is taken; later ones lower it at once and raise
 //     it by a tenth of the difference (a lucky minimum ages). While caps
 //     stay on (a streamer that never stops), the controller probes, like
-//     BBR's min-RTT probe: one tick at the Floor share, every ProbeEvery
-//     (30 s) and before its first decision; that tick's p99 is the
-//     unloaded latency, the next tick is back at the share before it.
+//     BBR's min-RTT probe: two ticks at the Floor share, every ProbeEvery
+//     (30 s) and before its first decision; the first drains what the
+//     capped workloads had queued, the second's p99 is the unloaded
+//     latency, and the next tick is back at the share before it.
 //   - Share (AIMD, only while a cap was in force and held a workload back
 //     over the tick — a cap nobody runs into says nothing about its size):
 //     above the target, cut to 0.7× (0.5× when above twice the target),
@@ -86,6 +87,12 @@ const (
 	ageUp         = 0.1  // a higher unloaded sample moves the baseline by this part
 	kneeFrac      = 0.85 // after a cut, raises stop at this part of the share cut from
 	maxProbeTicks = 3    // a probe without enough requests gives up after this many ticks
+	// probeDrain: a probe's first ticks at the floor are not measured.
+	// The host scenario's first probe, in the tick the victims came,
+	// measured 1.9 ms beside an unloaded 0.3 ms p50 (the streamer's
+	// queue ahead of them), and the controller held a 5.7 ms target for
+	// half a minute.
+	probeDrain = 1
 )
 
 // Config configures one device's controller. Zero fields take defaults.
@@ -226,10 +233,16 @@ func (c *Controller) Step(in Input) State {
 	switch {
 	case probing:
 		c.probeN++
+		if c.probeN <= probeDrain {
+			// What the capped workloads queued before the floor is still
+			// ahead of the protected requests: not the unloaded device.
+			c.pool = iolat.Hist{}
+			return c.st
+		}
 		if measured {
 			c.learn(in.At, m)
 		}
-		if measured || c.probeN >= maxProbeTicks {
+		if measured || c.probeN >= probeDrain+maxProbeTicks {
 			c.st.Probing, c.st.Share, c.probeAt = false, c.before, in.At
 		}
 		return c.st

@@ -130,6 +130,8 @@ func TestStep(t *testing.T) {
 			cfg:  cfg,
 			ticks: []tick{
 				{lat: 3 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
+				// The probe's first tick drains the queue: not learned.
+				{lat: 20 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
 				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.05},
 				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.06},
 			},
@@ -262,6 +264,9 @@ func TestBaselineAges(t *testing.T) {
 				t.Fatalf("probe share %g, want the floor", st.Share)
 			}
 			before := c.before
+			if st = step(Input{Hist: hist(9*ms, 100), Capped: true, Held: true}); !st.Probing || st.Share != 0.02 {
+				t.Fatalf("the probe's first tick at the floor: %+v, want it still probing", st)
+			}
 			st = step(Input{Hist: hist(1*ms, 100), Capped: true, Held: true})
 			if st.Probing || st.Share != before {
 				t.Fatalf("after the probe: %+v, want share %g", st, before)

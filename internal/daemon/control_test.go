@@ -71,7 +71,7 @@ func TestControlSteers(t *testing.T) {
 			delta(inos["bulk"], sda, iolat.Read, 50, 8_000_000, 1<<20, 4),
 			delta(inos["flood"], sda, iolat.Read, 100, 50_000_000, 4096, 32),
 		}
-		fake := &fakeLatency{next: [][]iolat.Delta{nil, batch, batch, batch}}
+		fake := &fakeLatency{next: [][]iolat.Delta{nil, batch, batch, batch, batch}}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		act := &steerActuator{dev: actuate.Device{Name: "sda", Dev: sda, Mech: mech.Throttle}, now: &now,
 			capped: map[string]bool{"flood": true, "bulk": true}}
@@ -89,7 +89,7 @@ func TestControlSteers(t *testing.T) {
 		for _, n := range []string{"web", "bulk", "flood"} {
 			d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
 		}
-		for range 4 {
+		for range 5 {
 			d.step()
 			now = now.Add(time.Second)
 		}
@@ -102,10 +102,11 @@ func TestControlSteers(t *testing.T) {
 			}
 			continue
 		}
-		// Tick 1: caps, no baseline: the probe at the floor; tick 2: the
+		// Tick 1: caps, no baseline: the probe at the floor; tick 2: its
+		// first tick, which drains the queue, not learned; tick 3: the
 		// probe's p99 (web's 200 µs) learned, the share back to 5 %; ticks
-		// 3, 4: p99 far below the target, ×1.25 each.
-		want := []float64{0.02, 0.05, 0.0625, 0.078125}
+		// 4, 5: p99 far below the target, ×1.25 each.
+		want := []float64{0.02, 0.02, 0.05, 0.0625, 0.078125}
 		if len(act.steers) != len(want) {
 			t.Fatalf("steered %v, want %v", act.steers, want)
 		}
