@@ -23,9 +23,10 @@
 //     it by a tenth of the difference (a lucky minimum ages). While caps
 //     stay on (a streamer that never stops), the controller probes, like
 //     BBR's min-RTT probe: two ticks at the Floor share, every ProbeEvery
-//     (30 s) and before its first decision; the first drains what the
-//     capped workloads had queued, the second's p99 is the unloaded
-//     latency, and the next tick is back at the share before it.
+//     (30 s) and before its first decision; the lower of their p99s is the
+//     unloaded latency (one tick's is noisy, and the first still drains
+//     what the capped workloads had queued), and the next tick is back at
+//     the share before it.
 //   - Share (AIMD, only while a cap was in force and held a workload back
 //     over the tick — a cap nobody runs into says nothing about its size):
 //     above the target, cut to 0.7× (0.5× when above twice the target),
@@ -87,12 +88,13 @@ const (
 	ageUp         = 0.1  // a higher unloaded sample moves the baseline by this part
 	kneeFrac      = 0.85 // after a cut, raises stop at this part of the share cut from
 	maxProbeTicks = 3    // a probe without enough requests gives up after this many ticks
-	// probeDrain: a probe's first ticks at the floor are not measured.
-	// The host scenario's first probe, in the tick the victims came,
-	// measured 1.9 ms beside an unloaded 0.3 ms p50 (the streamer's
-	// queue ahead of them), and the controller held a 5.7 ms target for
-	// half a minute.
-	probeDrain = 1
+	// probeMeasures: a probe measures this many pools at the floor and
+	// learns the lowest p99. One tick's p99 of ~140 requests is about its
+	// second-slowest request: in the host scenario single probes learned
+	// 360 µs in three runs and 1.9 ms in a fourth, whose 5.7 ms target
+	// held for half a minute; the first tick also still drains what the
+	// capped workloads had queued.
+	probeMeasures = 2
 )
 
 // Config configures one device's controller. Zero fields take defaults.
@@ -189,7 +191,9 @@ type Controller struct {
 	poolLoad  bool // the pool holds loaded (capped) ticks' requests
 	poolProbe bool // the pool holds a probe's requests
 	probeAt   time.Time
-	probeN    int     // ticks into the current probe
+	probeN    int // ticks into the current probe
+	probeM    int // pools measured in it
+	probeMin  time.Duration
 	before    float64 // the share before the probe
 	learnedAt time.Time
 	knee      float64 // the share the last cut came from (0: none)
@@ -233,16 +237,16 @@ func (c *Controller) Step(in Input) State {
 	switch {
 	case probing:
 		c.probeN++
-		if c.probeN <= probeDrain {
-			// What the capped workloads queued before the floor is still
-			// ahead of the protected requests: not the unloaded device.
-			c.pool = iolat.Hist{}
-			return c.st
-		}
 		if measured {
-			c.learn(in.At, m)
+			c.probeM++
+			if c.probeMin == 0 || m < c.probeMin {
+				c.probeMin = m
+			}
 		}
-		if measured || c.probeN >= probeDrain+maxProbeTicks {
+		if c.probeM >= probeMeasures || c.probeN >= probeMeasures+maxProbeTicks {
+			if c.probeMin > 0 {
+				c.learn(in.At, c.probeMin)
+			}
 			c.st.Probing, c.st.Share, c.probeAt = false, c.before, in.At
 		}
 		return c.st
@@ -256,7 +260,7 @@ func (c *Controller) Step(in Input) State {
 	}
 	// Loaded: probe first when the unloaded latency is unknown or old.
 	if c.dueProbe(in.At) {
-		c.before, c.st.Share, c.st.Probing, c.probeN = c.st.Share, c.cfg.Floor, true, 0
+		c.before, c.st.Share, c.st.Probing, c.probeN, c.probeM, c.probeMin = c.st.Share, c.cfg.Floor, true, 0, 0, 0
 		c.pool = iolat.Hist{}
 		return c.st
 	}

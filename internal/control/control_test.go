@@ -130,9 +130,9 @@ func TestStep(t *testing.T) {
 			cfg:  cfg,
 			ticks: []tick{
 				{lat: 3 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
-				// The probe's first tick drains the queue: not learned.
-				{lat: 20 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
-				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.05},
+				// The probe's two ticks: the lower p99 is learned.
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
+				{lat: 20 * ms, n: 100, capped: true, held: true, wantShare: 0.05},
 				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.06},
 			},
 			wantTarget: 3 * ms,
