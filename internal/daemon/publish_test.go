@@ -49,17 +49,7 @@ func (nullActuator) Steer(cgroupfs.Dev, float64) error        { return errors.Ne
 func TestPublishSharesUnchangedWorkloads(t *testing.T) {
 	t.Parallel()
 	mount := t.TempDir()
-	stat := func(name string, rbytes int) {
-		t.Helper()
-		dir := filepath.Join(mount, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
-		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stat := func(name string, rbytes int) { writeIOStat(t, mount, name, rbytes) }
 	stat("idle", 4096)
 	stat("busy", 4096)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

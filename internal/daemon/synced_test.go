@@ -50,17 +50,7 @@ func (s scriptSource) Run(ctx context.Context, out chan<- source.Event) error {
 func TestSyncedDecidesWhatIsCharged(t *testing.T) {
 	t.Parallel()
 	mount := t.TempDir()
-	stat := func(name string, rbytes int) {
-		t.Helper()
-		dir := filepath.Join(mount, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		line := "8:0 rbytes=" + itoa(rbytes) + " wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n"
-		if err := os.WriteFile(filepath.Join(dir, "io.stat"), []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stat := func(name string, rbytes int) { writeIOStat(t, mount, name, rbytes) }
 	// Every workload read 100 MiB before the daemon saw it: charged, that
 	// is level 4 at once (2 + 8 + 32 MiB are levels 1 to 3).
 	const history = 100 << 20
