@@ -94,8 +94,13 @@ type Applied struct {
 	// Weight on the 10..1000 scale, 0 when the mechanism is a throttle.
 	Weight int `json:"weight,omitempty"`
 	// Limits in force (throttle mechanism), zero fields unlimited.
-	ReadBps   uint64 `json:"read_bps_limit,omitempty"`
-	WriteBps  uint64 `json:"write_bps_limit,omitempty"`
+	ReadBps  uint64 `json:"read_bps_limit,omitempty"`
+	WriteBps uint64 `json:"write_bps_limit,omitempty"`
+	// ReadIOPS and WriteIOPS: the request caps in force beside the byte
+	// caps (the throttle caps both: a cap in bytes alone lets a stream of
+	// small requests through).
+	ReadIOPS  uint64 `json:"read_iops_limit,omitempty"`
+	WriteIOPS uint64 `json:"write_iops_limit,omitempty"`
 	Throttled bool   `json:"throttled,omitempty"`
 	Error     string `json:"error,omitempty"` // last failure to apply
 	// Used: the workload's own counters show I/O on the device (the

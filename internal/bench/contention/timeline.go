@@ -27,13 +27,20 @@ type Second struct {
 	StreamerLvl int     `json:"streamer_level,omitempty"`
 	StreamerCap uint64  `json:"streamer_cap_bps,omitempty"`
 	StreamerBps float64 `json:"streamer_bps,omitempty"`
-	WebLevel    int     `json:"web_level,omitempty"`
-	LightLevels []int   `json:"light_levels,omitempty"`
-	WebP99Us    float64 `json:"web_p99_us,omitempty"`
-	WebMaxUs    float64 `json:"web_max_us,omitempty"`
-	LightMaxUs  float64 `json:"light_max_us,omitempty"`
-	LightP99Us  float64 `json:"light_p99_us,omitempty"`
-	VictimsSlow int     `json:"victims_slow,omitempty"` // requests above 3x the unloaded p99
+	// The streamer's request cap and requests per second over the second
+	// (from its read_ios between samples), and the device's capacity as
+	// the throttle estimates it: which of the two caps holds it.
+	StreamerCapIOPS uint64  `json:"streamer_cap_iops,omitempty"`
+	StreamerIOPS    float64 `json:"streamer_iops,omitempty"`
+	CapacityBps     float64 `json:"capacity_bps,omitempty"`
+	CapacityIOPS    float64 `json:"capacity_iops,omitempty"`
+	WebLevel        int     `json:"web_level,omitempty"`
+	LightLevels     []int   `json:"light_levels,omitempty"`
+	WebP99Us        float64 `json:"web_p99_us,omitempty"`
+	WebMaxUs        float64 `json:"web_max_us,omitempty"`
+	LightMaxUs      float64 `json:"light_max_us,omitempty"`
+	LightP99Us      float64 `json:"light_p99_us,omitempty"`
+	VictimsSlow     int     `json:"victims_slow,omitempty"` // requests above 3x the unloaded p99
 }
 
 // timeline samples a running daemon's snapshot once a second.
@@ -43,6 +50,10 @@ type timeline struct {
 	t0      time.Time // the victims' start (set by mark), or the start
 	stop    chan struct{}
 	done    sync.WaitGroup
+
+	// The streamer's read_ios at the last sample (the sampler's own).
+	lastIOs uint64
+	lastAt  time.Time
 
 	mu   sync.Mutex
 	at   []time.Time
@@ -82,6 +93,7 @@ func (tl *timeline) sample(now time.Time) {
 		}
 		sec.TopLevel, sec.Share = d.TopActiveLevel, d.CappedShare
 		sec.TargetUs, sec.ProtectedUs = d.LatencyTarget*1e6, d.ProtectedP99*1e6
+		sec.CapacityBps, sec.CapacityIOPS = d.CapacityBps, d.CapacityIOPS
 	}
 	for i := range s.Workloads {
 		w := s.Workloads[i]
@@ -89,9 +101,13 @@ func (tl *timeline) sample(now time.Time) {
 		switch {
 		case strings.HasPrefix(base, "streamer-"):
 			sec.StreamerLvl, sec.StreamerBps = w.Level, w.ReadBps
+			if tl.lastIOs != 0 && !tl.lastAt.IsZero() && w.ReadIOs >= tl.lastIOs {
+				sec.StreamerIOPS = float64(w.ReadIOs-tl.lastIOs) / now.Sub(tl.lastAt).Seconds()
+			}
+			tl.lastIOs, tl.lastAt = w.ReadIOs, now
 			for _, a := range w.Applied {
 				if a.Dev == tl.dev || a.Device == tl.dev {
-					sec.StreamerCap = a.ReadBps
+					sec.StreamerCap, sec.StreamerCapIOPS = a.ReadBps, a.ReadIOPS
 				}
 			}
 		case strings.HasPrefix(base, "web-"):
