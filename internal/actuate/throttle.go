@@ -702,7 +702,7 @@ func (t *throttle) applyCaps(now time.Time) (writes int) {
 		}
 		if want == m.limits && m.err == nil {
 			if !want.IsZero() && ins[i].active && !t.dryRun && !overCap(m.load.rate, m.limits) &&
-				rearmDue(m.limits, now.Sub(m.wrote), t.cfg.DebtForgiven && ranAtCap(m.load.rate, m.limits)) {
+				rearmDue(m.limits, now.Sub(m.wrote), t.cfg.DebtForgiven && bytesBound(m.load.rate, m.limits)) {
 				writes++
 				t.rearm(m, now)
 			}

@@ -12,6 +12,10 @@ import (
 // readings — the health tracker — can then tell a rate the throttle
 // imposed from the device's.
 
+// capturedFrac: a workload is judged over a window only when capped over
+// at least this part of it.
+const capturedFrac = 0.8
+
 // account adds what the caps in force since the last period allowed to
 // the device sensor's Caps, and every capacityWindow judges whether each
 // workload capped over the window ran at its cap (was held back by it).
@@ -53,7 +57,7 @@ func (t *throttle) account(now time.Time) {
 			// Judged only when capped over (nearly) the whole window: what
 			// it moved while uncapped part of it is no sign of its cap's
 			// holding it back.
-			if capped && m.winOK && m.allowSecs >= heldFrac*win.Seconds() {
+			if capped && m.winOK && m.allowSecs >= capturedFrac*win.Seconds() {
 				n := -1.0
 				if iosOK && m.winIOsOK {
 					n = float64(sub(ios, m.winIOs))

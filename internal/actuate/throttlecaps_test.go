@@ -188,11 +188,13 @@ func TestHeldBack(t *testing.T) {
 	}{
 		{90, -1, 100, 0, true},    // at its bytes cap
 		{50, -1, 100, 0, false},   // well under it
+		{77, 77, 100, 100, true},  // a re-armed cap's delivery (host scenario: 0.76-0.78)
+		{65, 65, 100, 100, false}, // under heldFrac in both
 		{10, 95, 100, 100, true},  // at its IOPS cap, small requests
 		{10, 50, 100, 100, false}, // under both
 		{10, -1, 100, 100, false}, // requests unknown: bytes alone say no
 		{1000, 0, 0, 0, false},    // uncapped
-		{80, 79, 100, 100, true},  // exactly heldFrac of bytes
+		{70, 69, 100, 100, true},  // exactly heldFrac of bytes
 		{0, 100, 0, 100, true},    // IOPS cap alone
 	} {
 		if got := heldBack(c.bytes, c.ios, c.allowB, c.allowIO); got != c.want {

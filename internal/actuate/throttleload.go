@@ -143,6 +143,12 @@ func ranAtCap(rate float64, l cgroupfs.Limits) bool {
 	return l.RBps > 0 && rate >= heldFrac*float64(l.RBps)
 }
 
+// bytesBound reports whether a workload moving rate bytes/s runs at its
+// bytes cap in l for the re-arm's rule (bytesBoundFrac).
+func bytesBound(rate float64, l cgroupfs.Limits) bool {
+	return l.RBps > 0 && rate >= bytesBoundFrac*float64(l.RBps)
+}
+
 // observeLoad folds the period just read into each demoted workload's
 // load: its bytes, and its requests in flight as Throttle.InFlight
 // measures them or as estimated from the device's period.
