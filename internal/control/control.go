@@ -35,7 +35,9 @@
 //     between, hold. A cut remembers the share it cut from (the knee,
 //     like CUBIC's last maximum): for KneeHold (20 s) after it, raises stop
 //     at kneeFrac (0.85) of the knee, so the share sits just below the
-//     share that hurt instead of climbing back into it every few ticks;
+//     share that hurt instead of climbing back into it every few ticks
+//     (cuts within kneeEvent, 3 s, of each other are one event: the knee
+//     stays the highest share they came from);
 //     after KneeHold without another cut the knee is forgotten and the
 //     share probes past it by Step. Never above what the levels capped
 //     now get together unsteered (Input.Max: a level-4 stream alone,
@@ -87,7 +89,14 @@ const (
 	raiseBelow    = 0.8  // at most this fraction of the target: raise by Step
 	ageUp         = 0.1  // a higher unloaded sample moves the baseline by this part
 	kneeFrac      = 0.85 // after a cut, raises stop at this part of the share cut from
-	maxProbeTicks = 3    // a probe without enough requests gives up after this many ticks
+	// kneeEvent: cuts this close to the last one are one event (a queue
+	// the share let through drains over two or three ticks, each above
+	// the target): the knee stays the highest share they came from. In
+	// the host scenario (new disk, 15:01) two cuts a tick apart from 0.068
+	// and 0.048 left the knee at 0.048, and the share sat at 0.04 for the
+	// whole KneeHold with the victims' p99 at half the target.
+	kneeEvent     = 3 * time.Second
+	maxProbeTicks = 3 // a probe without enough requests gives up after this many ticks
 	// probeMeasures: a probe measures this many pools at the floor and
 	// learns the lowest p99. One tick's p99 of ~140 requests is about its
 	// second-slowest request: in the host scenario single probes learned
@@ -277,16 +286,26 @@ func (c *Controller) Step(in Input) State {
 	switch {
 	case m > 2*t:
 		c.st.Share = max(c.cfg.Floor, s*deepCutFactor)
-		c.knee, c.kneeAt = s, in.At
+		c.setKnee(in.At, s)
 	case m > t:
 		c.st.Share = max(c.cfg.Floor, s*cutFactor)
-		c.knee, c.kneeAt = s, in.At
+		c.setKnee(in.At, s)
 	case 2*m <= t:
 		c.st.Share = c.raise(in.At, s, min(most, max(s*fastRaise, s+c.cfg.Step)))
 	case float64(m) <= raiseBelow*float64(t):
 		c.st.Share = c.raise(in.At, s, min(most, s+c.cfg.Step))
 	}
 	return c.st
+}
+
+// setKnee records a cut at at from share s: the knee is s, unless the
+// last cut was within kneeEvent, when the two are one event and the knee
+// stays the higher share.
+func (c *Controller) setKnee(at time.Time, s float64) {
+	if c.knee != 0 && at.Sub(c.kneeAt) <= kneeEvent {
+		s = max(s, c.knee)
+	}
+	c.knee, c.kneeAt = s, at
 }
 
 // raise is a raise from share s to want, bounded by the knee while it is

@@ -229,6 +229,42 @@ func TestKneeForgotten(t *testing.T) {
 	}
 }
 
+// TestKneeOneEvent: cuts a tick apart are one event, and the knee stays
+// the share the first came from; a cut after kneeEvent sets its own.
+func TestKneeOneEvent(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.08, Floor: 0.02, Max: 0.3, Step: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	step := func(lat time.Duration, dt time.Duration) State {
+		at = at.Add(dt)
+		return c.Step(Input{At: at, Hist: hist(lat, 100), Capped: true, Held: true})
+	}
+	c.Step(Input{At: at, Hist: hist(1*ms, 100), Quiet: true}) // learns 1 ms: target 3 ms
+	step(4*ms, time.Second)                                   // 0.08 → 0.056
+	step(4*ms, time.Second)                                   // 0.056 → 0.0392, one event with the first
+	var st State
+	for i := 0; i < 5; i++ {
+		st = step(1*ms, time.Second)
+	}
+	if want := kneeFrac * 0.08; math.Abs(st.Share-want) > 1e-9 {
+		t.Fatalf("after two cuts a tick apart from 0.08 and 0.056, then five fast raises: share %g, want the first knee's %g", st.Share, want)
+	}
+	// A cut kneeEvent after the last is an event of its own: its knee is
+	// the share it came from, lower than the first.
+	at = at.Add(kneeEvent)
+	from := c.State().Share
+	step(4*ms, time.Second)
+	for i := 0; i < 5; i++ {
+		st = step(1*ms, time.Second)
+	}
+	if want := kneeFrac * from; math.Abs(st.Share-want) > 1e-9 {
+		t.Errorf("a later cut from %g: share %g after five fast raises, want its own knee's %g", from, st.Share, want)
+	}
+}
+
 // TestBaselineAges: a lower unloaded measure is taken at once, a higher one
 // by a tenth; a probe comes again after ProbeEvery of caps.
 func TestBaselineAges(t *testing.T) {
