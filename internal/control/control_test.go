@@ -122,16 +122,16 @@ func TestStep(t *testing.T) {
 			ticks: []tick{
 				{lat: 50 * ms, n: 100, wantShare: 0.05},
 				// No baseline yet: a loaded tick probes.
-				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: probeFrac * 0.02, probing: true},
 			},
 		},
 		{
-			name: "caps on from the start: probe at the floor, then back to the share",
+			name: "caps on from the start: probe below the floor, then back to the share",
 			cfg:  cfg,
 			ticks: []tick{
-				{lat: 3 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
+				{lat: 3 * ms, n: 100, capped: true, held: true, wantShare: probeFrac * 0.02, probing: true},
 				// The probe's two ticks: the lower p99 is learned.
-				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.02, probing: true},
+				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: probeFrac * 0.02, probing: true},
 				{lat: 20 * ms, n: 100, capped: true, held: true, wantShare: 0.05},
 				{lat: 2 * ms, n: 100, capped: true, held: true, wantShare: 0.06},
 			},
@@ -296,12 +296,12 @@ func TestBaselineAges(t *testing.T) {
 		st := step(Input{Hist: hist(1500*time.Microsecond, 100), Capped: true, Held: true})
 		if st.Probing {
 			probed = true
-			if st.Share != 0.02 {
-				t.Fatalf("probe share %g, want the floor", st.Share)
+			if st.Share != probeFrac*0.02 {
+				t.Fatalf("probe share %g, want a tenth of the floor", st.Share)
 			}
 			before := c.before
-			if st = step(Input{Hist: hist(9*ms, 100), Capped: true, Held: true}); !st.Probing || st.Share != 0.02 {
-				t.Fatalf("the probe's first tick at the floor: %+v, want it still probing", st)
+			if st = step(Input{Hist: hist(9*ms, 100), Capped: true, Held: true}); !st.Probing || st.Share != probeFrac*0.02 {
+				t.Fatalf("the probe's first tick: %+v, want it still probing", st)
 			}
 			st = step(Input{Hist: hist(1*ms, 100), Capped: true, Held: true})
 			if st.Probing || st.Share != before {

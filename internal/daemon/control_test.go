@@ -102,11 +102,11 @@ func TestControlSteers(t *testing.T) {
 			}
 			continue
 		}
-		// Tick 1: caps, no baseline: the probe at the floor; ticks 2 and
+		// Tick 1: caps, no baseline: the probe at a tenth of the floor; ticks 2 and
 		// 3: its two measures, the lower p99 (web's 200 µs) learned, the
 		// share back to 5 %; ticks 4, 5: p99 far below the target, ×1.25
 		// each.
-		want := []float64{0.02, 0.02, 0.05, 0.0625, 0.078125}
+		want := []float64{0.002, 0.002, 0.05, 0.0625, 0.078125}
 		if len(act.steers) != len(want) {
 			t.Fatalf("steered %v, want %v", act.steers, want)
 		}
