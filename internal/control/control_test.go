@@ -190,31 +190,41 @@ func TestStep(t *testing.T) {
 	}
 }
 
-// TestKneeForgotten: a knee bounds the raises for KneeHold after its cut,
-// then the share probes past it; a new cut sets a new knee.
-func TestKneeForgotten(t *testing.T) {
-	t.Parallel()
-	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
+// knee3ms returns a controller started at share start (floor 2 %, step
+// 1 %) that has learned 1 ms unloaded (a 3 ms target), a step that feeds
+// it a loaded, held tick of 100 requests at lat dt after the last, and
+// the clock the steps advance.
+func knee3ms(t *testing.T, start float64) (*Controller, func(lat, dt time.Duration) State, *time.Time) {
+	t.Helper()
+	c, err := New(Config{Start: start, Floor: 0.02, Max: 0.3, Step: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := t0
-	step := func(lat time.Duration, dt time.Duration) State {
-		at = at.Add(dt)
-		return c.Step(Input{At: at, Hist: hist(lat, 100), Capped: true, Held: true, Quiet: lat == 0})
-	}
 	c.Step(Input{At: at, Hist: hist(1*ms, 100), Quiet: true}) // learns 1 ms: target 3 ms
+	step := func(lat, dt time.Duration) State {
+		at = at.Add(dt)
+		return c.Step(Input{At: at, Hist: hist(lat, 100), Capped: true, Held: true})
+	}
+	return c, step, &at
+}
+
+// TestKneeForgotten: a knee bounds the raises for KneeHold after its cut,
+// then the share probes past it; a new cut sets a new knee.
+func TestKneeForgotten(t *testing.T) {
+	t.Parallel()
+	c, step, atp := knee3ms(t, 0.05)
 	if st := step(4*ms, time.Second); math.Abs(st.Share-0.035) > 1e-9 {
 		t.Fatalf("cut from 0.05: share %g, want 0.035", st.Share)
 	}
 	// Held below 0.85 × 0.05 until KneeHold has passed since the cut.
 	for i := 0; i < 5; i++ {
 		if st := step(2*ms, 3*time.Second); st.Share > 0.0425+1e-9 {
-			t.Fatalf("%s after the cut: share %g above the knee's 0.0425", at.Sub(t0), st.Share)
+			t.Fatalf("%s after the cut: share %g above the knee's 0.0425", atp.Sub(t0), st.Share)
 		}
 	}
 	if st := step(2*ms, 10*time.Second); st.Share <= 0.0425+1e-9 {
-		t.Fatalf("%s after the cut (KneeHold %s): share %g still at the knee", at.Sub(t0), KneeHold, st.Share)
+		t.Fatalf("%s after the cut (KneeHold %s): share %g still at the knee", atp.Sub(t0), KneeHold, st.Share)
 	}
 	// A new cut sets a new knee at the share it came from.
 	from := c.State().Share
@@ -233,18 +243,9 @@ func TestKneeForgotten(t *testing.T) {
 // the share the first came from; a cut after kneeEvent sets its own.
 func TestKneeOneEvent(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{Start: 0.08, Floor: 0.02, Max: 0.3, Step: 0.01})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := t0
-	step := func(lat time.Duration, dt time.Duration) State {
-		at = at.Add(dt)
-		return c.Step(Input{At: at, Hist: hist(lat, 100), Capped: true, Held: true})
-	}
-	c.Step(Input{At: at, Hist: hist(1*ms, 100), Quiet: true}) // learns 1 ms: target 3 ms
-	step(4*ms, time.Second)                                   // 0.08 → 0.056
-	step(4*ms, time.Second)                                   // 0.056 → 0.0392, one event with the first
+	c, step, atp := knee3ms(t, 0.08)
+	step(4*ms, time.Second) // 0.08 → 0.056
+	step(4*ms, time.Second) // 0.056 → 0.0392, one event with the first
 	var st State
 	for i := 0; i < 5; i++ {
 		st = step(1*ms, time.Second)
@@ -254,7 +255,7 @@ func TestKneeOneEvent(t *testing.T) {
 	}
 	// A cut kneeEvent after the last is an event of its own: its knee is
 	// the share it came from, lower than the first.
-	at = at.Add(kneeEvent)
+	*atp = atp.Add(kneeEvent)
 	from := c.State().Share
 	step(4*ms, time.Second)
 	for i := 0; i < 5; i++ {
