@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"math"
 	"os"
 	"testing"
 	"time"
@@ -22,8 +23,8 @@ import (
 // sensor is known to lose (1/64) and the one request a tick's boundary
 // may find in flight; and once a file reading came after the reader
 // stopped, its charge is what the counter file counted, and what the
-// reader read — or one request more (the one in flight at a file reading,
-// counted by both).
+// reader read — or a few requests more, once (the one in flight at a file
+// reading, and those completed in its tick before it, counted by both).
 func TestRealV1KernelReadings(t *testing.T) {
 	testkit.HostOnly(t)
 	kernelReadingsReal(t)
@@ -86,7 +87,15 @@ func kernelReadingsReal(t *testing.T) {
 	var kernCharged, kernFile uint64
 	ticks, kernTicks := 0, 0
 	prevFile, prevCharged := file(), charged()
-	step()
+	// The longest step: a bound on the time between a tick's read of the
+	// kernel's maps and its file readings.
+	var longest time.Duration
+	timed := func() {
+		start := time.Now()
+		step()
+		longest = max(longest, time.Since(start))
+	}
+	timed()
 	running := true
 	for running {
 		select {
@@ -99,7 +108,7 @@ func kernelReadingsReal(t *testing.T) {
 		}
 		k0 := w.c.KernelTakes()
 		f := file()
-		step()
+		timed()
 		cur := charged()
 		ticks++
 		if w.c.KernelTakes() > k0 {
@@ -114,8 +123,8 @@ func kernelReadingsReal(t *testing.T) {
 		step()
 	}
 	total, fileTotal := charged()-c0, file()-f0
-	t.Logf("%d ticks, %d from the kernel's maps: they charged %d bytes, the counter file shows %d over the same ticks; in all charged %d, the file %d; the reader read %d",
-		ticks, kernTicks, kernCharged, kernFile, total, fileTotal, read)
+	t.Logf("%d ticks, %d from the kernel's maps: they charged %d bytes, the counter file shows %d over the same ticks; in all charged %d, the file %d; the reader read %d; the longest step took %v",
+		ticks, kernTicks, kernCharged, kernFile, total, fileTotal, read, longest)
 	if kernTicks < ticks/2 {
 		t.Errorf("%d of %d readings of a busy workload from the kernel's maps, want at least half", kernTicks, ticks)
 	}
@@ -124,11 +133,16 @@ func kernelReadingsReal(t *testing.T) {
 			kernCharged, kernFile, diff)
 	}
 	// The maps count a request at its completion, the files at its
-	// submission: a request in flight at a file reading is counted by
-	// both (see sensor.ReconcileEvery), one at most here (one reader, one
-	// request at a time).
-	if fileTotal < 1<<20 || int64(fileTotal) != read || total < fileTotal || total > fileTotal+4096 {
-		t.Errorf("charged %d bytes in all, the counter file %d, the reader read %d: want the file's, or one request more (and at least 1 MiB read)",
-			total, fileTotal, read)
+	// submission, and the maps are read at a tick's start, the files
+	// later in it: a request in flight at a file reading, or completed
+	// between the tick's start and the file reading, is counted by both
+	// (see sensor.ReconcileEvery). Here that is one in flight at most (one
+	// reader, one request at a time) and those due by the reader's
+	// schedule in the longest tick (the VM's ticks take up to ~18 ms:
+	// a 2-request excess was seen there).
+	extra := 1 + uint64(math.Ceil(250*longest.Seconds()))
+	if fileTotal < 1<<20 || int64(fileTotal) != read || total < fileTotal || total > fileTotal+extra*4096 {
+		t.Errorf("charged %d bytes in all, the counter file %d, the reader read %d: want the file's, or up to %d requests more (one in flight, those due in the longest tick, %v), and at least 1 MiB read",
+			total, fileTotal, read, extra, longest)
 	}
 }

@@ -32,11 +32,17 @@ type KernelIO struct {
 // request in flight (or held by a cap) at a file reading is in that
 // reading, and the maps charge it again when it completes; what they
 // charged beyond the files stays ahead, and is taken off the next file
-// readings' as the files get ahead again. So the charge exceeds the files
-// by at most the requests in flight or held at one file reading (one 4 KiB
-// request for a reader at queue depth 1; for a stream of 1 MiB requests
-// held at queue depth 32 by a cap, up to 32 MiB), once; never by lost or
-// double-counted requests piling up.
+// readings' as the files get ahead again. The same holds for a request
+// that completed between the tick's read of the maps (at the tick's start)
+// and the file reading (later in the same tick): the file reading counts
+// it, and the maps charge it at the next tick. So the charge exceeds the
+// files by at most the requests of one file reading that the maps had not
+// seen complete at the tick's start: those in flight or held at it (one
+// 4 KiB request for a reader at queue depth 1; for a stream of 1 MiB
+// requests held at queue depth 32 by a cap, up to 32 MiB), and those that
+// completed in the tick before it (measured in the v2 test VM: a tick of
+// 8-18 ms, two 4 KiB requests of a reader at 250/s), once; never by lost
+// or double-counted requests piling up.
 //
 // Each workload's file tick is at a phase hashed from its slot, so that
 // busy workloads whose slots follow a pattern (every 10th one: slots
