@@ -321,14 +321,8 @@ func blkioCgroups() int {
 // retryFor calls fn every second until it succeeds or d has passed, and
 // returns its last error.
 func retryFor(d time.Duration, fn func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(time.Second)
-	}
+	_, err := untilStalled(d, d, fn, func() int { return -1 })
+	return err
 }
 
 func TestBenchScaleUsage(t *testing.T) {
