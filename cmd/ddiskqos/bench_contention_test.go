@@ -312,7 +312,7 @@ func TestBenchContentionUsage(t *testing.T) {
 		{[]string{"--victims", "10ms"}, "victims of at least 1s"},
 		{[]string{"--scenario", "host", "--neighbours", "seqread"}, "--neighbours is for --scenario cell"},
 		{[]string{"--scenario", "host", "--configs", "bfq"}, `unknown configuration "bfq" for the host scenario`},
-		{[]string{"--scenario", "host", "--configs", "static-7"}, `unknown configuration "static-7"`},
+		{[]string{"--scenario", "host", "--configs", "static-100"}, `unknown configuration "static-100"`},
 		{[]string{"--scenario", "host", "--scheduler", "kyber"}, `unknown scheduler "kyber"`},
 		{[]string{"--scenario", "host", "--victims", "500ms"}, "victims of at least 1 s"},
 		{[]string{"--scenario", "host", "--quick", "--full"}, "exclude each other"},

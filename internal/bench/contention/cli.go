@@ -63,9 +63,11 @@ reads at 5/s each), each in a new cgroup, run for 65 s, with cold reads of
 a 1 MiB and a 10 MiB file from new cgroups during that phase; the streamer
 keeps running 4 s after. Configurations: idle, original, ddiskqos, and
 static caps on the streamer (blkio.throttle.read_bps_device on v1, io.max
-on v2) at 2, 5, 10, 25 and 50 % of its no-QoS throughput in the same trial:
-the frontier an operator could set by hand, against which the report
-places ddiskqos's point. All cells run the device's default scheduler, or
+on v2) at 2, 5, 10, 25 and 50 % of its no-QoS throughput in the same trial
+(--configs static-95 adds another): the frontier an operator could set
+by hand, against which the report places ddiskqos's point. The light
+tenants start at spread phases of their period, as independent
+containers do. All cells run the device's default scheduler, or
 BFQ with --scheduler bfq. The report (contention-host.{md,svg,json};
 contention-host-bfq with BFQ; -v2 on cgroup v2) names the commit and
 states the issue's bars, met or missed. A host scenario run refuses to

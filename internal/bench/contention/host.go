@@ -1,6 +1,7 @@
 package contention
 
 import (
+	"math/rand/v2"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,9 @@ type HostCell struct {
 	// nearest-rank quantiles over all of them).
 	Light    workload.Latency `json:"light_us"`
 	LightOps int64            `json:"light_ops"`
+	// LightPhasesMs is when each light tenant started, ms after the web
+	// reader (lightPhases).
+	LightPhasesMs []float64 `json:"light_phases_ms,omitempty"`
 	// WebSettled and LightSettled are the same without each victim's
 	// first second of requests (web WebIOPS, each light tenant
 	// LightIOPS): what is left when the first requests of a new
@@ -286,7 +290,8 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 	}
 
 	// The web reader and the light tenants, each in a new cgroup, all
-	// started before any does I/O, then let go together.
+	// started before any does I/O, then let go: the web reader first,
+	// the light tenants at their phases (lightPhases).
 	type victim struct {
 		p   *workload.Proc
 		rel string
@@ -310,8 +315,15 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		}
 		vs = append(vs, victim{vp, rel})
 	}
+	phases := lightPhases(p.Light, p.LightIOPS, trial)
 	vStart := time.Now()
-	for _, v := range vs {
+	for i, v := range vs {
+		if i > 0 {
+			if !sleepCtx(cctx, time.Until(vStart.Add(phases[i-1]))) {
+				return cell, ctx.Err()
+			}
+			cell.LightPhasesMs = append(cell.LightPhasesMs, float64(phases[i-1].Microseconds())/1e3)
+		}
 		if err := v.p.Go(); err != nil {
 			return cell, err
 		}
@@ -389,9 +401,30 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		}
 	}
 	if tl != nil {
-		cell.Seconds = tl.finish(vStart, webUs, p.WebIOPS, lightUs, p.LightIOPS, 3*res.Unloaded.P99)
+		cell.Seconds = tl.finish(vStart, webUs, p.WebIOPS, lightUs, phases, p.LightIOPS, 3*res.Unloaded.P99)
 	}
 	return cell, nil
+}
+
+// lightPhases are the light tenants' start times after the web reader's:
+// tenant i (from 0) at a random point of the i-th of n equal parts of
+// one period (1/iops), drawn from a generator seeded by the trial, in
+// ascending order. A host's tenants are independent containers, each
+// checking at its own phase; started at one instant, all n would land
+// at the same point of every period, and their pooled latency would be
+// that of one point of the throttle's 100 ms slice (lucky or not) rather
+// than of every point, as the web reader's 100/s samples.
+func lightPhases(n int, iops float64, trial int) []time.Duration {
+	if n <= 0 || iops <= 0 {
+		return make([]time.Duration, max(n, 0))
+	}
+	rng := rand.New(rand.NewPCG(uint64(trial)+1, 0x6c69676874))
+	period := float64(time.Second) / iops
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration((float64(i) + rng.Float64()) / float64(n) * period)
+	}
+	return out
 }
 
 // afterFirstSecond is a paced victim's latencies (in the order its

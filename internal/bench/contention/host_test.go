@@ -41,7 +41,8 @@ func TestHostPlan(t *testing.T) {
 		c     Config
 		share float64
 		ok    bool
-	}{{"static-2", 0.02, true}, {"static-50", 0.5, true}, {"static-7", 0, false}, {"static-x", 0, false}, {DDiskQoS, 0, false}} {
+	}{{"static-2", 0.02, true}, {"static-50", 0.5, true}, {"static-7", 0.07, true}, {"static-95", 0.95, true},
+		{"static-0", 0, false}, {"static-100", 0, false}, {"static-07", 0, false}, {"static-x", 0, false}, {DDiskQoS, 0, false}} {
 		if s, ok := c.c.CapShare(); s != c.share || ok != c.ok {
 			t.Errorf("%s: CapShare %g %v", c.c, s, ok)
 		}
@@ -49,8 +50,12 @@ func TestHostPlan(t *testing.T) {
 	if err := p.Select([]string{"static-10", "ddiskqos", "static-10"}); err != nil || !slices.Equal(p.Configs, []Config{Idle, Original, DDiskQoS, "static-10"}) {
 		t.Errorf("Select: %v %v", err, p.Configs)
 	}
+	// A cap beyond the default frontier's runs after the defaults.
+	if err := p.Select([]string{"static-95", "static-90", "static-10"}); err != nil || !slices.Equal(p.Configs, []Config{Idle, Original, "static-10", "static-90", "static-95"}) {
+		t.Errorf("Select with caps beyond the defaults: %v %v", err, p.Configs)
+	}
 	before := slices.Clone(p.Configs)
-	for _, bad := range [][]string{{"bfq"}, {"static-7"}, {"throttle-fixed"}} {
+	for _, bad := range [][]string{{"bfq"}, {"static-100"}, {"static-0"}, {"throttle-fixed"}} {
 		if err := p.Select(bad); err == nil || !strings.Contains(err.Error(), bad[0]) || !slices.Equal(p.Configs, before) {
 			t.Errorf("Select(%q): %v, configs %v", bad, err, p.Configs)
 		}
@@ -322,5 +327,24 @@ func TestRunHostRefusesBusyHost(t *testing.T) {
 	res, err = RunHost(t.Context(), HostOptions{Plan: p, Exe: "/nonexistent", Roots: host.Roots{Sys: sys, Proc: proc}, AllowBusy: true})
 	if err == nil || errors.Is(err, ErrNotQuiet) || !res.AllowBusy {
 		t.Errorf("allowed busy host: %v, %+v", err, res)
+	}
+}
+
+// The light tenants start spread over one period, each in its own part
+// of it, the same in a trial's every cell and different between trials.
+func TestLightPhases(t *testing.T) {
+	period := 200 * time.Millisecond
+	a, b := lightPhases(8, 5, 0), lightPhases(8, 5, 1)
+	if len(a) != 8 || slices.Equal(a, b) || !slices.Equal(a, lightPhases(8, 5, 0)) {
+		t.Fatalf("phases %v (trial 0), %v (trial 1)", a, b)
+	}
+	for i, d := range a {
+		lo, hi := period*time.Duration(i)/8, period*time.Duration(i+1)/8
+		if d < lo || d >= hi {
+			t.Errorf("tenant %d starts at %v, want in [%v, %v)", i, d, lo, hi)
+		}
+	}
+	if got := lightPhases(0, 5, 0); len(got) != 0 {
+		t.Errorf("no tenants: %v", got)
 	}
 }

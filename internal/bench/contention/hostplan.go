@@ -2,6 +2,7 @@ package contention
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,14 +31,16 @@ var CapPercents = []int{2, 5, 10, 25, 50}
 func CapConfig(pct int) Config { return Config("static-" + strconv.Itoa(pct)) }
 
 // CapShare is the cap of a "static-<pct>" configuration as a share (0.1
-// for static-10); ok is false for any other configuration.
+// for static-10), pct a whole number from 1 to 99 (CapPercents are the
+// frontier's default caps; --configs may name any other); ok is false
+// for any other configuration.
 func (c Config) CapShare() (share float64, ok bool) {
 	s, found := strings.CutPrefix(string(c), "static-")
 	if !found {
 		return 0, false
 	}
 	pct, err := strconv.Atoi(s)
-	if err != nil || !slices.Contains(CapPercents, pct) {
+	if err != nil || pct < 1 || pct > 99 || s != strconv.Itoa(pct) {
 		return 0, false
 	}
 	return float64(pct) / 100, true
@@ -140,7 +143,20 @@ func (p *HostPlan) Select(configs []string) error {
 	if len(configs) == 0 {
 		return nil
 	}
-	cs, err := pickConfigs(configs, HostConfigs, []Config{Idle, Original}, " for the host scenario")
+	// Caps beyond the default frontier's (static-95, say) may be named
+	// too; they run after the defaults, lowest first.
+	all := slices.Clone(HostConfigs)
+	var extra []int
+	for _, c := range configs {
+		if share, ok := Config(c).CapShare(); ok && !slices.Contains(all, Config(c)) {
+			extra = append(extra, int(math.Round(share*100)))
+		}
+	}
+	slices.Sort(extra)
+	for _, pct := range slices.Compact(extra) {
+		all = append(all, CapConfig(pct))
+	}
+	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>)")
 	if err != nil {
 		return err
 	}

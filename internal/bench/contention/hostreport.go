@@ -354,11 +354,11 @@ func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
 		p.Probe, r.Unloaded.P50, r.Unloaded.P99, r.Unloaded.P999)
 	fmt.Fprintf(w, "Each cell: the streamer (%s, in a cgroup of its own) starts first and runs all along; with ddiskqos the daemon is up before it. "+
 		"After %s of warm-up a web-like reader (4 KiB O_DIRECT random reads at %.0f/s) and %d light tenants (4 KiB O_DIRECT random reads at %.0f/s each: health checks, logs), "+
-		"each in a new cgroup, run together for %s; during that phase %d cold read(s) each of a 1 MiB and a 10 MiB file (page cache dropped), each from a new cgroup, "+
+		"each in a new cgroup, run together for %s (the light tenants started at spread phases of their period, as independent containers do, within %s of the web reader); during that phase %d cold read(s) each of a 1 MiB and a 10 MiB file (page cache dropped), each from a new cgroup, "+
 		"are spread over its first 80 %%. The streamer keeps running %s after the victims end. Idle is the same victims with no streamer. "+
 		"Latencies are each request's service time; light tenants' requests are pooled into one distribution. Victims are compared with idle, the streamer "+
 		"(its cgroup's counters, sampled every %s) with no QoS (original), each within its trial; \"from 1 s after\" is 1 s to %s after the victims ended.\n\n",
-		SeqRead.Describe(), p.Warmup, p.WebIOPS, p.Light, p.LightIOPS, p.Victims, p.ColdReads, p.After, p.SampleEvery, p.After)
+		SeqRead.Describe(), p.Warmup, p.WebIOPS, p.Light, p.LightIOPS, p.Victims, time.Duration(float64(time.Second)/p.LightIOPS), p.ColdReads, p.After, p.SampleEvery, p.After)
 	if plot != "" {
 		fmt.Fprintf(w, "![victim p99 ÷ idle against the streamer's share: static caps, no QoS, ddiskqos](%s)\n\n", plot)
 	}

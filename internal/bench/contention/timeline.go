@@ -125,7 +125,7 @@ func (tl *timeline) sample(now time.Time) {
 // finish stops the sampling and returns the seconds, each timed from
 // vStart, with the victims' latencies (in completion order, paced at
 // webIOPS and lightIOPS each) placed in the second their request was due.
-func (tl *timeline) finish(vStart time.Time, web []float64, webIOPS float64, light [][]float64, lightIOPS, slowUs float64) []Second {
+func (tl *timeline) finish(vStart time.Time, web []float64, webIOPS float64, light [][]float64, lightStart []time.Duration, lightIOPS, slowUs float64) []Second {
 	close(tl.stop)
 	tl.done.Wait()
 	tl.mu.Lock()
@@ -142,9 +142,13 @@ func (tl *timeline) finish(vStart time.Time, web []float64, webIOPS float64, lig
 	for k, us := range web {
 		bySec[int(float64(k)/webIOPS)] = append(bySec[int(float64(k)/webIOPS)], us)
 	}
-	for _, l := range light {
+	for i, l := range light {
+		var at float64 // when tenant i started, s after vStart
+		if i < len(lightStart) {
+			at = lightStart[i].Seconds()
+		}
 		for k, us := range l {
-			sec := int(float64(k) / lightIOPS)
+			sec := int(at + float64(k)/lightIOPS)
 			lightBySec[sec] = append(lightBySec[sec], us)
 		}
 	}

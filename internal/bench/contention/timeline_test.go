@@ -33,10 +33,11 @@ func TestTimeline(t *testing.T) {
 	snap.Workloads[0].ReadIOs += 90
 	tl.sample(v.Add(2100 * time.Millisecond)) // second 1
 	// web at 4/s: second 0 holds 100..400, second 1 900 and 50; light
-	// tenants at 1/s.
+	// tenants at 1/s, the second started 1.5 s after the web reader: its
+	// one request falls in second 1.
 	web := []float64{100, 200, 300, 400, 900, 50}
 	light := [][]float64{{10, 5000}, {20}}
-	got := tl.finish(v, web, 4, light, 1, 500)
+	got := tl.finish(v, web, 4, light, []time.Duration{0, 1500 * time.Millisecond}, 1, 500)
 	if len(got) != 3 {
 		t.Fatalf("%d seconds, want 3: %+v", len(got), got)
 	}
@@ -54,7 +55,7 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("streamer's requests: %v (first sample: no rate) %v %v /s, want 500 and 100; cap %v/s, want 80; capacity %v B/s %v/s",
 			got[0].StreamerIOPS, s.StreamerIOPS, got[2].StreamerIOPS, s.StreamerCapIOPS, s.CapacityBps, s.CapacityIOPS)
 	}
-	if s.WebP99Us != 400 || s.WebMaxUs != 400 || s.LightMaxUs != 20 || s.VictimsSlow != 0 {
+	if s.WebP99Us != 400 || s.WebMaxUs != 400 || s.LightMaxUs != 10 || s.VictimsSlow != 0 {
 		t.Errorf("victims in second 0: %+v", s)
 	}
 	if s := got[2]; s.WebMaxUs != 900 || s.LightMaxUs != 5000 || s.VictimsSlow != 2 {
