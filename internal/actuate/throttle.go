@@ -452,8 +452,10 @@ func (t *throttle) step() time.Duration {
 	// that read it lies between lo and hi (every counter only grows), and
 	// lo == hi when no parent counter moved meanwhile. Growth is proven
 	// when lo exceeds the last exact value: a 4 KiB read beside a stream
-	// of 1 MiB requests is seen in one period, never invented by the
-	// stream's own timing. The demoted are read once a period and the
+	// of 1 MiB requests is seen in the first period whose reads were not
+	// split by one of the stream's requests (most periods; 8 once, a
+	// ~2.5 GB/s stream on a busy host), never invented by the stream's
+	// own timing. The demoted are read once a period and the
 	// parents (a few) twice: at 1,000 demoted workloads the reads of a
 	// period are half those of reading the demoted twice around the
 	// parents (issue 19: the fast loop's reads were a quarter of the

@@ -145,9 +145,18 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 	}
 	s0 := steps()
 	took := waitFor(t, time.Second, "lo capped after the level-1 read", func() bool { return !limits(lo).IsZero() })
-	if n := steps() - s0; n > 3 {
-		t.Fatalf("cap came %d fast-loop steps after the read, want within 3", n)
+	// The read is seen in the first period whose reads of the parents and
+	// of the demoted stream were not split by one of the stream's
+	// requests (throttle.step): most periods, but a fast stream on a
+	// busy host (a CI rehearsal, 2026-11-27: a loop device streaming
+	// ~2.5 GB/s beside other test packages) took 8. The bound is what
+	// matters to a victim: the cap within one Hold of fast-loop periods,
+	// well before the daemon's tick.
+	n := steps() - s0
+	if hold := uint64(DefaultThrottleHold / DefaultThrottlePeriod); n > hold {
+		t.Fatalf("cap came %d fast-loop steps after the read, want within %d (one hold)", n, hold)
 	}
+	t.Logf("cap came %d fast-loop step(s) after the read", n)
 	th.mu.Lock()
 	capBps, capIOPS := th.cap.bps, th.cap.iops
 	th.mu.Unlock()
