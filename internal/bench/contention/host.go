@@ -1,12 +1,12 @@
 package contention
 
 import (
-	"math/rand/v2"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -319,7 +319,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 	vStart := time.Now()
 	for i, v := range vs {
 		if i > 0 {
-			if !sleepCtx(cctx, time.Until(vStart.Add(phases[i-1]))) {
+			if !sleepCtx(ctx, time.Until(vStart.Add(phases[i-1]))) {
 				return cell, ctx.Err()
 			}
 			cell.LightPhasesMs = append(cell.LightPhasesMs, float64(phases[i-1].Microseconds())/1e3)

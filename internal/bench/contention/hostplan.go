@@ -1,8 +1,8 @@
 package contention
 
 import (
+	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,17 +145,18 @@ func (p *HostPlan) Select(configs []string) error {
 	}
 	// Caps beyond the default frontier's (static-95, say) may be named
 	// too; they run after the defaults, lowest first.
-	all := slices.Clone(HostConfigs)
-	var extra []int
+	var extra []Config
 	for _, c := range configs {
-		if share, ok := Config(c).CapShare(); ok && !slices.Contains(all, Config(c)) {
-			extra = append(extra, int(math.Round(share*100)))
+		if _, ok := Config(c).CapShare(); ok && !slices.Contains(HostConfigs, Config(c)) {
+			extra = append(extra, Config(c))
 		}
 	}
-	slices.Sort(extra)
-	for _, pct := range slices.Compact(extra) {
-		all = append(all, CapConfig(pct))
-	}
+	slices.SortFunc(extra, func(a, b Config) int {
+		sa, _ := a.CapShare()
+		sb, _ := b.CapShare()
+		return cmp.Compare(sa, sb)
+	})
+	all := append(slices.Clone(HostConfigs), slices.Compact(extra)...)
 	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>)")
 	if err != nil {
 		return err
