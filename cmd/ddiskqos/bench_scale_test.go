@@ -216,37 +216,8 @@ func ioToV1Blkio(t *testing.T) {
 	if err := os.WriteFile(ctl, []byte("-io"), 0); err != nil {
 		t.Fatalf("take io off %s: %v (cgroups that enable io for their children: %v)", ctl, err, holdingIO(l.Unified))
 	}
-	t.Cleanup(func() {
-		// The v1 hierarchy goes once its last (dying) cgroup is released:
-		// the bench's 1,000 cgroups are freed one by one by the kernel's
-		// workers, which under software emulation took more than the
-		// minute once allowed (a CI rehearsal, session 18; the tests after
-		// it in the same VM then found no io in cgroup2). Wait while the
-		// hierarchy's count of cgroups falls; give up once it has stood
-		// still for a minute (or after ten).
-		// Every 10 s without success the page cache is dropped (this
-		// runs in the test VM only): a dying cgroup may be pinned by
-		// pages or writeback structures charged to it.
-		start, dropped, drops := time.Now(), time.Now(), 0
-		n, err := untilStalled(time.Minute, 10*time.Minute, func() error {
-			err := os.WriteFile(ctl, []byte("+io"), 0)
-			if err != nil && time.Since(dropped) > 10*time.Second {
-				unix.Sync()
-				_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0)
-				dropped = time.Now()
-				drops++
-			}
-			return err
-		}, blkioCgroups)
-		if drops > 0 {
-			t.Logf("dropped the page cache %d times while waiting for the v1 hierarchy to go", drops)
-		}
-		if err != nil {
-			t.Errorf("give io back to cgroup2: write +io to %s: %v (after %v; the v1 blkio hierarchy still counts %d cgroups)", ctl, err, time.Since(start).Round(time.Second), n)
-			return
-		}
-		t.Logf("io back in cgroup2 after %v", time.Since(start).Round(time.Second))
-	})
+	mounted := false
+	t.Cleanup(func() { giveIOBack(t, ctl, mounted) })
 	if err := os.MkdirAll(v1BlkioMount, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +227,66 @@ func ioToV1Blkio(t *testing.T) {
 		b, _ := os.ReadFile(ctl)
 		t.Fatalf("mount -t cgroup -o blkio at %s: %v for a minute; %s: %q", v1BlkioMount, err, ctl, strings.TrimSpace(string(b)))
 	}
-	t.Cleanup(func() {
+	mounted = true
+}
+
+// giveIOBack undoes ioToV1Blkio: it unmounts the v1 blkio hierarchy
+// (when mounted) and enables io in cgroup2's root again.
+//
+// A v1 hierarchy is destroyed at its unmount only if its root has no
+// children then, dying ones included (cgroup_kill_sb: "If @root doesn't
+// have any children, start killing it"); unmounted earlier, it lives on
+// with nobody to unmount it again, and io stays bound to it. The bench's
+// 1,000 cgroups are released one by one by the kernel's workers, which
+// under software emulation takes from seconds to minutes (a CI run of
+// stop 31 unmounted too early, and every VM test after it found no io in
+// cgroup2). So it waits for the hierarchy's count of cgroups to fall to 1
+// (its root) before the unmount, dropping the page cache every 10 s
+// meanwhile (this runs in the test VM only: a dying cgroup may be pinned
+// by pages or writeback structures charged to it), and gives up once the
+// count has stood still for a minute (or after ten). Should the hierarchy
+// still outlive its unmount, mounting it again and unmounting it childless
+// destroys it.
+func giveIOBack(t *testing.T, ctl string, mounted bool) {
+	start := time.Now()
+	if mounted {
+		dropped, drops := time.Now(), 0
+		n, err := untilStalled(time.Minute, 10*time.Minute, func() error {
+			if n := blkioCgroups(); n > 1 {
+				if time.Since(dropped) > 10*time.Second {
+					unix.Sync()
+					_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0)
+					dropped, drops = time.Now(), drops+1
+				}
+				return fmt.Errorf("%d cgroups", n)
+			}
+			return nil
+		}, blkioCgroups)
+		if drops > 0 {
+			t.Logf("dropped the page cache %d times while waiting for the v1 hierarchy's cgroups to go", drops)
+		}
+		if err != nil {
+			t.Errorf("the v1 blkio hierarchy at %s still counts %d cgroups after %v (want 1, its root): unmounting it now leaves it alive", v1BlkioMount, n, time.Since(start).Round(time.Second))
+		}
 		if err := unix.Unmount(v1BlkioMount, 0); err != nil {
 			t.Errorf("unmount %s: %v", v1BlkioMount, err)
 		}
-	})
+	}
+	enable := func() error { return os.WriteFile(ctl, []byte("+io"), 0) }
+	err := retryFor(10*time.Second, enable)
+	if err != nil && mounted && blkioCgroups() == 1 {
+		t.Logf("io not back in cgroup2 10 s after the unmount (%v), the hierarchy alive and childless: mounting and unmounting it again", err)
+		if err = unix.Mount("blkio", v1BlkioMount, "cgroup", 0, "blkio"); err == nil {
+			if err = unix.Unmount(v1BlkioMount, 0); err == nil {
+				err = retryFor(30*time.Second, enable)
+			}
+		}
+	}
+	if err != nil {
+		t.Errorf("give io back to cgroup2: write +io to %s: %v (after %v; the v1 blkio hierarchy counts %d cgroups)", ctl, err, time.Since(start).Round(time.Second), blkioCgroups())
+		return
+	}
+	t.Logf("io back in cgroup2 after %v", time.Since(start).Round(time.Second))
 }
 
 // holdingIO lists the cgroups under root whose cgroup.subtree_control
