@@ -38,7 +38,9 @@ type tick struct {
 
 func TestStep(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01}
+	// Window 1: every tick with MinSamples requests decides (the window
+	// is TestWindow's).
+	cfg := Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1}
 	tests := []struct {
 		name       string
 		cfg        Config
@@ -100,7 +102,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "never above Max",
-			cfg:  Config{Start: 0.28, Floor: 0.02, Max: 0.3},
+			cfg:  Config{Start: 0.28, Floor: 0.02, Max: 0.3, Window: 1},
 			ticks: []tick{
 				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.28},
 				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.3},
@@ -108,7 +110,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "Input.Max: the levels capped now get at most their share; a share above it comes down",
-			cfg:  Config{Start: 0.25, Floor: 0.02, Max: 0.6},
+			cfg:  Config{Start: 0.25, Floor: 0.02, Max: 0.6, Window: 1},
 			ticks: []tick{
 				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.25},
 				{lat: 1 * ms, n: 100, capped: true, held: true, max: 0.3, wantShare: 0.3},
@@ -149,7 +151,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "a fixed target needs no probe",
-			cfg:  Config{Start: 0.05, Floor: 0.02, Max: 0.3, Target: 10 * ms},
+			cfg:  Config{Start: 0.05, Floor: 0.02, Max: 0.3, Target: 10 * ms, Window: 1},
 			ticks: []tick{
 				{lat: 4 * ms, n: 100, capped: true, held: true, wantShare: 0.0625},
 				{lat: 12 * ms, n: 100, capped: true, held: true, wantShare: 0.04375},
@@ -191,12 +193,12 @@ func TestStep(t *testing.T) {
 }
 
 // knee3ms returns a controller started at share start (floor 2 %, step
-// 1 %) that has learned 1 ms unloaded (a 3 ms target), a step that feeds
+// 1 %, deciding every tick) that has learned 1 ms unloaded (a 3 ms target), a step that feeds
 // it a loaded, held tick of 100 requests at lat dt after the last, and
 // the clock the steps advance.
 func knee3ms(t *testing.T, start float64) (*Controller, func(lat, dt time.Duration) State, *time.Time) {
 	t.Helper()
-	c, err := New(Config{Start: start, Floor: 0.02, Max: 0.3, Step: 0.01})
+	c, err := New(Config{Start: start, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,6 +329,90 @@ func TestNewRejects(t *testing.T) {
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v): no error", cfg)
+		}
+	}
+}
+
+// mix is the sum of hists.
+func mix(hs ...iolat.Hist) iolat.Hist {
+	var h iolat.Hist
+	for i := range hs {
+		h.Add(&hs[i])
+	}
+	return h
+}
+
+// TestWindow: with the default window a loaded decision pools ~500
+// protected requests, so two slow reads in a tick (its p99, at 140
+// requests) cut nothing; a tick whose p90 is above twice the target is cut
+// at once; victims too few to fill the window decide after WindowTicks.
+func TestWindow(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	step := func(h iolat.Hist) State {
+		at = at.Add(time.Second)
+		return c.Step(Input{At: at, Hist: h, Capped: true, Held: true})
+	}
+	c.Step(Input{At: at, Hist: hist(1*ms, 140), Quiet: true}) // learns 1 ms: target 3 ms
+	if tg := c.State().Target; !near(tg, 3*ms) {
+		t.Fatalf("target %s, want ~3ms", tg)
+	}
+	// Two reads at 8 ms in a tick of 140: that tick's p99 is 8 ms, above
+	// twice the target, but its p90 is 1 ms. Per tick this was a deep cut.
+	noisy := mix(hist(1*ms, 138), hist(8*ms, 2))
+	if q := noisy.Quantile(0.99); q < 6*ms {
+		t.Fatalf("the noisy tick's p99 %s: want it above twice the target for this test to mean anything", q)
+	}
+	if st := step(noisy); st.Share != 0.05 {
+		t.Fatalf("a tick with two slow reads: share %g, want 0.05 held until the window is full", st.Share)
+	}
+	for i := 0; i < 2; i++ {
+		if st := step(hist(1*ms, 140)); st.Share != 0.05 {
+			t.Fatalf("window tick %d (%d requests pooled): share %g, want no decision yet", i+2, 140*(i+2), st.Share)
+		}
+	}
+	// The fourth tick fills 560 >= 500: the window's p99 is 1 ms (2 slow of
+	// 560), at most half the target: a fast raise.
+	if st := step(hist(1*ms, 140)); math.Abs(st.Share-0.0625) > 1e-9 || !near(st.P99, 1*ms) {
+		t.Fatalf("window full: share %g p99 %s, want a fast raise to 0.0625 on a ~1ms p99", st.Share, st.P99)
+	}
+	// An overload: a tenth of a tick's requests above twice the target is
+	// cut at once, deeply, with one tick pooled of the new window.
+	step(hist(1*ms, 140))
+	over := mix(hist(1*ms, 120), hist(7*ms, 20))
+	if st := step(over); math.Abs(st.Share-0.0625*deepCutFactor) > 1e-9 {
+		t.Fatalf("a tick with its p90 at 7 ms (target 3 ms): share %g, want the deep cut to %g at once", st.Share, 0.0625*deepCutFactor)
+	}
+	// The cut started a new window: the next three ticks (420) decide
+	// nothing, the fourth does.
+	for i := 0; i < 3; i++ {
+		if st := step(hist(1*ms, 140)); math.Abs(st.Share-0.03125) > 1e-9 {
+			t.Fatalf("tick %d after the fast cut: share %g, want 0.03125 held", i+1, st.Share)
+		}
+	}
+	if st := step(hist(1*ms, 140)); st.Share <= 0.03125 {
+		t.Fatalf("a full window at 1 ms after the fast cut: share %g, want a raise", st.Share)
+	}
+
+	// Few victims (20 requests a tick): a decision after WindowTicks.
+	c2, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at = t0
+	c2.Step(Input{At: at, Hist: hist(1*ms, 100), Quiet: true})
+	for i := 1; i <= WindowTicks; i++ {
+		at = at.Add(time.Second)
+		st := c2.Step(Input{At: at, Hist: hist(4*ms, 20), Capped: true, Held: true})
+		switch {
+		case i < WindowTicks && st.Share != 0.05:
+			t.Fatalf("tick %d of %d requests: share %g, want no decision before %d ticks", i, 20*i, st.Share, WindowTicks)
+		case i == WindowTicks && math.Abs(st.Share-0.05*cutFactor) > 1e-9:
+			t.Fatalf("after %d ticks at 4 ms (target 3 ms): share %g, want a cut to %g", i, st.Share, 0.05*cutFactor)
 		}
 	}
 }

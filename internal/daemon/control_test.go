@@ -71,7 +71,11 @@ func TestControlSteers(t *testing.T) {
 			delta(inos["bulk"], sda, iolat.Read, 50, 8_000_000, 1<<20, 4),
 			delta(inos["flood"], sda, iolat.Read, 100, 50_000_000, 4096, 32),
 		}
-		fake := &fakeLatency{next: [][]iolat.Delta{nil, batch, batch, batch, batch}}
+		next := [][]iolat.Delta{nil}
+		for range 12 {
+			next = append(next, batch)
+		}
+		fake := &fakeLatency{next: next}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		act := &steerActuator{dev: actuate.Device{Name: "sda", Dev: sda, Mech: mech.Throttle}, now: &now,
 			capped: map[string]bool{"flood": true, "bulk": true}}
@@ -89,7 +93,7 @@ func TestControlSteers(t *testing.T) {
 		for _, n := range []string{"web", "bulk", "flood"} {
 			d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
 		}
-		for range 5 {
+		for range 13 {
 			d.step()
 			now = now.Add(time.Second)
 		}
@@ -104,9 +108,10 @@ func TestControlSteers(t *testing.T) {
 		}
 		// Tick 1: caps, no baseline: the probe at a tenth of the floor; ticks 2 and
 		// 3: its two measures, the lower p99 (web's 200 µs) learned, the
-		// share back to 5 %; ticks 4, 5: p99 far below the target, ×1.25
-		// each.
-		want := []float64{0.002, 0.002, 0.05, 0.0625, 0.078125}
+		// share back to 5 %; ticks 4-8 and 9-13: windows of 100 protected
+		// requests a tick, each full after WindowTicks (5) ticks of 100 or
+		// Window (500) requests, its p99 far below the target: ×1.25 each.
+		want := []float64{0.002, 0.002, 0.05, 0.05, 0.05, 0.05, 0.05, 0.0625, 0.0625, 0.0625, 0.0625, 0.0625, 0.078125}
 		if len(act.steers) != len(want) {
 			t.Fatalf("steered %v, want %v", act.steers, want)
 		}
