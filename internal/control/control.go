@@ -37,7 +37,8 @@
 //     what the capped workloads had queued), and the next tick is back at
 //     the share before it.
 //   - Share (AIMD, only while a cap was in force and held a workload back
-//     over the tick — a cap nobody runs into says nothing about its size):
+//     in a tick of the window — a cap nobody runs into says nothing about
+//     its size):
 //     above the target, cut to 0.7× (0.5× when above twice the target),
 //     never below Floor (2 %); at most half the target, raise by a quarter;
 //     at most 0.8× the target, raise by Step (1 % of the capacity);
@@ -58,8 +59,11 @@
 // service that later reads 64 KiB (the share then sits lower than it could,
 // never above what protects); a device whose unloaded latency is noisy is
 // learned low (tight); a device slowing down (burst credits) is followed at
-// a tenth per probe; a tick is the controller's period (1 s by default):
-// the first tick of a too-large share is lived before it is cut. Without
+// a tenth per probe; a tick is the controller's shortest period (1 s by
+// default): the first tick of a too-large share is lived before it is cut,
+// and a share only a little too large (the window's p99 above the target,
+// no tick's p90 above twice it) for the rest of its window, up to
+// WindowTicks. Without
 // the sensor the daemon never steers and the throttle keeps its fixed
 // share.
 package control
