@@ -65,7 +65,9 @@ keeps running 4 s after. Configurations: idle, original, ddiskqos, and
 static caps on the streamer (blkio.throttle.read_bps_device on v1, io.max
 on v2) at 2, 5, 10, 25 and 50 % of its no-QoS throughput in the same trial
 (--configs static-95 adds another): the frontier an operator could set
-by hand, against which the report places ddiskqos's point. The light
+by hand, against which the report places ddiskqos's point; --configs
+ddiskqos-4x adds the daemon with latency_target 4x, the point that
+setting would give (the bars judge the defaults). The light
 tenants start at spread phases of their period, as independent
 containers do. All cells run the device's default scheduler, or
 BFQ with --scheduler bfq. The report (contention-host.{md,svg,json};

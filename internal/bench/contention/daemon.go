@@ -21,9 +21,15 @@ type runningDaemon struct{ bd *benchd.Daemon }
 // --cgroup-parent PARENT --devices DEV` builds it: config defaults, the
 // cgroup-directory source over the run's parent, and the mechanism the host
 // layer picks for the device's current scheduler.
-func startDaemon(ctx context.Context, roots host.Roots, devName, parent string) (*runningDaemon, error) {
+// target, when not empty, is the config's latency_target (ddiskqos-<m>x).
+func startDaemon(ctx context.Context, roots host.Roots, devName, parent string, target config.LatencyTarget) (*runningDaemon, error) {
 	bd, err := benchd.Start(ctx, benchd.Options{Roots: roots, Device: devName,
-		Configure: func(c *config.Config) { c.Source, c.CgroupParent = config.SourceCgroup, parent }})
+		Configure: func(c *config.Config) {
+			c.Source, c.CgroupParent = config.SourceCgroup, parent
+			if target != "" {
+				c.LatencyTarget = target
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
@@ -232,8 +233,16 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		cell.Wall = time.Since(t0).Seconds()
 	}()
 	var tl *timeline
-	if c == DDiskQoS {
-		d, err := startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent)
+	m, target := c.TargetMultiple()
+	if c == DDiskQoS || target {
+		var lt config.LatencyTarget
+		if target {
+			var err error
+			if lt, err = config.ParseLatencyTarget(strconv.FormatFloat(m, 'f', -1, 64) + "x"); err != nil {
+				return cell, fmt.Errorf("%s: %w", c, err)
+			}
+		}
+		d, err := startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent, lt)
 		if err != nil {
 			return cell, fmt.Errorf("start ddiskqos: %w", err)
 		}

@@ -54,8 +54,30 @@ func TestHostPlan(t *testing.T) {
 	if err := p.Select([]string{"static-95", "static-90", "static-10"}); err != nil || !slices.Equal(p.Configs, []Config{Idle, Original, "static-10", "static-90", "static-95"}) {
 		t.Errorf("Select with caps beyond the defaults: %v %v", err, p.Configs)
 	}
+	for _, c := range []struct {
+		c  Config
+		m  float64
+		ok bool
+	}{{"ddiskqos-4x", 4, true}, {"ddiskqos-1x", 1, true}, {"ddiskqos-2.5x", 2.5, true}, {"ddiskqos-100x", 100, true},
+		{"ddiskqos-0.5x", 0, false}, {"ddiskqos-101x", 0, false}, {"ddiskqos-04x", 0, false}, {"ddiskqos-4", 0, false},
+		{"ddiskqos-x", 0, false}, {"ddiskqos-bfq", 0, false}, {DDiskQoS, 0, false}, {"static-4x", 0, false}} {
+		if m, ok := c.c.TargetMultiple(); m != c.m || ok != c.ok {
+			t.Errorf("%s: TargetMultiple %g %v, want %g %v", c.c, m, ok, c.m, c.ok)
+		}
+	}
+	if TargetConfig(4) != "ddiskqos-4x" || TargetConfig(2.5) != "ddiskqos-2.5x" {
+		t.Errorf("TargetConfig: %s %s", TargetConfig(4), TargetConfig(2.5))
+	}
+	// Other targets run after the defaults and the caps, lowest first.
+	if err := p.Select([]string{"ddiskqos-6x", "static-95", "ddiskqos", "ddiskqos-4x"}); err != nil ||
+		!slices.Equal(p.Configs, []Config{Idle, Original, DDiskQoS, "static-95", "ddiskqos-4x", "ddiskqos-6x"}) {
+		t.Errorf("Select with other targets: %v %v", err, p.Configs)
+	}
+	if d := HostDescribe("ddiskqos-4x", "v1"); !strings.Contains(d, "latency_target 4x") {
+		t.Errorf("HostDescribe(ddiskqos-4x) = %q", d)
+	}
 	before := slices.Clone(p.Configs)
-	for _, bad := range [][]string{{"bfq"}, {"static-100"}, {"static-0"}, {"throttle-fixed"}} {
+	for _, bad := range [][]string{{"bfq"}, {"static-100"}, {"static-0"}, {"throttle-fixed"}, {"ddiskqos-0.5x"}, {"ddiskqos-4"}} {
 		if err := p.Select(bad); err == nil || !strings.Contains(err.Error(), bad[0]) || !slices.Equal(p.Configs, before) {
 			t.Errorf("Select(%q): %v, configs %v", bad, err, p.Configs)
 		}

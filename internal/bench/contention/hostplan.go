@@ -46,6 +46,32 @@ func (c Config) CapShare() (share float64, ok bool) {
 	return float64(pct) / 100, true
 }
 
+// TargetConfig is the host configuration that runs the daemon with
+// latency_target m× (otherwise its defaults): "ddiskqos-<m>x".
+func TargetConfig(m float64) Config {
+	return Config("ddiskqos-" + strconv.FormatFloat(m, 'f', -1, 64) + "x")
+}
+
+// TargetMultiple is the latency_target multiple of a "ddiskqos-<m>x"
+// configuration (4 for ddiskqos-4x), m from 1 to 100: the point an
+// operator's latency_target would put ddiskqos at, beside the defaults'
+// (--configs may name any); ok is false for any other configuration.
+func (c Config) TargetMultiple() (m float64, ok bool) {
+	s, found := strings.CutPrefix(string(c), "ddiskqos-")
+	if !found {
+		return 0, false
+	}
+	s, found = strings.CutSuffix(s, "x")
+	if !found {
+		return 0, false
+	}
+	m, err := strconv.ParseFloat(s, 64)
+	if err != nil || m < 1 || m > 100 || TargetConfig(m) != c {
+		return 0, false
+	}
+	return m, true
+}
+
 // HostConfigs lists the host scenario's configurations in the order a
 // trial runs them; Original comes before the caps, which it sizes.
 var HostConfigs = func() []Config {
@@ -72,6 +98,9 @@ func HostDescribe(c Config, cg string) string {
 		return "the streamer beside the victims, no QoS"
 	case DDiskQoS:
 		return "ddiskqos daemon with its defaults (in-process, over the run's cgroups), up before the streamer starts"
+	}
+	if m, ok := c.TargetMultiple(); ok {
+		return fmt.Sprintf("ddiskqos daemon as `ddiskqos`, but latency_target %gx (the controller's target %g× the device's unloaded p99, not 3×)", m, m)
 	}
 	return string(c)
 }
@@ -143,12 +172,17 @@ func (p *HostPlan) Select(configs []string) error {
 	if len(configs) == 0 {
 		return nil
 	}
-	// Caps beyond the default frontier's (static-95, say) may be named
-	// too; they run after the defaults, lowest first.
-	var extra []Config
+	// Caps beyond the default frontier's (static-95, say) and the daemon
+	// with another latency target (ddiskqos-4x) may be named too; they
+	// run after the defaults, the targets after the caps, each lowest
+	// first.
+	var extra, targets []Config
 	for _, c := range configs {
 		if _, ok := Config(c).CapShare(); ok && !slices.Contains(HostConfigs, Config(c)) {
 			extra = append(extra, Config(c))
+		}
+		if _, ok := Config(c).TargetMultiple(); ok {
+			targets = append(targets, Config(c))
 		}
 	}
 	slices.SortFunc(extra, func(a, b Config) int {
@@ -156,8 +190,14 @@ func (p *HostPlan) Select(configs []string) error {
 		sb, _ := b.CapShare()
 		return cmp.Compare(sa, sb)
 	})
+	slices.SortFunc(targets, func(a, b Config) int {
+		ma, _ := a.TargetMultiple()
+		mb, _ := b.TargetMultiple()
+		return cmp.Compare(ma, mb)
+	})
 	all := append(slices.Clone(HostConfigs), slices.Compact(extra)...)
-	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>)")
+	all = append(all, slices.Compact(targets)...)
+	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>, ddiskqos-<1..100>x)")
 	if err != nil {
 		return err
 	}

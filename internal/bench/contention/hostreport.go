@@ -514,8 +514,12 @@ func WriteHostSVG(w io.Writer, r *HostResult, s HostSummary) {
 			fmt.Fprintf(w, `<polyline points="%s" fill="none" stroke="#7f7f7f"/>`+"\n", strings.Join(path, " "))
 		}
 		for _, m := range marks {
+			col := configColors[m.Config]
+			if col == "" { // ddiskqos-<m>x: the daemon with another target
+				col = "#9467bd"
+			}
 			fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="5" fill="%s"><title>%s: %.0f %%, %.3g×</title></circle><text x="%.1f" y="%.1f">%s</text>`+"\n",
-				xs(m.Share), ys(m.P99), configColors[m.Config], m.Config, m.Share*100, m.P99, xs(m.Share)+6, ys(m.P99)+12, m.Config)
+				xs(m.Share), ys(m.P99), col, m.Config, m.Share*100, m.P99, xs(m.Share)+6, ys(m.P99)+12, m.Config)
 		}
 	}
 	fmt.Fprintln(w, "</svg>")
