@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -233,12 +234,12 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		cell.Wall = time.Since(t0).Seconds()
 	}()
 	var tl *timeline
-	m, target := c.TargetMultiple()
+	_, target := c.TargetMultiple()
 	if c == DDiskQoS || target {
 		var lt config.LatencyTarget
-		if target {
+		if target { // ddiskqos-4x: the name holds config's own "4x"
 			var err error
-			if lt, err = config.ParseLatencyTarget(strconv.FormatFloat(m, 'f', -1, 64) + "x"); err != nil {
+			if lt, err = config.ParseLatencyTarget(strings.TrimPrefix(string(c), "ddiskqos-")); err != nil {
 				return cell, fmt.Errorf("%s: %w", c, err)
 			}
 		}
