@@ -86,7 +86,10 @@ const (
 	// pools. Measured in the host scenario (docs/mechanisms.md, two
 	// alternated pairs of one-trial runs): deciding on ~500 instead of
 	// each tick's ~140 gave web p99 2.12/2.30x idle against 2.74/2.68x,
-	// the streamer 4.0/3.2 % against 2.6/2.3 %.
+	// the streamer 4.0/3.2 % against 2.6/2.3 %; the three-trial host
+	// report of the built window (docs/bench/contention-host.md) kept
+	// the streamer at 3 %, as the per-tick rule's had: fewer cuts on
+	// noise, no share gained.
 	DefaultWindow = 500
 	// WindowTicks bounds a loaded window in ticks for victims too few to
 	// fill Window soon (eight health checks at 5/s fill 500 in 12 s).
