@@ -21,6 +21,7 @@ type benchContentionOptions struct {
 	benchReport
 	dir, neighbours, configs string
 	scenario, scheduler      string
+	streamer, deviceClass    string
 	allowBusy                bool
 	warmup, victims          time.Duration
 }
@@ -32,9 +33,11 @@ var benchContentionCmd = &cli.Cmd[benchContentionOptions]{
 			"5 trials, every neighbour, 10 s web victim, 3 cold reads per size: the committed report (about 40 minutes)")
 		f.StringVar(&o.neighbours, "neighbours", "", "LIST", "comma-separated neighbours instead of the mode's, e.g. seqread,bufwrite")
 		f.StringVar(&o.configs, "configs", "", "LIST", "comma-separated configurations instead of all; idle, idle-bfq and original always run (every ratio is against them), e.g. --configs ddiskqos for a quick loop while tuning")
-		f.StringVar(&o.dir, "dir", "/var/tmp", "DIR", "where the loop device's backing file goes (a real disk, not tmpfs)", cli.Dirs)
+		f.StringVar(&o.dir, "dir", "/var/tmp", "DIR", "where the loop device's backing file goes (a real disk; tmpfs only for the host scenario with --device-class)", cli.Dirs)
 		f.StringVar(&o.scenario, "scenario", "cell", "NAME", "cell (one neighbour against one victim at a time) or host (a streamer all along, the daemon from the start, a web reader and 8 light tenants, static-cap frontier)")
 		f.StringVar(&o.scheduler, "scheduler", "default", "NAME", "host scenario: the scheduler of every cell, default (the device's) or bfq")
+		f.StringVar(&o.streamer, "streamer", "greedy", "NAME", "host scenario: the neighbour all along, greedy (1 MiB O_DIRECT reads, 32 in flight, unpaced) or paced-<MB/s>-qd<N> (a backup-like reader: paced-50-qd1, paced-200-qd4); a paced one is judged by the no-harm bars")
+		f.StringVar(&o.deviceClass, "device-class", "", "NAME", "host scenario: names the device class (what --dir sits on: vda-loop, tmpfs-loop, ...) in the report and its file name, contention-host-NAME[-STREAMER]")
 		f.BoolVar(&o.allowBusy, "allow-busy", "host scenario: run and write the report although the host is not quiet (load average above 1, or idle far above the unloaded device); the report says so")
 		f.DurationVar(&o.warmup, "warmup", 0, "DUR", "the neighbour (streamer) alone before the victims, instead of the mode's")
 		f.DurationVar(&o.victims, "victims", 0, "DUR", "how long the web victim (host: the web and light victims) runs, instead of the mode's; at least 1s")
@@ -64,6 +67,8 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 		return usage("--scheduler is for --scenario host (the cell scenario runs its own schedulers per configuration)")
 	case o.allowBusy:
 		return usage("--allow-busy is for --scenario host")
+	case o.streamer != "greedy" || o.deviceClass != "":
+		return usage("--streamer and --device-class are for --scenario host")
 	case o.warmup < 0 || o.victims < 0 || (o.victims > 0 && o.victims < time.Second):
 		return usage(fmt.Sprintf("--warmup %s, --victims %s: want a warm-up of at least 0s and victims of at least 1s", o.warmup, o.victims))
 	}
@@ -100,6 +105,7 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
 		return 1
 	}
+	res.Build = report.Binary()
 	sum := contention.Summarize(res)
 	rep := struct {
 		*contention.Result
@@ -137,8 +143,15 @@ func runBenchContentionHost(o *benchContentionOptions, mode contention.Mode, arg
 	if err := plan.SetPhases(o.warmup, o.victims); err != nil {
 		return usage(err.Error())
 	}
+	if err := plan.SetStreamer(o.streamer); err != nil {
+		return usage("--streamer: " + err.Error())
+	}
+	if o.deviceClass != "" && !validClass(o.deviceClass) {
+		return usage(fmt.Sprintf("--device-class %q: want letters, digits and dashes (it names the report's files)", o.deviceClass))
+	}
+	plan.Device = o.deviceClass
 	c := contention.HostOptions{Plan: plan, Roots: host.Roots{Sys: "/sys", Proc: "/proc"}, Dir: o.dir, Progress: stderr,
-		Command: strings.TrimSpace("ddiskqos bench contention " + strings.Join(args, " ")), Commit: report.Commit(), AllowBusy: o.allowBusy}
+		Command: strings.TrimSpace("ddiskqos bench contention " + strings.Join(args, " ")), Build: report.Binary(), AllowBusy: o.allowBusy}
 	if c.Exe, c.ExeArgs, err = workload.Exe(); err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench contention: %v\n", err)
 		return 1
@@ -161,6 +174,12 @@ func runBenchContentionHost(o *benchContentionOptions, mode contention.Mode, arg
 		Summary contention.HostSummary `json:"summary"`
 	}{res, sum}
 	name := "contention-host"
+	if plan.Device != "" {
+		name += "-" + plan.Device
+	}
+	if plan.Streamer != "" {
+		name += "-" + plan.Streamer
+	}
 	if plan.Scheduler == "bfq" {
 		name += "-bfq"
 	}
@@ -170,4 +189,14 @@ func runBenchContentionHost(o *benchContentionOptions, mode contention.Mode, arg
 	return o.emit(stdout, stderr, name, rep,
 		func(w io.Writer, plot string) { contention.WriteHostMarkdown(w, res, sum, plot) },
 		func(w io.Writer) { contention.WriteHostSVG(w, res, sum) })
+}
+
+// validClass reports whether a device class name is safe in a file name.
+func validClass(s string) bool {
+	for _, r := range s {
+		if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != "" && len(s) <= 40
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/bench/report"
 	"github.com/ddiskqos/ddiskqos/internal/bench/scale"
 	"github.com/ddiskqos/ddiskqos/internal/cli"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
@@ -99,6 +100,7 @@ func runBenchScale(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)
 		return 1
 	}
+	res.Build = report.Binary()
 	js, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		fmt.Fprintf(stderr, "ddiskqos bench scale: %v\n", err)

@@ -25,7 +25,7 @@ func program() *cli.Program {
 		Summary: "automatic disk-I/O QoS for the containers of one host",
 		Description: `Start with "ddiskqos check" to see whether QoS can work on this host, then
 "ddiskqos run" (Docker host, defaults) or
-"ddiskqos run --source cgroup --cgroup-parent /lxc.payload" (LXC, systemd).`,
+"ddiskqos run --source cgroup --cgroup-layout lxc" (LXC), "--cgroup-parent /system.slice" (systemd).`,
 		Version: func() string { return buildinfo.Read().String() },
 		Commands: []cli.Command{
 			{Spec: runCmd, Run: cli.NoStdin(runDaemon)},

@@ -55,7 +55,7 @@ Each flag sets the config-file key in brackets.`,
   10^8); durations need a unit (500ms, 1s, 2m). For example:
 
     source: cgroup
-    cgroup_parent: /lxc.payload
+    cgroup_parent: /system.slice
     interval: 500ms
     thresholds: [4MiB, 16MiB, 64MiB, 256MiB]
     weights: [1000, 500, 250, 100]
@@ -71,8 +71,8 @@ Each flag sets the config-file key in brackets.`,
     ddiskqos run
     ddiskqos run --dry-run --log-level debug      # watch the levels first
 
-  LXC host (every container is a child of /lxc.payload):
-    ddiskqos run --source cgroup --cgroup-parent /lxc.payload
+  LXC host (LXC 5: every container is /lxc.payload.NAME, named NAME):
+    ddiskqos run --source cgroup --cgroup-layout lxc
 
   systemd host (every service is a workload), journald left alone and
   the database pinned at level 1:

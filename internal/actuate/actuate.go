@@ -23,13 +23,14 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // Config is the actuator's configuration.
 type Config struct {
 	Hierarchy cgroupfs.Hierarchy
 	Devices   []Device
-	Throttle  Throttle
+	Throttle  throttle.Config
 	// Params are the mechanisms' parameters (io.latency's target).
 	Params mech.Params
 	// Reassert is how long a written value is trusted before it is written
@@ -52,6 +53,10 @@ type Config struct {
 	// knob is written only once its original is durable. When it fails,
 	// nothing of that Apply is written (it is tried again next Apply).
 	Persist func([]Original) error
+	// OnPanic gets a panic of a throttle's loop (throttle.Options.OnPanic):
+	// the loop has ended with its caps in force, and the caller restores
+	// the originals (RestoreAll). nil: the panic ends the process.
+	OnPanic func(value any, stack []byte)
 }
 
 // Target is what one workload should have after this tick.
@@ -126,8 +131,10 @@ type Actuator struct {
 	devs []device
 	work map[string]*wstate
 	orig *book
-	// members is Apply's scratch: per throttled device, its workloads.
-	members [][]Member
+	// members is Apply's scratch: per throttled device, its workloads,
+	// and memberW their states (indexed alike).
+	members [][]throttle.Member
+	memberW [][]*wstate
 	pending []pendingWrite
 	status  []DeviceStatus
 	// failing holds the knobs whose last read or write failed, with when
@@ -138,7 +145,7 @@ type Actuator struct {
 	// (changed; gen counts the Applies), and those the throttle may cap
 	// (capped: their throttle original is recorded on some device). Not
 	// every workload: at 10,000, a walk of them all was
-	// 2.5 ms a tick (issue 19).
+	// 2.5 ms a tick.
 	changed []*wstate
 	capped  []*wstate
 	gen     uint64
@@ -166,7 +173,8 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 		cfg.Logger = log
 	}
 	a := &Actuator{cfg: cfg, log: log, work: map[string]*wstate{}, orig: newBook(cfg.Persist),
-		members: make([][]Member, len(cfg.Devices)), failing: map[knobKey]time.Time{}}
+		members: make([][]throttle.Member, len(cfg.Devices)),
+		memberW: make([][]*wstate, len(cfg.Devices)), failing: map[knobKey]time.Time{}}
 	for i, d := range cfg.Devices {
 		var sen *devsensor.Device
 		if i < len(cfg.Sensors) {
@@ -201,54 +209,6 @@ func New(cfg Config, adopted []Original) (*Actuator, error) {
 // Devices returns the devices actuated on.
 func (a *Actuator) Devices() []Device { return a.cfg.Devices }
 
-// Hold bounds the caps of dev's worse levels by c (see Ceiling); the zero
-// Ceiling lifts the bound. It fails when dev has no throttle to do it with
-// (its mechanism is a weight alone).
-func (a *Actuator) Hold(dev cgroupfs.Dev, c Ceiling) error {
-	for i := range a.devs {
-		if a.devs[i].Dev == dev && a.devs[i].thr != nil {
-			a.devs[i].thr.Hold(c)
-			return nil
-		}
-	}
-	return fmt.Errorf("device %s: no throttle to hold its levels with", dev)
-}
-
-// Steer sets the share of dev's capacity its capped workloads get, all
-// together (the latency controller, internal/control); 0 goes back to the
-// throttle's fixed rule. It fails when dev has no throttle.
-func (a *Actuator) Steer(dev cgroupfs.Dev, share float64) error {
-	for i := range a.devs {
-		if a.devs[i].Dev == dev && a.devs[i].thr != nil {
-			a.devs[i].thr.Steer(share)
-			return nil
-		}
-	}
-	return fmt.Errorf("device %s: no throttle to steer", dev)
-}
-
-// OpenFiles is how many descriptors the actuator keeps open now: the
-// throttle's, one per demoted workload and parent on each of its devices,
-// which the daemon's open-file budget must leave room for.
-func (a *Actuator) OpenFiles() int {
-	n := 0
-	for i := range a.devs {
-		if t := a.devs[i].thr; t != nil {
-			n += t.OpenFiles()
-		}
-	}
-	return n
-}
-
-// ObservePeak feeds a device's total bandwidth in the last tick (bytes/s);
-// the throttle sizes its caps from it where it cannot read the device's own
-// counters.
-func (a *Actuator) ObservePeak(i int, bps float64) {
-	if t := a.devs[i].thr; t != nil {
-		t.ObservePeak(bps)
-	}
-}
-
 // Applied returns what is in force for workload id, nil if unknown. The
 // slice is the actuator's own: read it before the next Apply.
 func (a *Actuator) Applied(id string) []Applied {
@@ -277,6 +237,7 @@ func (a *Actuator) Apply(now time.Time, targets []Target) ([]DeviceStatus, error
 	a.changed = a.changed[:0]
 	for i := range a.members {
 		a.members[i] = a.members[i][:0]
+		a.memberW[i] = a.memberW[i][:0]
 	}
 	for i := range targets {
 		t := &targets[i]
@@ -333,7 +294,7 @@ func (a *Actuator) Apply(now time.Time, targets []Target) ([]DeviceStatus, error
 			// once durable, it stays so (no look-up per member and tick).
 			for j := range a.members[i] {
 				m := &a.members[i][j]
-				ts := &m.w.thr[i]
+				ts := &a.memberW[i][j].thr[i]
 				if ts.rec && !ts.dur {
 					ts.dur = a.orig.durable(knobKey{m.Cgroup, a.devs[i].thrKnob, a.devs[i].Dev})
 				}
@@ -426,6 +387,7 @@ func (a *Actuator) deviceStatus() []DeviceStatus {
 			st.TopActive = t.TopActive()
 			st.CapacityBps, st.CapacityIOPS = t.Capacity()
 			st.Share, st.ShareMost, st.CappedAt, st.HeldAt = t.Load()
+			st.ContendedAt, st.Used, st.InForce = t.Contention()
 		}
 		a.status = append(a.status, st)
 	}
@@ -503,9 +465,9 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 		// Recorded once, the original stays in the book as long as w
 		// (every path that drops it drops w): no look-up per demoted
 		// workload and tick (a string-keyed map, 1 ms a tick at 1,000
-		// demoted, issue 19) unless a knob is failing.
+		// demoted) unless a knob is failing.
 		if d.thr.Wants(t.Level) && !a.cfg.DryRun && (!w.thr[i].rec || len(a.failing) > 0) {
-			k, err := a.record(w, d.thr.limitsKnob, d.thrKnob, d.Dev)
+			k, err := a.record(w, d.thr.Knob(), d.thrKnob, d.Dev)
 			if err != nil {
 				if errors.Is(err, cgroupfs.ErrCgroupGone) {
 					return err
@@ -521,14 +483,15 @@ func (a *Actuator) plan(now time.Time, t *Target) error {
 			w.thr[i].rec = true
 			a.works(k, now)
 		}
-		a.members[i] = append(a.members[i], Member{Cgroup: w.cgroup, Level: t.Level, w: w})
+		a.members[i] = append(a.members[i], throttle.Member{Cgroup: w.cgroup, Level: t.Level})
+		a.memberW[i] = append(a.memberW[i], w)
 	}
 	return errors.Join(errs...)
 }
 
 // wstate1 is a workload's state on one device, in one allocation: the
 // common case, where five (352 B) stood for 408 B and four more objects
-// per workload (issue 19: 10,000 workloads).
+// per workload (at 10,000 workloads).
 type wstate1 struct {
 	w       wstate
 	applied [1]Applied

@@ -1,70 +1,35 @@
 package actuate
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
-	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 )
 
-// v1Rig is a real v1 blkio parent cgroup and a loop device for one test.
-type v1Rig struct {
-	h    cgroupfs.Hierarchy
-	base string
-	loop testkit.Loop
-	dev  cgroupfs.Dev
-}
-
-func newV1Rig(t *testing.T, sched string) v1Rig {
+// weight is the BFQ weight of cgroup cg on the rig's disk; false when none
+// is set for it.
+func weight(t *testing.T, r *realcg.Rig, cg string) (uint64, bool) {
 	t.Helper()
-	testkit.NeedRoot(t)
-	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	w, err := r.H.ReadWeights(cg, cgroupfs.WeightBFQ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, ok := l.V1Controller("blkio")
-	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
-	loop := testkit.LoopDevice(t, 16)
-	testkit.SetScheduler(t, loop.Name, sched)
-	r := v1Rig{h: cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint},
-		base: fmt.Sprintf("/ddiskqos-test-actuate-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), os.Getpid()),
-		loop: loop, dev: cgroupfs.Dev{Major: loop.Major, Minor: loop.Minor}}
-	p, _ := r.h.Path(r.base)
-	testkit.Cgroup(t, p)
-	return r
-}
-
-func (r v1Rig) child(t *testing.T, name string) string {
-	t.Helper()
-	rel := r.base + "/" + name
-	p, _ := r.h.Path(rel)
-	testkit.Cgroup(t, p)
-	return rel
-}
-
-func (r v1Rig) weight(t *testing.T, cg string) (uint64, bool) {
-	t.Helper()
-	w, err := r.h.ReadWeights(cg, cgroupfs.WeightBFQ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w.Device(r.dev)
+	return w.Device(r.Dev)
 }
 
 func TestRealV1ActuatorWeightsRestore(t *testing.T) {
-	r := newV1Rig(t, "bfq")
-	withOrig, bare := r.child(t, "orig"), r.child(t, "bare")
-	if err := r.h.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+	r := realcg.V1(t, realcg.Options{LoopMiB: 16, Scheduler: "bfq"})
+	withOrig, bare := r.Child(t, "orig"), r.Child(t, "bare")
+	if err := r.H.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.Dev, 300); err != nil {
 		t.Fatal(err)
 	}
-	devs := []Device{{Name: r.loop.Name, Dev: r.dev, Mech: host.MechBFQWeight}}
-	a, err := New(Config{Hierarchy: r.h, Devices: devs, Reassert: time.Minute}, nil)
+	devs := []Device{{Name: r.Disk.Name, Dev: r.Dev, Mech: host.MechBFQWeight}}
+	a, err := New(Config{Hierarchy: r.H, Devices: devs, Reassert: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +41,10 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	if _, err := a.Apply(now, targets); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := r.weight(t, withOrig); v != 500 {
+	if v, _ := weight(t, r, withOrig); v != 500 {
 		t.Fatalf("orig weight %d, want 500", v)
 	}
-	if v, _ := r.weight(t, bare); v != 1000 {
+	if v, _ := weight(t, r, bare); v != 1000 {
 		t.Fatalf("bare weight %d, want 1000", v)
 	}
 	origs, changed := a.Originals()
@@ -88,32 +53,32 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	}
 
 	// Someone else changes a value: not rewritten until Reassert passes.
-	if err := r.h.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.dev, 700); err != nil {
+	if err := r.H.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.Dev, 700); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Apply(now.Add(time.Second), targets); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := r.weight(t, withOrig); v != 700 {
+	if v, _ := weight(t, r, withOrig); v != 700 {
 		t.Fatalf("unchanged level rewrote the weight early: %d", v)
 	}
 	if _, err := a.Apply(now.Add(2*time.Minute), targets); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := r.weight(t, withOrig); v != 500 {
+	if v, _ := weight(t, r, withOrig); v != 500 {
 		t.Fatalf("after reassert weight %d, want 500", v)
 	}
 
 	// A crash: a new actuator adopts the saved originals, and restores the
 	// orphaned one (its workload is not live any more).
-	b, err := New(Config{Hierarchy: r.h, Devices: devs}, origs)
+	b, err := New(Config{Hierarchy: r.H, Devices: devs}, origs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.RestoreOrphans(map[string]bool{bare: true}); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := r.weight(t, withOrig); v != 300 {
+	if v, _ := weight(t, r, withOrig); v != 300 {
 		t.Fatalf("orphan restored to %d, want 300", v)
 	}
 	// The live one: adopted original survives a first write by the new
@@ -124,13 +89,13 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	if err := b.Release("b"); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := r.weight(t, bare); ok {
+	if v, ok := weight(t, r, bare); ok {
 		t.Fatalf("bare still has weight %d after release", v)
 	}
 	if err := a.RestoreAll(); err != nil { // the old actuator: both again
 		t.Fatal(err)
 	}
-	if v, _ := r.weight(t, withOrig); v != 300 {
+	if v, _ := weight(t, r, withOrig); v != 300 {
 		t.Fatalf("RestoreAll: %d, want 300", v)
 	}
 }

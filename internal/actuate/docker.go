@@ -38,6 +38,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // dockerKnob is the Knob of the originals the Docker actuator records;
@@ -171,7 +172,7 @@ func (d *Docker) ObservePeak(int, float64) {}
 
 // Hold fails: a Docker weight has no throttle to hold a device's levels
 // with.
-func (d *Docker) Hold(dev cgroupfs.Dev, _ Ceiling) error {
+func (d *Docker) Hold(dev cgroupfs.Dev, _ throttle.Ceiling) error {
 	return fmt.Errorf("device %s: the Docker actuator has no throttle to hold its levels with", dev)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // fakeBFQ is a v1 cgroup "c" in a temporary tree with a BFQ weight file.
@@ -107,7 +108,7 @@ func TestSwallowedWriteIsAnError(t *testing.T) {
 // recorded (never demoted) is not durable and costs no look-up.
 func TestThrottleMemberDurable(t *testing.T) {
 	t.Parallel()
-	f := newFakeThrottleTree(t, "/p/a", "/p/b")
+	f := newFakeV1Tree(t, "/p/a", "/p/b")
 	fail := true
 	a, err := New(Config{Hierarchy: f.h, SysRoot: f.sys,
 		Devices: []Device{{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}},
@@ -122,13 +123,11 @@ func TestThrottleMemberDurable(t *testing.T) {
 	}
 	t.Cleanup(func() { a.RestoreAll() })
 	tg := []Target{{ID: "a", Cgroup: "/p/a", Level: 4}, {ID: "b", Cgroup: "/p/b", Level: 1}}
+	// What the last Apply told the throttle (its Update's members).
 	durable := func() map[string]bool {
-		th := a.devs[0].thr
-		th.mu.Lock()
-		defer th.mu.Unlock()
 		out := map[string]bool{}
-		for cg, m := range th.members {
-			out[cg] = m.durable
+		for _, m := range a.members[0] {
+			out[m.Cgroup] = m.Durable
 		}
 		return out
 	}
@@ -152,4 +151,21 @@ func TestThrottleMemberDurable(t *testing.T) {
 	if got := durable(); !got["/p/a"] {
 		t.Fatalf("after a promotion: durable %v, want /p/a still", got)
 	}
+}
+
+// fakeV1Tree is a v1 blkio tree in a temporary directory, "/p" and the
+// given cgroups with empty counters and limits, and a sysfs with loop0's
+// stat file: enough for a throttle to run on (its fast loop's rules are
+// tested in internal/throttle, on a tree it moves by hand).
+type fakeV1Tree struct {
+	h   cgroupfs.Hierarchy
+	sys string
+}
+
+var fakeDev = cgroupfs.Dev{Major: 7, Minor: 0}
+
+func newFakeV1Tree(t *testing.T, cgroups ...string) fakeV1Tree {
+	t.Helper()
+	mount, sys := testkit.FakeV1Throttle(t, cgroups...)
+	return fakeV1Tree{h: cgroupfs.Hierarchy{Version: 1, Mount: mount}, sys: sys}
 }

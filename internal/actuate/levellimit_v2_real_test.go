@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 )
 
 // TestRealV2LevelLimit: the level-limit mechanism beside BFQ's weight, on
@@ -20,24 +21,24 @@ import (
 // level 1 stays uncapped; promoted, the cap goes; RestoreAll puts back what
 // each cgroup had — none, or a limit of its own set before the daemon.
 func TestRealV2LevelLimit(t *testing.T) {
-	r := newV2Rig(t, "bfq")
-	hi, lo, own := r.child(t, "hi"), r.child(t, "lo"), r.child(t, "own")
+	r := realcg.V2(t, realcg.Options{Scheduler: "bfq"})
+	hi, lo, own := r.Child(t, "hi"), r.Child(t, "lo"), r.Child(t, "own")
 	ioMax := func(cg string) string {
 		t.Helper()
-		p, _ := r.h.Path(cg)
+		p, _ := r.H.Path(cg)
 		b, err := os.ReadFile(filepath.Join(p, "io.max"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if dev, rest, ok := strings.Cut(line, " "); ok && dev == r.dev.String() {
+			if dev, rest, ok := strings.Cut(line, " "); ok && dev == r.Dev.String() {
 				return rest
 			}
 		}
 		return ""
 	}
-	ownPath, _ := r.h.Path(own)
-	if err := os.WriteFile(filepath.Join(ownPath, "io.max"), []byte(r.dev.String()+" riops=1000"), 0); err != nil {
+	ownPath, _ := r.H.Path(own)
+	if err := os.WriteFile(filepath.Join(ownPath, "io.max"), []byte(r.Dev.String()+" riops=1000"), 0); err != nil {
 		t.Fatal(err)
 	}
 	const capBps = 2 << 20
@@ -45,11 +46,11 @@ func TestRealV2LevelLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := m.Probe(mech.Env{H: r.h, Dev: r.dev, Name: r.name, Scheduler: "bfq", Mechs: []mech.Name{mech.BFQWeight}}); !v.OK {
+	if v := m.Probe(mech.Env{H: r.H, Dev: r.Dev, Name: r.Disk.Name, Scheduler: "bfq", Mechs: []mech.Name{mech.BFQWeight}}); !v.OK {
 		t.Fatalf("probe: %s", v.Reason)
 	}
-	dev := Device{Name: r.name, Dev: r.dev, Mech: mech.BFQWeight, Also: []mech.Name{mech.LevelLimit}}
-	a, err := New(Config{Hierarchy: r.h, Devices: []Device{dev}, Params: mech.Params{LevelLimits: []uint64{0, 0, 0, capBps}}}, nil)
+	dev := Device{Name: r.Disk.Name, Dev: r.Dev, Mech: mech.BFQWeight, Also: []mech.Name{mech.LevelLimit}}
+	a, err := New(Config{Hierarchy: r.H, Devices: []Device{dev}, Params: mech.Params{LevelLimits: []uint64{0, 0, 0, capBps}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestRealV2LevelLimit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p := r.start(t, ctx, lo, "--bs", "1MiB", "--bytes", strconv.Itoa(8<<20))
+	p := r.Start(t, ctx, lo, "--bs", "1MiB", "--bytes", strconv.Itoa(8<<20))
 	res, err := p.Wait()
 	if err != nil || res.Bytes != 8<<20 {
 		t.Fatalf("capped read: %+v, %v", res, err)

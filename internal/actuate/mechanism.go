@@ -8,12 +8,13 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // The actuator's side of the mechanisms (internal/actuate/mech): which are
 // in force on each device, and their knobs. A mechanism of Role Weight or
 // Target is written by Apply from each workload's level; the throttle (Role
-// Caps) decides its caps itself, in its loop (throttle.go).
+// Caps) decides its caps itself, in its loop (internal/throttle).
 
 // Device is a block device to actuate on, and its mechanisms.
 type Device struct {
@@ -85,6 +86,15 @@ type DeviceStatus struct {
 	// ShareMost is the most a steered share gives the levels capped at
 	// the throttle's last period (their shares' largest; 0: none capped).
 	ShareMost float64
+	// ContendedAt is the throttle's last period whose level rule capped a
+	// workload, in force or lifted by a share of 1 (the latency
+	// controller's work conservation); Used what those workloads moved
+	// then, together, as a part of the capacity (0: not known); InForce
+	// their read caps then, together, as a part of the capacity (0: none
+	// in force, lifted, or not known): the share in force, which the
+	// throttle's least cap may put above the one steered.
+	ContendedAt   time.Time
+	Used, InForce float64
 }
 
 // devMech is one mechanism in force on a device, with its knob there.
@@ -96,9 +106,9 @@ type devMech struct {
 // device is a Device with what the actuator runs on it.
 type device struct {
 	Device
-	leveled []devMech // written by Apply
-	thr     *throttle // nil: no throttle on it
-	thrKnob string    // the throttle's Knob
+	leveled []devMech          // written by Apply
+	thr     *throttle.Throttle // nil: no throttle on it
+	thrKnob string             // the throttle's Knob
 }
 
 // newDevice opens d's mechanisms; sen is the device's sensor (nil: none
@@ -112,7 +122,13 @@ func newDevice(cfg Config, d Device, sen *devsensor.Device) (device, error) {
 		}
 		if m.Role == mech.Caps {
 			if out.thr == nil {
-				out.thr, out.thrKnob = newThrottle(cfg, d, sen), m.Knob
+				k, err := m.Open(cfg.Hierarchy, d.Dev, cfg.Params)
+				if err != nil {
+					return out, fmt.Errorf("device %s: %w", d.Name, err)
+				}
+				out.thr = throttle.New(cfg.Throttle, throttle.Options{Hierarchy: cfg.Hierarchy, Name: d.Name, Dev: d.Dev,
+					Knob: k, Sensor: sen, SysRoot: cfg.SysRoot, DryRun: cfg.DryRun, Logger: cfg.Logger, OnPanic: cfg.OnPanic})
+				out.thrKnob = m.Knob
 			}
 			continue
 		}
@@ -150,7 +166,7 @@ func (a *Actuator) knobOf(o Original) (mech.Knob, error) {
 		}
 		if d.thr != nil && o.Knob == d.thrKnob {
 			d.thr.Forget(o.Cgroup)
-			return d.thr.limitsKnob, nil
+			return d.thr.Knob(), nil
 		}
 	}
 	m, err := mech.ByKnob(o.Knob)
@@ -163,29 +179,60 @@ func (a *Actuator) knobOf(o Original) (mech.Knob, error) {
 	return m.Open(a.cfg.Hierarchy, o.Dev, a.cfg.Params)
 }
 
-// limitsKnob is the throttle's knob of one device (mech.LimitsKnob).
-type limitsKnob struct {
-	h   cgroupfs.Hierarchy
-	dev cgroupfs.Dev
+// Hold bounds the caps of dev's worse levels by c (see throttle.Ceiling); the zero
+// Ceiling lifts the bound. It fails when dev has no throttle to do it with
+// (its mechanism is a weight alone).
+func (a *Actuator) Hold(dev cgroupfs.Dev, c throttle.Ceiling) error {
+	for i := range a.devs {
+		if a.devs[i].Dev == dev && a.devs[i].thr != nil {
+			a.devs[i].thr.Hold(c)
+			return nil
+		}
+	}
+	return fmt.Errorf("device %s: no throttle to hold its levels with", dev)
 }
 
-func (k limitsKnob) Read(cgroup string) (string, error) {
-	return mech.LimitsKnob{H: k.h, Dev: k.dev}.Read(cgroup)
+// Steer sets the share of dev's capacity its capped workloads get, all
+// together (the latency controller, internal/control); 0 goes back to the
+// throttle's fixed rule. It fails when dev has no throttle.
+func (a *Actuator) Steer(dev cgroupfs.Dev, share float64) error {
+	for i := range a.devs {
+		if a.devs[i].Dev == dev && a.devs[i].thr != nil {
+			a.devs[i].thr.Steer(share)
+			return nil
+		}
+	}
+	return fmt.Errorf("device %s: no throttle to steer", dev)
 }
 
-func (k limitsKnob) Write(cgroup, v string) error {
-	return mech.LimitsKnob{H: k.h, Dev: k.dev}.Write(cgroup, v)
+// OpenFiles is how many descriptors the actuator keeps open now: the
+// throttle's, one per demoted workload and parent on each of its devices,
+// which the daemon's open-file budget must leave room for.
+func (a *Actuator) OpenFiles() int {
+	n := 0
+	for i := range a.devs {
+		if t := a.devs[i].thr; t != nil {
+			n += t.OpenFiles()
+		}
+	}
+	return n
 }
 
-var _ mech.Knob = limitsKnob{}
+// ObservePeak feeds a device's total bandwidth in the last tick (bytes/s);
+// the throttle sizes its caps from it where it cannot read the device's own
+// counters.
+func (a *Actuator) ObservePeak(i int, bps float64) {
+	if t := a.devs[i].thr; t != nil {
+		t.ObservePeak(bps)
+	}
+}
 
-// Member is one workload as the throttle sees it.
-type Member struct {
-	Cgroup string
-	Level  int
-	// Durable: the knob's original is recorded and durable, so the
-	// throttle may write the knob.
-	Durable bool
-
-	w *wstate // the actuator's state of the workload (Apply)
+// SetBios makes the throttles count their workloads' bytes with b (nil:
+// with their counter files again).
+func (a *Actuator) SetBios(b throttle.BioCounter) {
+	for i := range a.devs {
+		if t := a.devs[i].thr; t != nil {
+			t.SetBios(b)
+		}
+	}
 }

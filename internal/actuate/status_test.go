@@ -7,6 +7,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // TestApplyReportsDevices: Apply says per device what is in force — its
@@ -30,13 +31,13 @@ func TestApplyReportsDevices(t *testing.T) {
 		st[0].Device.Mechanisms() != "bfq-weight" || !st[1].Device.Weighted() {
 		t.Fatalf("device status %+v", st)
 	}
-	if err := a.Hold(both.Dev, Ceiling{From: 3, IOPS: 10}); err != nil {
+	if err := a.Hold(both.Dev, throttle.Ceiling{From: 3, IOPS: 10}); err != nil {
 		t.Errorf("Hold on the throttled device: %v", err)
 	}
-	if err := a.Hold(weight.Dev, Ceiling{}); err == nil || !strings.Contains(err.Error(), "no throttle") {
+	if err := a.Hold(weight.Dev, throttle.Ceiling{}); err == nil || !strings.Contains(err.Error(), "no throttle") {
 		t.Errorf("Hold on a weight-only device: %v, want why not", err)
 	}
-	if err := a.Hold(cgroupfs.Dev{Major: 9}, Ceiling{}); err == nil {
+	if err := a.Hold(cgroupfs.Dev{Major: 9}, throttle.Ceiling{}); err == nil {
 		t.Error("Hold on a device not actuated: no error")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // daemonOptions builds the daemon's options from a configuration, the host
@@ -20,7 +21,7 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 	o := daemon.Options{
 		Hierarchy: hst.Hierarchy, CgroupMode: string(hst.Layout.Mode), Source: src, Policy: cfg.Policy(),
 		Actuator: actuate.Config{Reassert: cfg.Reassert, DryRun: cfg.DryRun,
-			Throttle: actuate.Throttle{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst, Reads: cfg.ThrottleReads,
+			Throttle: throttle.Config{Shares: shares, Min: uint64(cfg.ThrottleMin), MaxBurst: cfg.ThrottleBurst, Reads: cfg.ThrottleReads,
 				DebtForgiven: host.ThrottleForgivesRequestDebt(hst.Kernel)}},
 		ActuatorName: string(cfg.Actuator), Interval: cfg.Interval, StateFile: cfg.StateFile,
 		HostPressure: filepath.Join(hst.Roots.Proc, "pressure", "io"), Logger: log,
@@ -32,6 +33,7 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 		ActiveQuietMax: activeQuietMax(hst.Roots.Sys, log),
 	}
 	o.Latency.NoControl, o.Latency.Target, o.Latency.Multiple = cfg.LatencyTarget.Spec()
+	o.Latency.NoConserve = !cfg.WorkConserving
 	hst.Devices.Apply(&o)
 	for _, l := range cfg.LevelLimits {
 		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))

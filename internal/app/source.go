@@ -61,7 +61,11 @@ func newSource(ctx context.Context, cfg config.Config, hst Host, engine func() (
 		return dockersrc.New(dockersrc.Options{Engine: cli, Layout: hst.Layout, ProcFS: hst.Roots.Proc, Logger: log})
 	case config.SourceCgroup:
 		h := hst.Hierarchy
-		parent, err := cgroupdir.ParentPath(h, cfg.CgroupParent) // also /sys/fs/cgroup/blkio/x
+		given := cfg.CgroupParent
+		if given == "" && cfg.CgroupLayout == "lxc" {
+			given = "/" // LXC 5 without lxc.cgroup.dir: lxc.payload.NAME at the root
+		}
+		parent, err := cgroupdir.ParentPath(h, given) // also /sys/fs/cgroup/blkio/x
 		if err != nil {
 			return nil, fmt.Errorf("--cgroup-parent: %w", err)
 		}

@@ -10,7 +10,10 @@ type BlockStat struct {
 	ReadIOs, ReadSectors   uint64
 	WriteIOs, WriteSectors uint64
 	InFlight               uint64
-	IOTicksMs              uint64 // time the device had I/O in flight, ms
+	// ReadTicksMs is the reads' times summed, from allocation to
+	// completion, ms.
+	ReadTicksMs uint64
+	IOTicksMs   uint64 // time the device had I/O in flight, ms
 	// TimeInQueueMs is the in-flight requests integrated over time, ms
 	// (its growth per ms is the mean queue depth).
 	TimeInQueueMs uint64
@@ -61,7 +64,7 @@ func ParseBlockStat(data []byte) (BlockStat, error) {
 	if n < len(f) {
 		return BlockStat{}, fmt.Errorf("block stat: %d fields, want at least 11 in %q", n, clip(data))
 	}
-	return BlockStat{ReadIOs: f[0], ReadSectors: f[2], WriteIOs: f[4], WriteSectors: f[6],
+	return BlockStat{ReadIOs: f[0], ReadSectors: f[2], ReadTicksMs: f[3], WriteIOs: f[4], WriteSectors: f[6],
 		InFlight: f[8], IOTicksMs: f[9], TimeInQueueMs: f[10]}, nil
 }
 

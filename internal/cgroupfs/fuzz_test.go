@@ -268,7 +268,7 @@ func FuzzParseBlockStat(f *testing.F) {
 		if err != nil {
 			return
 		}
-		line := fmt.Sprintf("%d 0 %d 0 %d 0 %d 0 %d %d %d", s.ReadIOs, s.ReadSectors, s.WriteIOs, s.WriteSectors, s.InFlight, s.IOTicksMs, s.TimeInQueueMs)
+		line := fmt.Sprintf("%d 0 %d %d %d 0 %d 0 %d %d %d", s.ReadIOs, s.ReadSectors, s.ReadTicksMs, s.WriteIOs, s.WriteSectors, s.InFlight, s.IOTicksMs, s.TimeInQueueMs)
 		if again, err := ParseBlockStat([]byte(line)); err != nil || again != s {
 			t.Fatalf("round trip of %q via %q: %+v %v", in, line, again, err)
 		}

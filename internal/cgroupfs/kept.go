@@ -10,7 +10,7 @@ import (
 // from offset 0 at every Read: one pread(2) where os.ReadFile makes six
 // system calls or more (open, the poller's registration, stat, reads,
 // close) — on a virtual machine those were a third of an idle daemon's
-// CPU (issue 19). A seq_file (/proc/stat, /proc/pressure/io) generates its
+// CPU. A seq_file (/proc/stat, /proc/pressure/io) generates its
 // content anew for a read at offset 0.
 type KeptFile struct {
 	fd   int

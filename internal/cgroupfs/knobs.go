@@ -165,8 +165,8 @@ func readKnobInto(path string, bp *[]byte) ([]byte, error) {
 // readOpenKnob reads the whole of a knob file open as fd (from its current
 // offset to the end) into *bp. A cgroup removed between the open and the
 // read answers ENODEV (kernfs): that is ErrCgroupGone, as a removal before
-// the open is (it was an actuator error, one "apply levels" WARN each,
-// under churn: issue 18).
+// the open is (it was an actuator error, one "apply levels" WARN each
+// under container churn).
 func readOpenKnob(fd int, path string, bp *[]byte) ([]byte, error) {
 	buf := (*bp)[:0]
 	// *bp keeps the whole (maybe grown) buffer for its next user.

@@ -16,7 +16,7 @@ func TestParseBlockStat(t *testing.T) {
 		err      string
 	}{
 		{name: "17 fields", in: "  1000 5 8000 300 2000 7 16000 900 3 1200 4500 0 0 0 0 10 20\n",
-			want: BlockStat{ReadIOs: 1000, ReadSectors: 8000, WriteIOs: 2000, WriteSectors: 16000, InFlight: 3, IOTicksMs: 1200, TimeInQueueMs: 4500}},
+			want: BlockStat{ReadIOs: 1000, ReadSectors: 8000, ReadTicksMs: 300, WriteIOs: 2000, WriteSectors: 16000, InFlight: 3, IOTicksMs: 1200, TimeInQueueMs: 4500}},
 		{name: "11 fields", in: "1 0 8 0 2 0 16 0 0 5 9",
 			want: BlockStat{ReadIOs: 1, ReadSectors: 8, WriteIOs: 2, WriteSectors: 16, IOTicksMs: 5, TimeInQueueMs: 9}},
 		{name: "10 fields", in: "1 0 8 0 2 0 16 0 0 5\n", err: "10 fields"},

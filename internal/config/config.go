@@ -16,9 +16,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // Source says where workloads come from.
@@ -111,6 +111,11 @@ type Config struct {
 	// LatencyTarget is the latency controller's target (see the type):
 	// auto, NUMx, a duration or off.
 	LatencyTarget LatencyTarget `yaml:"latency_target"`
+	// WorkConserving: the latency controller caps only while the
+	// protected requests need it (internal/control's Conserve); false
+	// keeps the caps on whenever a better level is active beside a heavy
+	// worse one, the share steered within the levels' shares.
+	WorkConserving bool `yaml:"work_conserving"`
 	// ThrottleWithWeights: on devices whose mechanism is a scheduler's
 	// weight (BFQ, CFQ), the throttle runs too.
 	ThrottleWithWeights bool `yaml:"throttle_with_weights"`
@@ -196,7 +201,7 @@ func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 // no file is given. DockerHost is empty (see Config.DockerHost).
 func Default() Config {
 	pc := policy.DefaultConfig()
-	shares := actuate.DefaultThrottleShares()
+	shares := throttle.DefaultShares()
 	c := Config{
 		Source:              SourceAuto,
 		CgroupLayout:        "auto",
@@ -207,9 +212,10 @@ func Default() Config {
 		Actuator:            ActuatorCgroup,
 		ThrottleShares:      shares[:],
 		ThrottleMin:         8 * MiB,
-		ThrottleBurst:       actuate.DefaultThrottleBurst,
+		ThrottleBurst:       throttle.DefaultBurst,
 		LatencyTarget:       LatencyAuto,
-		ThrottleReads:       actuate.DefaultThrottleReads,
+		WorkConserving:      true,
+		ThrottleReads:       throttle.DefaultReads,
 		ThrottleWithWeights: true,
 		Reassert:            60 * time.Second,
 		Latency:             LatencyModeAuto,

@@ -218,6 +218,7 @@ anchored: &a 1s
 		ThrottleMin:    4 * MiB,
 		ThrottleReads:  2000,
 		LatencyTarget:  LatencyAuto,
+		WorkConserving: true,
 		Reassert:       0,
 		Devices:        []string{"sd*", "vd?"},
 		Latency:        LatencyModeOff,

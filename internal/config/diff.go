@@ -11,7 +11,7 @@ import (
 // source and its connection (source, cgroup_parent, docker_host), what is
 // bound or opened (listen, state_file, paths), how and where values are
 // written (actuator, dry_run, throttle_shares, throttle_min,
-// throttle_burst, throttle_reads, throttle_with_weights, level_limits, reassert, devices), whether
+// throttle_burst, throttle_reads, throttle_with_weights, work_conserving, level_limits, reassert, devices), whether
 // BPF is loaded (latency) and the log
 // handler (log.format).
 var liveKeys = map[string]bool{

@@ -26,11 +26,11 @@ var flagDefs = []flagDef{
 		get:  func(c *Config) string { return string(c.Source) },
 		set:  func(c *Config, s string) error { c.Source = Source(s); return nil }},
 	{name: "cgroup-parent", key: "cgroup_parent", arg: "PATH",
-		help: "with --source cgroup: the cgroup whose children are the workloads, as in /proc/PID/cgroup (/lxc.payload, /system.slice, /kubepods.slice), or its directory under the I/O hierarchy's mount",
+		help: "with --source cgroup: the cgroup whose children are the workloads, as in /proc/PID/cgroup (/system.slice, /kubepods.slice; with --cgroup-layout lxc, / by default or lxc.cgroup.dir), or its directory under the I/O hierarchy's mount",
 		get:  func(c *Config) string { return c.CgroupParent },
 		set:  func(c *Config, s string) error { c.CgroupParent = s; return nil }},
-	{name: "cgroup-layout", key: "cgroup_layout", arg: "auto|children|kubepods",
-		help: "with --source cgroup: where the workloads are below --cgroup-parent: each child directory, or each container of the kubelet's pods (pod<uid>/<id>, QoS class known); auto is kubepods for a parent named kubepods or kubepods.slice",
+	{name: "cgroup-layout", key: "cgroup_layout", arg: "auto|children|kubepods|lxc|podman",
+		help: "with --source cgroup: where the workloads are below --cgroup-parent: each child directory; each container of the kubelet's pods (pod<uid>/<id>, QoS class known); lxc: each lxc.payload.NAME, named NAME (--cgroup-parent defaults to /, or lxc.cgroup.dir); podman: each libpod-<id>[.scope], named by its short id; auto is kubepods for a parent named kubepods or kubepods.slice, lxc for / or a parent holding lxc.payload.*, podman for libpod_parent or a parent holding libpod-*",
 		get:  func(c *Config) string { return c.CgroupLayout },
 		set:  func(c *Config, s string) error { c.CgroupLayout = s; return nil }},
 	{name: "cgroup-exempt", key: "cgroup_exempt", arg: "GLOB,...",
@@ -168,6 +168,16 @@ var flagDefs = []flagDef{
 			n, err := strconv.Atoi(s)
 			if err == nil {
 				c.ThrottleReads = n
+			}
+			return err
+		}},
+	{name: "work-conserving", key: "work_conserving",
+		help: "the latency controller caps a neighbour only while the protected requests' p99 is above the target, and lifts the cap when it no longer needs it; false: caps whenever a better level is active beside a heavy worse one",
+		get:  func(c *Config) string { return strconv.FormatBool(c.WorkConserving) },
+		set: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(s)
+			if err == nil {
+				c.WorkConserving = b
 			}
 			return err
 		}},

@@ -36,7 +36,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 		"--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
 		"--boost-after", "1m", "--policy", "paper", "--usage-window", "5s", "--actuator", "cgroup", "--dry-run",
-		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-reads", "500", "--throttle-with-weights=false", "--level-limits", "0,0,4MiB,1MiB", "--reassert", "0s",
+		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-reads", "500", "--throttle-with-weights=false", "--work-conserving=false", "--level-limits", "0,0,4MiB,1MiB", "--reassert", "0s",
 		"--devices", "loop*,vd*", "--latency", "off", "--listen", "", "--state-file", "/tmp/s.json",
 		"--path-sys", "/host/sys", "--path-proc", "/host/proc", "--log-level", "debug", "--log-format", "json",
 		"--health-models", "nvme1n1=aws-gp2:100GiB,sdb=iops=100/3000/5400000,bps=1e6/2e6/3e9", "--health-dstate-workloads", "8",
@@ -65,7 +65,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
 	}
-	if len(args) != 2*len(flagDefs)-3 { // --dry-run, --cgroup-exempt-guaranteed and --throttle-with-weights=false are one word
+	if len(args) != 2*len(flagDefs)-4 { // --dry-run, --cgroup-exempt-guaranteed, --throttle-with-weights=false and --work-conserving=false are one word
 		t.Errorf("the test covers %d flags of %d", (len(args)-3)/2+3, len(flagDefs))
 	}
 }

@@ -29,12 +29,14 @@ func (c Config) Validate() error {
 		bad("source", c.Source, "must be auto, docker or cgroup")
 	}
 	switch {
-	case c.Source == SourceCgroup && c.CgroupParent == "":
+	case c.Source == SourceCgroup && c.CgroupParent == "" && c.CgroupLayout != "lxc":
 		bad("cgroup_parent", c.CgroupParent, "required with source cgroup: the cgroup whose children are the workloads, "+
-			"such as /lxc.payload (LXC) or /system.slice (systemd services)")
+			"such as /system.slice (systemd services); LXC needs none with cgroup_layout lxc")
 	case c.Source != SourceCgroup && c.CgroupParent != "":
 		bad("cgroup_parent", c.CgroupParent, "only used with source cgroup (source is %q); "+
 			"set source: cgroup, or remove cgroup_parent", c.Source)
+	case c.CgroupParent == "/" && (c.CgroupLayout == "lxc" || c.CgroupLayout == "auto"):
+		// LXC 5's containers are lxc.payload.NAME at the root (v1)
 	case c.CgroupParent != "":
 		if msg := cgroupPathProblem(c.CgroupParent); msg != "" {
 			bad("cgroup_parent", c.CgroupParent, "%s", msg)
@@ -44,12 +46,12 @@ func (c Config) Validate() error {
 		bad(key, value, "only used with source cgroup (source is %q); set source: cgroup, or remove %s", c.Source, key)
 	}
 	switch c.CgroupLayout {
-	case "auto", "children", "kubepods":
+	case "auto", "children", "kubepods", "lxc", "podman":
 		if c.Source != SourceCgroup && c.CgroupLayout != "auto" {
 			cgroupOnly("cgroup_layout", c.CgroupLayout)
 		}
 	default:
-		bad("cgroup_layout", c.CgroupLayout, "must be auto, children or kubepods")
+		bad("cgroup_layout", c.CgroupLayout, "must be auto, children, kubepods, lxc or podman")
 	}
 	if c.Source != SourceCgroup && len(c.CgroupExempt) > 0 {
 		cgroupOnly("cgroup_exempt", c.CgroupExempt)
@@ -280,7 +282,8 @@ func cgroupPathProblem(p string) string {
 	case path.Clean(p) != p:
 		return fmt.Sprintf("must be a clean path (%s)", path.Clean(p))
 	case p == "/":
-		return "must be below the root cgroup: the root's children include init.scope and the system's own services"
+		return "must be below the root cgroup: the root's children include init.scope and the system's own services " +
+			"(the root is allowed with cgroup_layout lxc, where only lxc.payload.* are workloads)"
 	}
 	return ""
 }

@@ -38,7 +38,7 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"parent as a path under the mount", func(c *Config) { c.Source, c.CgroupParent = SourceCgroup, "/sys/fs/cgroup/blkio/lxc" }, nil},
 		{"bad cgroup layout", func(c *Config) { c.Source, c.CgroupParent, c.CgroupLayout = SourceCgroup, "/lxc", "flat" },
-			[]want{{"cgroup_layout", `cgroup_layout="flat": must be auto, children or kubepods`}}},
+			[]want{{"cgroup_layout", `cgroup_layout="flat": must be auto, children, kubepods, lxc or podman`}}},
 		{"bad cgroup globs", func(c *Config) {
 			c.Source, c.CgroupParent = SourceCgroup, "/lxc"
 			c.CgroupExempt = []string{"ok-*", "sys[tem-*", ""}
@@ -72,8 +72,10 @@ func TestValidate(t *testing.T) {
 			[]want{{"cgroup_parent", `cgroup_parent="/lxc.payload/../system.slice": must not contain ".."`}}},
 		{"unclean parent", func(c *Config) { c.Source, c.CgroupParent = SourceCgroup, "/lxc.payload/" },
 			[]want{{"cgroup_parent", `cgroup_parent="/lxc.payload/": must be a clean path (/lxc.payload)`}}},
-		{"root parent", func(c *Config) { c.Source, c.CgroupParent = SourceCgroup, "/" },
+		{"root parent", func(c *Config) { c.Source, c.CgroupParent, c.CgroupLayout = SourceCgroup, "/", "children" },
 			[]want{{"cgroup_parent", `cgroup_parent="/": must be below the root cgroup`}}},
+		{"lxc needs no parent", func(c *Config) { c.Source, c.CgroupLayout = SourceCgroup, "lxc" }, nil},
+		{"lxc at the root", func(c *Config) { c.Source, c.CgroupParent, c.CgroupLayout = SourceCgroup, "/", "lxc" }, nil},
 		{"bad docker host", func(c *Config) { c.DockerHost = "/var/run/docker.sock" },
 			[]want{{"docker_host", `docker_host="/var/run/docker.sock": scheme must be unix, tcp, http or https`}}},
 		{"relative unix socket", func(c *Config) { c.DockerHost = "unix://docker.sock" },

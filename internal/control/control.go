@@ -22,6 +22,7 @@
 //     A tick whose own p90 is above twice the target (a tenth of its
 //     requests that slow: an overload, not noise) is cut at once, deeply,
 //     and starts a new window.
+//
 //   - Target: Config.Target when set (config latency_target), else
 //     Multiple (3) × the device's unloaded latency: the pooled p99 of the
 //     protected requests over ticks with no cap in force and no other
@@ -36,6 +37,7 @@
 //     unloaded latency (one tick's is noisy, and the first still drains
 //     what the capped workloads had queued), and the next tick is back at
 //     the share before it.
+//
 //   - Share (AIMD, only while a cap was in force and held a workload back
 //     in a tick of the window — a cap nobody runs into says nothing about
 //     its size):
@@ -54,6 +56,15 @@
 //     30 %), nor Max (the largest level share, 60 %). It starts at Start,
 //     the throttle's fixed share without the controller (MaxBurst /
 //     slice, 5 %).
+//
+//   - Work conservation (Config.Conserve, the daemon's default; lift.go):
+//     a contention starts capped at Start (the throttle caps within its
+//     fast loop's period, before any tick could measure), and the caps
+//     are lifted as soon as a tick shows the protected requests at most
+//     half their target; lifted, they come back only when the latency
+//     goes above it, and only as deep as that takes. The learned
+//     target is at least MinTarget (500 µs): 3× a 100 µs device is a
+//     target any neighbour breaks, for a gain no victim notices.
 //
 // Failure modes: a target learned from 4 KiB health checks is tight for a
 // service that later reads 64 KiB (the share then sits lower than it could,
@@ -87,7 +98,7 @@ const (
 	// alternated pairs of one-trial runs): deciding on ~500 instead of
 	// each tick's ~140 gave web p99 2.12/2.30x idle against 2.74/2.68x,
 	// the streamer 4.0/3.2 % against 2.6/2.3 %; the three-trial host
-	// report of the built window (docs/bench/contention-host.md) kept
+	// report of the built window (docs/bench/contention-host.md as of 4d0505c) kept
 	// the streamer at 3 %, as the per-tick rule's had: fewer cuts on
 	// noise, no share gained.
 	DefaultWindow = 500
@@ -99,6 +110,12 @@ const (
 	// latency targets are about small requests; a 1 MiB read takes longer
 	// unloaded and would move the target with the mix.
 	SmallRequest = 64 << 10
+	// DefaultMinTarget is the least learned target: on a device that
+	// serves a 4 KiB read in 100 µs unloaded, 3x is 300 µs, which any
+	// neighbour at all breaks, and capping it to hold that buys a
+	// victim nothing it would notice; half a millisecond for a small
+	// read is fast on every device class (docs/latency.md).
+	DefaultMinTarget = 500 * time.Microsecond
 	// KneeHold is how long a knee (the share a cut came from) bounds the
 	// raises: measured on the host's loop device (issue 20's host
 	// scenario), AIMD without it climbed back into the share that hurt
@@ -161,6 +178,16 @@ type Config struct {
 	// the package doc); 0 means DefaultWindow. At most MinSamples means
 	// every tick with MinSamples decides.
 	Window uint64
+	// MinTarget is the least learned target (Multiple × unloaded is
+	// raised to it); 0 means DefaultMinTarget, negative none. A fixed
+	// Target is taken as it is.
+	MinTarget time.Duration
+	// Conserve makes the controller work-conserving (lift.go): it lifts
+	// the caps (State.Lifted, share 1) once the protected requests are
+	// measured well within their target, caps again only when their
+	// latency goes above it, and lifts the
+	// caps again when the latency no longer needs them.
+	Conserve bool
 }
 
 // withDefaults fills c's zero fields and checks it.
@@ -182,6 +209,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Window == 0 {
 		c.Window = DefaultWindow
+	}
+	switch {
+	case c.MinTarget == 0:
+		c.MinTarget = DefaultMinTarget
+	case c.MinTarget < 0:
+		c.MinTarget = 0
 	}
 	if c.Max == 0 {
 		c.Max = 1
@@ -218,7 +251,24 @@ type Input struct {
 	// Max, when above 0, bounds the share below Config.Max: the most the
 	// levels capped now can get (a level-4 stream alone: its 30 %), so no
 	// tick is spent raising or cutting a share above what is in force.
+	// Work-conserving (Config.Conserve), it does not: the throttle scales
+	// the levels' caps up to a share above it (see mostOf).
 	Max float64
+	// Contended: the throttle's level rule would cap a workload on the
+	// device over the interval (a better level active beside a heavy
+	// worse one), whether a cap was in force or lifted by the controller
+	// (Config.Conserve).
+	Contended bool
+	// Used is the part of the device's capacity the workloads the level
+	// rule would cap moved over the interval, together (0: not known):
+	// where a cut from lifted caps starts (lift.go).
+	Used float64
+	// InForce is the share the caps in force give those workloads
+	// together (0: not known): a slow start doubles from it when above
+	// the share (the throttle's least cap, 8 MiB/s, is 8 % of a 100 MiB/s
+	// disk at a 5 % share: doubling the share would raise the cap in force
+	// by a quarter).
+	InForce float64
 }
 
 // State is what the controller shows (snapshot, metrics).
@@ -233,6 +283,8 @@ type State struct {
 	P99 time.Duration
 	// Probing: this tick's share is the probe's (a tenth of the floor).
 	Probing bool
+	// Lifted: no cap is needed now (Config.Conserve); Share is then 1.
+	Lifted bool
 }
 
 // Controller is one device's controller.
@@ -252,6 +304,7 @@ type Controller struct {
 	learnedAt time.Time
 	knee      float64 // the share the last cut came from (0: none)
 	kneeAt    time.Time
+	lift      liftState // Config.Conserve's (lift.go)
 }
 
 // New returns a controller; an error names the bad value.
@@ -260,7 +313,11 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{cfg: c, st: State{Share: c.Start, Target: c.Target}}, nil
+	ctl := &Controller{cfg: c, st: State{Share: c.Start, Target: c.Target}}
+	if c.Conserve {
+		ctl.lift.wait = LiftBackoff
+	}
+	return ctl, nil
 }
 
 // State returns what the controller holds now.
@@ -290,6 +347,9 @@ func (c *Controller) Step(in Input) State {
 	}
 	var m time.Duration
 	held := c.poolHeld
+	if c.st.Lifted && !probing {
+		return c.stepLifted(in, unloaded)
+	}
 	if measured {
 		m = c.pool.Quantile(0.99)
 		c.st.P99 = m
@@ -319,37 +379,69 @@ func (c *Controller) Step(in Input) State {
 	case !in.Capped:
 		return c.st
 	}
+	if in.Contended {
+		c.lift.contendedAt = in.At
+	}
 	// Loaded: probe first when the unloaded latency is unknown or old.
 	if c.dueProbe(in.At) {
 		c.before, c.st.Share, c.st.Probing, c.probeN, c.probeM, c.probeMin = c.st.Share, probeFrac*c.cfg.Floor, true, 0, 0, 0
 		c.resetPool()
 		return c.st
 	}
-	most := c.cfg.Max
-	if in.Max > 0 {
-		most = max(min(most, in.Max), c.cfg.Floor)
-	}
+	most := c.mostOf(in.Max)
 	c.st.Share = min(c.st.Share, most)
 	t := c.st.Target
 	s := c.st.Share
-	if !measured && t != 0 && in.Held && in.Hist.Count() >= c.cfg.MinSamples && in.Hist.Quantile(fastCutQ) > 2*t {
+	if !measured && t != 0 && in.Held && c.slowTick(&in.Hist, 2*t) {
 		// An overload within the window: cut now, start a new window.
+		c.lift.checkCut = false // the cut from lifted was needed
 		c.st.P99 = in.Hist.Quantile(0.99)
 		c.resetPool()
 		c.st.Share = max(c.cfg.Floor, s*deepCutFactor)
 		c.setKnee(in.At, s)
 		return c.st
 	}
+	if lift, double := c.liftDue(in, measured, m, t, s, most, in.Held || held); lift {
+		return c.liftNow(in.At)
+	} else if double {
+		c.st.Share = c.raise(in.At, s, min(most, 2*max(s, in.InForce)))
+		c.resetPool()
+		return c.st
+	}
+	if measured && c.cfg.Conserve && c.checkedCut(in.At, m) {
+		// The cut bought nothing (lift.go): undone. From lifted: lifted
+		// again, the wait it started undone; capped: the share before it,
+		// the knee it set forgotten.
+		if c.lift.cutShare == 0 {
+			c.lift.cutAt = time.Time{}
+			return c.liftNow(in.At)
+		}
+		c.st.Share, c.knee = max(c.st.Share, c.lift.cutShare), 0
+		return c.st
+	}
 	if !measured || t == 0 || !held {
 		return c.st
+	}
+	if nf := c.lift.noiseFloor(in.At); c.cfg.Conserve && nf > t {
+		t = nf // the latency no cap lowered (lift.go)
 	}
 	switch {
 	case m > 2*t:
 		c.st.Share = max(c.cfg.Floor, s*deepCutFactor)
 		c.setKnee(in.At, s)
+		if c.cfg.Conserve {
+			c.lift.armCheck(m, t, s)
+		}
 	case m > t:
 		c.st.Share = max(c.cfg.Floor, s*cutFactor)
 		c.setKnee(in.At, s)
+		if c.cfg.Conserve {
+			c.lift.armCheck(m, t, s)
+		}
+	case 2*m <= t && c.cfg.Conserve:
+		// Work-conserving, a window well within the target while the cap
+		// holds its neighbour is the slow start's tick, pooled: double.
+		c.st.Share = c.raise(in.At, s, min(most, 2*max(s, in.InForce)))
 	case 2*m <= t:
 		c.st.Share = c.raise(in.At, s, min(most, max(s*fastRaise, s+c.cfg.Step)))
 	case float64(m) <= raiseBelow*float64(t):
@@ -418,6 +510,6 @@ func (c *Controller) learn(at time.Time, m time.Duration) {
 	}
 	c.st.Baseline, c.learnedAt = b, at
 	if c.cfg.Target == 0 {
-		c.st.Target = time.Duration(c.cfg.Multiple * float64(b))
+		c.st.Target = max(time.Duration(c.cfg.Multiple*float64(b)), c.cfg.MinTarget)
 	}
 }

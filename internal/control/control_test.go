@@ -397,6 +397,13 @@ func TestWindow(t *testing.T) {
 	if st := step(hist(1*ms, 140)); st.Share <= 0.03125 {
 		t.Fatalf("a full window at 1 ms after the fast cut: share %g, want a raise", st.Share)
 	}
+	// Starved: a QD1 victim whose reads each wait 160 ms fits six in a
+	// tick, fewer than MinSamples; their median far above twice the
+	// target cuts at once all the same.
+	before := c.State().Share
+	if st := step(hist(160*ms, 6)); math.Abs(st.Share-before*deepCutFactor) > 1e-9 {
+		t.Fatalf("six reads of 160 ms in a tick (target 3 ms), share %g: share %g, want the deep cut to %g", before, st.Share, before*deepCutFactor)
+	}
 
 	// Few victims (20 requests a tick): a decision after WindowTicks.
 	c2, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})

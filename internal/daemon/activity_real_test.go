@@ -73,7 +73,7 @@ func kernelDaemon(t *testing.T, r rig, name, cg string) (d *Daemon, step func())
 			t.Error(err)
 		}
 	})
-	if l := d.latencySnapshot(); l == nil || !l.Available {
+	if l := d.lat.Snapshot(); l == nil || !l.Available {
 		testkit.Need(t, false, "the I/O latency sensor cannot run here: %+v", l)
 	}
 	if d.sen.Activity == nil {
@@ -176,11 +176,11 @@ func kernelActivityReal(t *testing.T) {
 	}
 	step()
 	after, _ = workloadNamed(d.Snapshot(), "quiet")
-	t.Logf("below quiet: charged %d; cgroups placed by file handle %d, walks %d", after.ReadBytes-before.ReadBytes, d.kin.handles, d.kin.walks)
+	t.Logf("below quiet: charged %d; cgroups placed by file handle %d, walks %d", after.ReadBytes-before.ReadBytes, d.lat.Handles(), d.lat.Walks())
 	if got := after.ReadBytes - before.ReadBytes; got < n {
 		t.Errorf("the tick after a cgroup below quiet read %d bytes: %d charged to quiet, want them all", n, got)
 	}
-	if d.kin.handles == 0 {
-		t.Errorf("no cgroup placed by its file handle (walks %d): open_by_handle_at does not work here", d.kin.walks)
+	if d.lat.Handles() == 0 {
+		t.Errorf("no cgroup placed by its file handle (walks %d): open_by_handle_at does not work here", d.lat.Walks())
 	}
 }

@@ -220,10 +220,10 @@ func TestKernelActivity(t *testing.T) {
 	// The root did I/O: attributed to nobody by a walk, remembered.
 	lat.deltas = []iolat.Delta{{Key: iolat.Key{Cgroup: 1}, Count: 1}}
 	step()
-	if walks := d.kin.walks; walks != 1 || d.kin.owner[1] != 0 {
-		t.Fatalf("after the root's I/O: %d walks, owner %v; want 1, the root owned by none", walks, d.kin.owner)
+	if walks, owner := d.lat.Walks(), first(d.lat.OwnerOf(1)); walks != 1 || owner != 0 {
+		t.Fatalf("after the root's I/O: %d walks, owner %v; want 1, the root owned by none", walks, owner)
 	}
-	if _, known := d.kin.seen.Active(v.ino); !known {
+	if _, known := d.sen.Activity.Active(v.ino); !known {
 		t.Error("the tick after the root's I/O, attributed: v not vouched for")
 	}
 	// w's child c did I/O: w is read at the next tick.
@@ -235,8 +235,8 @@ func TestKernelActivity(t *testing.T) {
 	if n := readIn("w", 8192, 1); n != 1 {
 		t.Errorf("w, whose child did I/O: read after %d ticks, want 1", n)
 	}
-	if d.kin.walks != 1 {
-		t.Errorf("walks %d, want 1 (the first walk found c)", d.kin.walks)
+	if d.lat.Walks() != 1 {
+		t.Errorf("walks %d, want 1 (the first walk found c)", d.lat.Walks())
 	}
 	// A new child, d, does I/O less than walkEvery ticks after the last
 	// walk: not attributed yet, nobody vouched for, until a walk may run;
@@ -245,11 +245,11 @@ func TestKernelActivity(t *testing.T) {
 	for range 32 {
 		step() // w quiet again
 	}
-	d.kin.nextWalk = d.tick + 3
+	d.lat.NoWalkBefore(d.tick + 3)
 	stat("w", 3*4096)
 	lat.deltas = []iolat.Delta{{Key: iolat.Key{Cgroup: inoOf("w/d")}, Count: 1}}
 	step()
-	if _, known := d.kin.seen.Active(v.ino); known {
+	if _, known := d.sen.Activity.Active(v.ino); known {
 		t.Error("a cgroup's I/O not attributed yet: v vouched for")
 	}
 	if n := readIn("w", 3*4096, 4); n > 3 {
@@ -259,20 +259,23 @@ func TestKernelActivity(t *testing.T) {
 	// vouched for at the next tick.
 	lat.err = errors.New("boom")
 	step()
-	if _, known := d.kin.seen.Active(v.ino); known {
+	if _, known := d.sen.Activity.Active(v.ino); known {
 		t.Error("after a failed read: v vouched for")
 	}
 	lat.err = nil
 	lat.drops.Uncounted++
 	step()
-	if _, known := d.kin.seen.Active(v.ino); known {
+	if _, known := d.sen.Activity.Active(v.ino); known {
 		t.Error("after uncounted requests: v vouched for")
 	}
 	step()
-	if active, known := d.kin.seen.Active(v.ino); active || !known {
+	if active, known := d.sen.Activity.Active(v.ino); active || !known {
 		t.Errorf("a normal tick: v active %v known %v, want known idle", active, known)
 	}
 	if err := d.shutdown(); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
 }
+
+// first is the first of two results.
+func first[T, U any](t T, _ U) T { return t }

@@ -18,6 +18,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 	"github.com/ddiskqos/ddiskqos/internal/vmrig"
 )
 
@@ -83,7 +84,7 @@ func TestRealV2BurstHold(t *testing.T) {
 		d, err = New(Options{Hierarchy: h, CgroupMode: string(l.Mode), Source: src, Policy: pc,
 			Actuator: actuate.Config{SysRoot: "/sys", Reassert: time.Minute,
 				Devices:  []actuate.Device{{Name: name, Dev: dev, Mech: host.MechThrottle}},
-				Throttle: actuate.Throttle{Shares: actuate.DefaultThrottleShares(), Min: 8 << 20, MaxBurst: actuate.DefaultThrottleBurst}},
+				Throttle: throttle.Config{Shares: throttle.DefaultShares(), Min: 8 << 20, MaxBurst: throttle.DefaultBurst}},
 			Interval: time.Second, StateFile: filepath.Join(t.TempDir(), "state.json"),
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 			Health: HealthOptions{SysRoot: "/sys", ProcRoot: "/proc", Models: map[string]devhealth.Model{name: model},

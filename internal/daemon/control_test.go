@@ -14,6 +14,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // steerActuator has one throttled device whose caps are always in force
@@ -29,7 +30,7 @@ type steerActuator struct {
 
 func (a *steerActuator) Devices() []actuate.Device { return []actuate.Device{a.dev} }
 func (a *steerActuator) Apply(time.Time, []actuate.Target) ([]actuate.DeviceStatus, error) {
-	return []actuate.DeviceStatus{{Device: a.dev, Capping: true, CappedAt: *a.now, HeldAt: *a.now}}, nil
+	return []actuate.DeviceStatus{{Device: a.dev, Capping: true, CappedAt: *a.now, HeldAt: *a.now, ContendedAt: *a.now, Used: 0.5}}, nil
 }
 func (a *steerActuator) Applied(id string) []actuate.Applied {
 	ap := actuate.Applied{Device: a.dev}
@@ -48,10 +49,12 @@ func (a *steerActuator) Steer(_ cgroupfs.Dev, share float64) error {
 // count; with caps on from the start the controller probes at the floor,
 // learns 3× the probe's p99, then raises the share while the protected
 // p99 is far below it; the snapshot and the steered shares say so. With
-// latency_target off nothing is steered.
+// latency_target off nothing is steered. Work-conserving (the default),
+// the same victims far inside their target lift the caps after the probe.
 func TestControlSteers(t *testing.T) {
 	t.Parallel()
-	for _, off := range []bool{false, true} {
+	for _, mode := range []string{"capping", "off", "conserving"} {
+		off, conserve := mode == "off", mode == "conserving"
 		mount := t.TempDir()
 		inos := map[string]uint64{}
 		for _, n := range []string{"web", "bulk", "flood"} {
@@ -83,8 +86,8 @@ func TestControlSteers(t *testing.T) {
 			Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
 			NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return act, nil },
 			Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-			Actuator: actuate.Config{Throttle: actuate.Throttle{MaxBurst: actuate.DefaultThrottleBurst}},
-			Latency:  LatencyOptions{SysRoot: t.TempDir(), Open: func() (LatencySensor, error) { return fake, nil }, NoControl: off},
+			Actuator: actuate.Config{Throttle: throttle.Config{MaxBurst: throttle.DefaultBurst}},
+			Latency:  LatencyOptions{SysRoot: t.TempDir(), Open: func() (LatencySensor, error) { return fake, nil }, NoControl: off, NoConserve: !conserve},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -112,6 +115,13 @@ func TestControlSteers(t *testing.T) {
 		// requests a tick, each full after WindowTicks (5) ticks of 100 or
 		// Window (500) requests, its p99 far below the target: ×1.25 each.
 		want := []float64{0.002, 0.002, 0.05, 0.05, 0.05, 0.05, 0.05, 0.0625, 0.0625, 0.0625, 0.0625, 0.0625, 0.078125}
+		if conserve {
+			// The probe, its share back at 5 %, then (the fake's caps
+			// hold their workloads back) doubled each tick to the
+			// levels' most (60 %) and lifted (1) for good: the victims'
+			// p99 stays at a third of the target.
+			want = []float64{0.002, 0.002, 0.05, 0.1, 0.2, 0.4, 0.6, 1, 1, 1, 1, 1, 1}
+		}
 		if len(act.steers) != len(want) {
 			t.Fatalf("steered %v, want %v", act.steers, want)
 		}
@@ -131,8 +141,8 @@ func TestControlSteers(t *testing.T) {
 		if tg := dv[0].LatencyTarget; math.Abs(tg-3*dv[0].ProtectedP99) > 0.3*3*dv[0].ProtectedP99 {
 			t.Errorf("target %g s, want ~3× the protected p99 %g s", tg, dv[0].ProtectedP99)
 		}
-		if math.Abs(dv[0].CappedShare-0.078125) > 1e-6 {
-			t.Errorf("snapshot share %g, want 0.078125", dv[0].CappedShare)
+		if math.Abs(dv[0].CappedShare-want[len(want)-1]) > 1e-6 {
+			t.Errorf("%s: snapshot share %g, want %g", mode, dv[0].CappedShare, want[len(want)-1])
 		}
 	}
 }

@@ -3,7 +3,8 @@
 // policy decides each level, the actuator applies it, and a snapshot of the
 // result is published for the API. It is the only place that knows all four.
 //
-// daemon.go is the tick (step) and what it keeps per workload; events.go
+// daemon.go is the tick (step) and what it keeps per workload; options.go
+// is what configures a Daemon and the Observer it reports to; events.go
 // applies the source's events; proceed.go drives the actuator; publish.go
 // builds the snapshot; fds.go keeps the open-file budget; health.go runs
 // the storage-health sensors. The
@@ -24,111 +25,16 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/control"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/snapshot/reuse"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/state"
 )
-
-// Observer receives the daemon's operational metrics (internal/metrics
-// implements it). The loop calls it from its own goroutine.
-type Observer interface {
-	// ObserveTick: how long one tick took.
-	ObserveTick(d time.Duration)
-	// ObserveSense: after each tick's sensing, how many workloads'
-	// counters were read from their files, how many were taken from the
-	// kernel's maps instead (the I/O latency sensor's, activity.go), and
-	// how many were left for a later tick because they have been quiet
-	// (see Options.QuietMax).
-	ObserveSense(read, kernel, skipped int)
-	// Error: one error of the loop, by cause.
-	Error(cause snapshot.ErrorCause)
-	// LevelChange: a workload moved (0 is exempt); reason is the policy's.
-	LevelChange(from, to int, reason string)
-}
-
-type nopObserver struct{}
-
-func (nopObserver) ObserveTick(time.Duration)    {}
-func (nopObserver) ObserveSense(int, int, int)   {}
-func (nopObserver) Error(snapshot.ErrorCause)    {}
-func (nopObserver) LevelChange(int, int, string) {}
-
-// Options configure a Daemon.
-type Options struct {
-	Hierarchy  cgroupfs.Hierarchy
-	CgroupMode string
-	// SenseDevices are disks whose I/O is counted besides the actuated
-	// ones; on cgroup v1 accounting is enabled on all of them at start
-	// (cgroupfs.Hierarchy.EnableV1Accounting).
-	SenseDevices []cgroupfs.Dev
-	// Stacked maps a stacked device (loop over a file, dm, md) to the disks
-	// below it, whose counters repeat its I/O (sensor counts it once).
-	Stacked  map[cgroupfs.Dev][]cgroupfs.Dev
-	Source   source.Source
-	Policy   policy.Config
-	Actuator actuate.Config // Hierarchy is taken from above
-	// ActuatorName is reported in the snapshot ("cgroup" or "docker").
-	ActuatorName string
-	// NewActuator builds the actuator from the configuration and the
-	// originals adopted from the state file; nil means the cgroup-file
-	// actuator (actuate.New).
-	NewActuator func(cfg actuate.Config, adopted []actuate.Original) (Actuator, error)
-	Interval    time.Duration
-	// StateFile is where originals and levels are kept ("" = nowhere). A
-	// knob is written only once its original is saved there (the
-	// actuator's Config.Persist); a failed save is retried every tick,
-	// counted as a "state" error and shown in Snapshot.StateError. At
-	// start, entries of cgroups that are gone or were created again (their
-	// directory inode changed) are dropped.
-	StateFile string
-	// HostPressure is the host's PSI file (/proc/pressure/io), "" for none.
-	HostPressure string
-	// OrphanGrace is how long after start a cgroup adopted from the state
-	// file may stay unclaimed before its original values are restored; and
-	// not before the source's initial listing is complete (source.Synced):
-	// until then every adopted cgroup looks unclaimed.
-	OrphanGrace time.Duration
-	Logger      *slog.Logger
-	Observer    Observer
-	// Now is the clock; time.Now when nil (tests step their own).
-	Now func() time.Time
-	// QuietMax is the longest a workload whose counters have not moved
-	// goes without its counters being read (adaptive polling, see
-	// sensor.MaxPeriod); 0 means DefaultQuietTicks intervals, and anything below
-	// two intervals reads every workload every tick.
-	QuietMax time.Duration
-	// NoFile is RLIMIT_NOFILE's soft limit, the open-file budget; 0 means
-	// raise the soft limit to the hard one at Run and use that.
-	NoFile uint64
-	// Health configures the storage-health sensors (health.go).
-	Health HealthOptions
-	// Latency configures the I/O latency sensor (latency.go).
-	Latency LatencyOptions
-	// Activity, when set, says which cgroups did I/O: a quiet workload it
-	// saw is read at the next tick (sensor.Activity). nil: the I/O latency
-	// sensor's per-tick deltas when it is attached (activity.go), else
-	// polling alone.
-	Activity sensor.Activity
-	// ActiveQuietMax is QuietMax for a workload whose cgroup the Activity
-	// source vouches for at the tick (it sees every request of it, so a
-	// quiet workload that does I/O is read at the next tick anyway): the
-	// backstop of a source that could miss some. 0 means
-	// DefaultActiveQuietMax; negative or below QuietMax: QuietMax (the
-	// source only wakes workloads up).
-	ActiveQuietMax time.Duration
-}
-
-// DefaultActiveQuietMax is the default of Options.ActiveQuietMax: 64
-// ticks at the default 1 s interval (a polling period is a power of two
-// not above it). It was a minute, which made 32 ticks: at 10,000 quiet
-// workloads, 310 of a tick's ~440 counter file reads were this backstop
-// (issue 19).
-const DefaultActiveQuietMax = 64 * time.Second
-
-// DefaultQuietTicks is the default of Options.QuietMax in intervals.
-const DefaultQuietTicks = sensor.DefaultQuietTicks
 
 // tracked is one workload as the loop knows it.
 type tracked struct {
@@ -153,7 +59,7 @@ type tracked struct {
 	dstate int32 // its tasks in D state when last looked at (health.go)
 
 	// kio is what the kernel's maps saw its cgroups complete at the tick
-	// kioTick-1 (activity.go): the sensing stage's reading from them.
+	// kioTick-1 (latency.go): the sensing stage's reading from them.
 	kio     []sensor.KernelIO
 	kioTick uint64
 }
@@ -184,6 +90,9 @@ type Daemon struct {
 	pol    *policy.Engine
 	act    Actuator
 	events chan source.Event
+	// thrPanic is a panic of a throttle's loop (actuate.Config.OnPanic),
+	// handed to Run.
+	thrPanic chan *PanicError
 	// hostPSI is Options.HostPressure kept open (publish); hostPSIErr: it
 	// could not be opened, so it is not tried again.
 	hostPSI    *cgroupfs.HostPressureFile
@@ -215,17 +124,18 @@ type Daemon struct {
 	// published records (sharedApplied).
 	appShared map[snapshot.Applied][]snapshot.Applied
 
-	rd readers // the published snapshot and its readers (reuse.go)
-	rt retired // records replaced, for reuse (reuse.go)
+	rd reuse.Readers // the published snapshot and its readers (reuse.go)
+	rt reuse.Retired // records replaced, for reuse (reuse.go)
 
 	mu              sync.Mutex // guards pending and pendingInterval
 	pending         *policy.Config
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	hl  health         // the storage-health stage (health.go)
-	lat latency        // the I/O latency stage (latency.go)
-	kin kernelActivity // the latency sensor's deltas as the activity source (activity.go)
+	hl   health           // the storage-health stage (health.go)
+	lat  *latency.Stage   // the I/O latency stage (internal/sensor/latency)
+	latw latWork          // its input (latency.go)
+	ctl  []control.Device // per actuated device: its latency controller (control.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -237,7 +147,7 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Source == nil {
 		return nil, errors.New("no workload source")
 	}
-	d := &Daemon{rd: readers{held: map[uint64]int{}}, opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
+	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
 		events: make(chan source.Event, 4096), work: map[string]*tracked{},
 		refused: map[string]refusal{}}
 	if d.log == nil {
@@ -271,6 +181,15 @@ func New(opts Options) (*Daemon, error) {
 	}
 	ac := opts.Actuator
 	ac.Hierarchy = opts.Hierarchy
+	// A panic of a throttle's loop goes to Run's, which restores every
+	// original and returns it (see Run).
+	d.thrPanic = make(chan *PanicError, 1)
+	ac.OnPanic = func(p any, stack []byte) {
+		select {
+		case d.thrPanic <- &PanicError{Value: p, Stack: stack}:
+		default: // one is enough: Run is restoring already
+		}
+	}
 	for _, dev := range append(slices.Clone(opts.SenseDevices), devsOf(ac.Devices)...) {
 		if err := opts.Hierarchy.EnableV1Accounting(dev); err != nil {
 			if errors.Is(err, cgroupfs.ErrDeviceGone) {
@@ -302,7 +221,6 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.initLatency()
-	d.initActivity()
 	return d, nil
 }
 
@@ -326,7 +244,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.started = d.now()
 	d.noFile = d.opts.NoFile
 	if d.noFile == 0 {
-		lim, err := RaiseNoFile(0)
+		lim, err := host.RaiseNoFile(0)
 		if err != nil {
 			d.log.Warn("open-file limit", "err", err)
 		}
@@ -358,6 +276,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		select {
 		case <-ctx.Done():
 			return d.shutdown()
+		case pe := <-d.thrPanic:
+			// The throttle logged it with its stack.
+			d.log.Error("a throttle's loop panicked: restoring every original, then exiting", "panic", fmt.Sprint(pe.Value))
+			return errors.Join(pe, d.shutdown())
 		case pe := <-srcPanic:
 			d.log.Error("workload source panicked: restoring every original, then exiting; this is a bug, please report it with the stack",
 				"source", d.opts.Source.Name(), "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
@@ -399,7 +321,7 @@ func (d *Daemon) shutdown() error {
 		d.closeCgroup(t)
 	}
 	d.closeHealth()
-	d.closeLatency()
+	d.lat.Close()
 	d.closeHostPressure()
 	if err := d.store.Write(nil); err != nil {
 		errs = append(errs, err)
@@ -413,7 +335,7 @@ func (d *Daemon) shutdown() error {
 // step is one tick.
 func (d *Daemon) step() {
 	start := d.now()
-	d.rt.bound, d.rt.gen = d.rd.begin()
+	d.rt.Tick(d.rd.Begin())
 	d.mu.Lock()
 	if p := d.pending; p != nil {
 		d.pending = nil
@@ -438,7 +360,7 @@ func (d *Daemon) step() {
 	d.sortOrder()
 	// The latency sensor's read comes before the sensing: its deltas are
 	// the activity source that makes a quiet workload due at this tick
-	// (activity.go), and the requests it charges to levels ran at the
+	// (internal/sensor/latency), and the requests it charges to levels ran at the
 	// levels of the last tick's decisions, which it sees here.
 	d.latencyTick()
 	d.sen.BeginTick()
@@ -457,7 +379,7 @@ func (d *Daemon) step() {
 		id := t.w.ID
 		if d.sen.Due(t.c, t.ino, d.tick) {
 			if kernOK && d.sen.FromKernel(t.c, d.tick) {
-				// The kernel's maps stand in for the files (activity.go).
+				// The kernel's maps stand in for the files (latency.go).
 				kern++
 				d.senseKernel(start, dt, id, t)
 			} else {
@@ -571,8 +493,7 @@ func (d *Daemon) sortOrder() {
 	if d.orderOK {
 		return
 	}
-	d.lat.stale = true
-	d.kin.pathsStale = true
+	d.latw.stale = true
 	d.order = d.order[:0]
 	for _, t := range d.work {
 		d.order = append(d.order, t)

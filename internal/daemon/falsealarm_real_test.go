@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -29,7 +29,11 @@ import (
 // sensor it reported "exhausted ... burst credit exhausted?" and repeated
 // the WARN after each boost). The test also proves its own premise: the
 // streamer was capped (io limits read back), boosted at least twice, and
-// the tracker saw the device busy (it had something to judge).
+// the tracker saw the device busy (it had something to judge). The loop
+// device is stacked on the machine's disk, so since devhealth's stacked
+// rule (Tracker.StackedOn) its floor is not judged at all: the exclusion
+// of the daemon's own caps on a device of its own is TestOwnCapsAreNoFloor's
+// (internal/devhealth), the real binary's TestRealV1NoFalseExhaustion.
 func TestRealV1HealthNoFalseAlarmUnderOwnCaps(t *testing.T) {
 	testkit.HostOnly(t)
 	r := newRig(t, "none", host.MechThrottle)
@@ -48,7 +52,7 @@ func TestRealV1HealthNoFalseAlarmUnderOwnCaps(t *testing.T) {
 	opts.Policy.Allowances = [policy.NumLevels]uint64{8 * policy.MiB, 2 * policy.MiB, 2 * policy.MiB, 2 * policy.MiB}
 	opts.Policy.BoostAfter = 8 * time.Second
 	opts.Actuator.SysRoot = "/sys"
-	opts.Actuator.Throttle = actuate.Throttle{Shares: actuate.DefaultThrottleShares(), Min: 8 << 20, MaxBurst: actuate.DefaultThrottleBurst}
+	opts.Actuator.Throttle = throttle.Config{Shares: throttle.DefaultShares(), Min: 8 << 20, MaxBurst: throttle.DefaultBurst}
 	opts.Health = HealthOptions{SysRoot: "/sys", ProcRoot: "/proc"}
 	var logs testkit.SyncBuffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -4,16 +4,16 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"math"
-	"slices"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // HealthOptions configure the storage-health sensors: each actuated
@@ -40,28 +40,9 @@ type HealthOptions struct {
 	ProbeInterval time.Duration
 	// HoldBelow: when a modelled device's burst balance falls below this
 	// fraction, its levels HoldFromLevel and worse are held to the model's
-	// baseline (devhealth.Hold, actuate.Ceiling); 0: never.
+	// baseline (devhealth.Hold, throttle.Ceiling); 0: never.
 	HoldBelow     float64
 	HoldFromLevel int
-}
-
-// maxHealthEvents is how many device state changes the snapshot keeps.
-const maxHealthEvents = 32
-
-type healthDev struct {
-	name, dev string
-	sen       *devsensor.Device // the daemon's, shared with the throttle
-	prev      devsensor.Reading
-	havePrev  bool
-	tr        *devhealth.Tracker
-	model     devhealth.Model
-	err       bool // the last read failed (logged once)
-	// The burst hold: devNum is the device, hold the policy (nil: the
-	// device is not held), ceil what is in force.
-	devNum cgroupfs.Dev
-	hold   *devhealth.Hold
-	ceil   actuate.Ceiling
-	why    string // why the hold last changed
 }
 
 // health is the daemon's storage-health stage.
@@ -70,13 +51,12 @@ type health struct {
 	// sensors are the actuated devices' sensors (openSensors), indexed
 	// like the actuator's devices; nil entries: none.
 	sensors []*devsensor.Device
-	devs    []*healthDev
+	watch   *devhealth.Watch // the devices' trackers and burst holds
 	blocked *uint64
 	// procStat is <proc>/stat kept open for procs_blocked (nil: not
 	// opened yet; procStatErr: it could not be, so it is not tried again).
 	procStat    *cgroupfs.ProcStat
 	procStatErr bool
-	events      []snapshot.HealthEvent
 	probe       *sensor.SyncProbe
 	stop        context.CancelFunc
 
@@ -138,21 +118,22 @@ func (d *Daemon) initHealth() error {
 	if h.opts.DStateTasks == 0 {
 		h.opts.DStateTasks = 256
 	}
+	var devs []devhealth.Device
 	if h.opts.SysRoot != "" {
 		for _, dv := range d.act.Devices() {
-			hd := &healthDev{name: dv.Name, dev: dv.Dev.String(), model: h.opts.Models[dv.Name], devNum: dv.Dev}
-			hd.tr = devhealth.NewTracker(hd.model)
-			d.initHold(hd)
-			if hd.sen = d.sensorOf(dv.Name); hd.sen == nil {
+			hd := devhealth.Device{Name: dv.Name, Dev: dv.Dev, Model: h.opts.Models[dv.Name]}
+			hd.Holdable = d.holdable(hd)
+			if hd.Sensor = d.sensorOf(dv.Name); hd.Sensor == nil {
 				d.log.Warn("device health: no counters", "device", dv.Name)
 				continue
 			}
-			h.devs = append(h.devs, hd)
+			hd.Lowers = host.LowerOf(host.Roots{Sys: h.opts.SysRoot}, dv.Name)
+			devs = append(devs, hd)
 		}
 	}
-	slices.SortFunc(h.devs, func(a, b *healthDev) int { return cmp.Compare(a.name, b.name) })
+	h.watch = devhealth.NewWatch(devs, devhealth.HoldConfig{Below: h.opts.HoldBelow, FromLevel: h.opts.HoldFromLevel}, d.log)
 	for name := range h.opts.Models {
-		if !hasDev(h.devs, name) {
+		if !h.watch.Has(name) {
 			return errors.New("burst model for device " + name + ": not an actuated device")
 		}
 	}
@@ -172,58 +153,19 @@ func (d *Daemon) initHealth() error {
 	return nil
 }
 
-// initHold gives hd its burst hold when one is configured, the device has
-// a model and the actuator a throttle on it.
-func (d *Daemon) initHold(hd *healthDev) {
+// holdable reports whether dv can have a burst hold: one is configured,
+// the device has a model and the actuator a throttle on it.
+func (d *Daemon) holdable(dv devhealth.Device) bool {
 	o := d.hl.opts
-	if o.HoldBelow <= 0 || !hd.model.Enabled() {
-		return
+	if o.HoldBelow <= 0 || !dv.Model.Enabled() {
+		return false
 	}
-	if err := d.act.Hold(hd.devNum, actuate.Ceiling{}); err != nil {
-		d.log.Warn("burst hold: the device has no throttle, its levels cannot be held", "device", hd.name,
+	if err := d.act.Hold(dv.Dev, throttle.Ceiling{}); err != nil {
+		d.log.Warn("burst hold: the device has no throttle, its levels cannot be held", "device", dv.Name,
 			"actuator", d.opts.ActuatorName, "err", err)
-		return
+		return false
 	}
-	hd.hold = &devhealth.Hold{Below: o.HoldBelow}
-}
-
-// holdTick runs hd's burst hold on its status st: on a change it puts the
-// ceiling in force or lifts it, and logs it.
-func (d *Daemon) holdTick(hd *healthDev, st devhealth.Status, now time.Time) {
-	if hd.hold == nil {
-		return
-	}
-	on, changed, why := hd.hold.Observe(st, now)
-	if !changed {
-		return
-	}
-	hd.why = why
-	if !on {
-		hd.ceil = actuate.Ceiling{}
-		d.act.Hold(hd.devNum, hd.ceil) // it could at initHold
-		d.log.Warn("burst hold released", "device", hd.name, "reason", why)
-		return
-	}
-	c := actuate.Ceiling{From: d.hl.opts.HoldFromLevel}
-	if b := hd.model.Bytes; b.Enabled() {
-		c.Bps = max(b.Baseline, 1)
-	}
-	if b := hd.model.IOPS; b.Enabled() {
-		c.IOPS = max(b.Baseline, 1)
-	}
-	hd.ceil = c
-	d.act.Hold(hd.devNum, c) // it could at initHold
-	d.log.Warn("burst hold engaged: worse levels held to the device's baseline", "device", hd.name, "reason", why,
-		"from_level", c.From, "iops", c.IOPS, "bps", c.Bps, "balance", math.Round(1000*st.Balance)/1000)
-}
-
-func hasDev(ds []*healthDev, name string) bool {
-	for _, d := range ds {
-		if d.name == name {
-			return true
-		}
-	}
-	return false
+	return true
 }
 
 // closeHealth stops the probe and closes the device sensors (the
@@ -232,7 +174,7 @@ func (d *Daemon) closeHealth() {
 	if d.hl.stop != nil {
 		d.hl.stop()
 	}
-	d.hl.devs = nil
+	d.hl.watch = nil
 	if d.hl.procStat != nil {
 		d.hl.procStat.Close()
 		d.hl.procStat = nil
@@ -270,39 +212,19 @@ func (d *Daemon) senseDState(t *tracked, moved bool) {
 	t.dstate = int32(tc.D)
 }
 
-// healthTick reads every watched device's counters (through its sensor:
-// the reading the throttle took this period, or a new one), runs its
-// tracker on them and the caps the throttle imposed meanwhile, and logs a
-// change of state; reads the host's blocked tasks.
+// healthTick steps the devices' health stage (devhealth.Watch) and hands
+// the throttles the burst holds' ceilings that changed; reads the host's
+// blocked tasks.
 func (d *Daemon) healthTick(now time.Time) {
 	h := &d.hl
-	for _, hd := range h.devs {
-		cur, err := hd.sen.Read(now)
-		if err != nil {
-			if !hd.err {
-				d.countErr(snapshot.CauseSense)
-				d.log.Warn("device health: read counters", "device", hd.name, "err", err)
-			}
-			hd.err = true
-			continue
+	if h.watch != nil {
+		failed, holds := h.watch.Step(now)
+		for range failed {
+			d.countErr(snapshot.CauseSense)
 		}
-		hd.err = false
-		if hd.havePrev {
-			s := devhealth.FromReadings(hd.prev, cur)
-			from := hd.tr.Status().State
-			st, changed := hd.tr.Observe(s)
-			if changed {
-				d.log.Warn("device state change", "device", hd.name, "from", from.String(), "to", st.State.String(),
-					"reason", st.Reason, "iops", math.Round(st.IOPS), "bps", math.Round(st.Bps))
-				h.events = append(h.events, snapshot.HealthEvent{At: now, Device: hd.name, From: from.String(),
-					To: st.State.String(), Reason: st.Reason})
-				if len(h.events) > maxHealthEvents {
-					h.events = h.events[len(h.events)-maxHealthEvents:]
-				}
-			}
-			d.holdTick(hd, st, now)
+		for _, c := range holds {
+			d.act.Hold(c.Dev, throttle.Ceiling(c.Ceiling)) // it could at holdable
 		}
-		hd.prev, hd.havePrev = cur, true
 	}
 	h.blocked = nil
 	if h.opts.ProcRoot != "" && h.procStat == nil && !h.procStatErr {
@@ -319,42 +241,13 @@ func (d *Daemon) healthTick(now time.Time) {
 // healthSnapshot is this tick's picture; nil when no sensor is on.
 func (d *Daemon) healthSnapshot() *snapshot.Health {
 	h := &d.hl
-	if len(h.devs) == 0 && h.probe == nil && h.blocked == nil {
+	if (h.watch == nil || h.watch.Len() == 0) && h.probe == nil && h.blocked == nil {
 		return nil
 	}
 	out := &snapshot.Health{BlockedTasks: h.blocked, DStateSampled: h.sampled}
-	for _, hd := range h.devs {
-		st := hd.tr.Status()
-		dh := snapshot.DeviceHealth{Name: hd.name, Dev: hd.dev, State: st.State.String(), Since: st.Since, Reason: st.Reason,
-			IOPS: st.IOPS, Bps: st.Bps, Util: st.Util, QueueDepth: st.QueueDepth, PeakIOPS: st.PeakIOPS, PeakBps: st.PeakBps,
-			FloorIOPS: st.FloorIOPS, FloorBps: st.FloorBps, CapIOPS: st.CapIOPS, CapBps: st.CapBps, HeldByCaps: st.HeldByCaps}
-		if hd.havePrev {
-			c := hd.prev.Stat
-			dh.ReadIOs, dh.WriteIOs, dh.ReadBytes, dh.WriteBytes = c.ReadIOs, c.WriteIOs, c.ReadSectors*512, c.WriteSectors*512
-			dh.IOTime, dh.IOTimeWeighted = float64(c.IOTicksMs)/1e3, float64(c.TimeInQueueMs)/1e3
-		}
-		if st.Modeled {
-			m := &snapshot.BurstModel{Name: hd.model.Name, Balance: st.Balance, BalanceIOs: st.BalanceIOs,
-				BalanceBytes: st.BalanceBytes, DrainIOPS: st.DrainIOPS, DrainBps: st.DrainBps}
-			if !math.IsInf(st.TimeToEmpty, 0) {
-				tte := st.TimeToEmpty
-				m.SecondsToEmpty = &tte
-			}
-			dh.Model = m
-		}
-		if hd.hold != nil {
-			on, since := hd.hold.On()
-			bh := &snapshot.BurstHold{Held: on, Since: since, Reason: hd.why, Below: hd.hold.Below, Release: hd.hold.Release(),
-				FromLevel: d.hl.opts.HoldFromLevel}
-			if on {
-				bh.CapIOPS, bh.CapBps = hd.ceil.IOPS, hd.ceil.Bps
-			}
-			dh.Hold = bh
-		}
-		out.Devices = append(out.Devices, dh)
-	}
-	if len(h.events) > 0 {
-		out.Events = append([]snapshot.HealthEvent(nil), h.events...)
+	if h.watch != nil {
+		out.Devices = h.watch.Devices(out.Devices)
+		out.Events = h.watch.Events()
 	}
 	if h.probe != nil {
 		p, _ := h.probe.Snapshot()

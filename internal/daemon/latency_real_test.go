@@ -51,7 +51,7 @@ func latencyInSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := d.latencySnapshot(); l == nil || !l.Available {
+	if l := d.lat.Snapshot(); l == nil || !l.Available {
 		testkit.Need(t, false, "the I/O latency sensor cannot run here: %+v", l)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
@@ -109,7 +110,7 @@ func TestLatencyCharged(t *testing.T) {
 		t.Errorf("bulk's latency: %+v", bulk.Latency)
 	}
 	l := s.Latency
-	if l == nil || !l.Available || l.Uncounted != 2 || l.Keys != 3 || len(l.Buckets) != len(latencyBounds) {
+	if l == nil || !l.Available || l.Uncounted != 2 || l.Keys != 3 || len(l.Buckets) != len(latency.Bounds) {
 		t.Fatalf("snapshot latency: %+v", l)
 	}
 	want := map[[2]string]uint64{{"read", "1"}: 100, {"write", "1"}: 10, {"read", "3"}: 50, {"write", "other"}: 5}
@@ -118,7 +119,7 @@ func TestLatencyCharged(t *testing.T) {
 	}
 	for _, se := range l.Series {
 		n, ok := want[[2]string{se.Operation, se.Level}]
-		if !ok || se.Requests != n || se.Device != "sda" || len(se.Counts) != len(latencyBounds) || se.Counts[len(se.Counts)-1] != n {
+		if !ok || se.Requests != n || se.Device != "sda" || len(se.Counts) != len(latency.Bounds) || se.Counts[len(se.Counts)-1] != n {
 			t.Errorf("series %+v: want %d requests on sda, all below the last bound", se, n)
 		}
 	}
@@ -135,7 +136,7 @@ func TestLatencyCharged(t *testing.T) {
 	if s2 := d.Snapshot(); wlNamed(s2, "web") != wlNamed(s, "web") {
 		t.Error("web unchanged for a tick: a new record")
 	}
-	d.closeLatency()
+	d.lat.Close()
 	if !fake.closed {
 		t.Error("sensor not closed")
 	}

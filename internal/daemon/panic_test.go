@@ -62,3 +62,48 @@ func TestRunPanicRestoresAndReturns(t *testing.T) {
 		t.Fatalf("panic error %q with %d bytes of stack", pe.Error(), len(pe.Stack))
 	}
 }
+
+// TestRunThrottlePanicRestores: a panic of a throttle's loop, handed over
+// through actuate.Config.OnPanic (internal/actuate's TestThrottlePanicRestores
+// shows the throttle does), ends Run as the loop's own does: every
+// original restored once, and a *PanicError holding the panic and its
+// stack.
+func TestRunThrottlePanicRestores(t *testing.T) {
+	t.Parallel()
+	var applies, restores atomic.Int32
+	d, err := New(Options{
+		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Source: idleSource{}, Policy: policy.DefaultConfig(),
+		NewActuator: func(cfg actuate.Config, _ []actuate.Original) (Actuator, error) {
+			if cfg.OnPanic == nil {
+				return nil, errors.New("the daemon gave the actuator no OnPanic")
+			}
+			// The throttle's goroutine, panicking after a few ticks.
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				cfg.OnPanic("a throttle bug", []byte("goroutine 7 [running]:\nthrottle.(*Throttle).step"))
+			}()
+			return panicActuator{applies: &applies, restores: &restores}, nil
+		},
+		Interval: 10 * time.Millisecond, NoFile: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	applies.Store(-1 << 20) // the loop itself does not panic here
+	err = d.Run(ctx)
+	var pe *PanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Run after a throttle's panic returned %v, want a *PanicError", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run returned only when its context ended, not at the panic")
+	}
+	if got := restores.Load(); got != 1 {
+		t.Fatalf("RestoreAll called %d times after the panic, want 1", got)
+	}
+	if pe.Value != "a throttle bug" || len(pe.Stack) == 0 {
+		t.Fatalf("panic error %v with %d bytes of stack", pe.Value, len(pe.Stack))
+	}
+}

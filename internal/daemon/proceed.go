@@ -6,6 +6,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // The proceeding stage's seam: the actuator the loop drives, built with
@@ -27,7 +28,7 @@ type Actuator interface {
 	Forget(id string)
 	// Hold bounds a device's worse levels (the burst hold); an error says
 	// it cannot (no throttle on the device).
-	Hold(dev cgroupfs.Dev, c actuate.Ceiling) error
+	Hold(dev cgroupfs.Dev, c throttle.Ceiling) error
 	// Steer sets the share of a device's capacity its capped workloads
 	// get (the latency controller); an error says it cannot.
 	Steer(dev cgroupfs.Dev, share float64) error

@@ -23,7 +23,7 @@ import (
 func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	s := &snapshot.Snapshot{At: at, Tick: d.tick, Interval: d.opts.Interval, TickDuration: took,
 		Source: d.opts.Source.Name(), Actuator: d.opts.ActuatorName, DryRun: d.opts.Actuator.DryRun,
-		CgroupMode: d.opts.CgroupMode, Workloads: d.rt.workloads(len(d.work))}
+		CgroupMode: d.opts.CgroupMode, Workloads: d.rt.Workloads(len(d.work))}
 	devs := d.act.Devices()
 	if len(d.devStrs) != len(devs) {
 		d.devStrs = make([]string, len(devs))
@@ -71,9 +71,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		s.HostPressure = d.hostPressure()
 	}
 	s.Health = d.healthSnapshot()
-	s.Latency = d.latencySnapshot()
-	if old, _ := d.rd.store(s); old != nil {
-		d.rt.lists.put(old.Workloads, d.rt.gen)
+	s.Latency = d.lat.Snapshot()
+	if old, _ := d.rd.Store(s); old != nil {
+		d.rt.RetireList(old.Workloads)
 	}
 }
 
@@ -96,7 +96,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	if t.dec.labelErr != nil {
 		sw.LabelError = t.dec.labelErr.Error()
 	}
-	sw.Latency = d.workloadLatency(t)
+	sw.Latency = d.lat.WorkloadLatency(t.ino)
 	apps := d.appScratch[:0]
 	applied, ok := t.ah.Applied()
 	if !ok {
@@ -130,10 +130,10 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	case len(apps) > 0:
 		sw.Applied = slices.Clone(apps)
 	}
-	pub := d.rt.record()
+	pub := d.rt.Record()
 	*pub = sw
 	if t.pub != nil {
-		d.rt.retireRecord(t.pub, pub)
+		d.rt.RetireRecord(t.pub, pub)
 	}
 	t.pub, t.labelsNew = pub, false
 	return pub
@@ -143,7 +143,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 // the same for every workload that has it: most workloads have one
 // device, nothing capped there and no error, and so one of a few lists
 // (one per weight and whether they used the device). At 10,000 workloads
-// a list each was 1 MB of the live heap (issue 19). Caps and errors vary
+// a list each was 1 MB of the live heap. Caps and errors vary
 // too much to be worth keeping: those lists are the workload's own.
 func (d *Daemon) sharedApplied(a snapshot.Applied) []snapshot.Applied {
 	if l, ok := d.appShared[a]; ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
 // idleSource reports nothing; the test hands the daemon its events.
@@ -39,8 +40,8 @@ func (nullActuator) Originals() ([]actuate.Original, bool) { return nil, false }
 func (nullActuator) Apply(time.Time, []actuate.Target) ([]actuate.DeviceStatus, error) {
 	return nil, nil
 }
-func (nullActuator) Hold(cgroupfs.Dev, actuate.Ceiling) error { return errors.New("no throttle") }
-func (nullActuator) Steer(cgroupfs.Dev, float64) error        { return errors.New("no throttle") }
+func (nullActuator) Hold(cgroupfs.Dev, throttle.Ceiling) error { return errors.New("no throttle") }
+func (nullActuator) Steer(cgroupfs.Dev, float64) error         { return errors.New("no throttle") }
 
 // TestPublishSharesUnchangedWorkloads: a workload whose record did not
 // change is the same *snapshot.Workload in consecutive snapshots; one that

@@ -17,6 +17,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
+	"github.com/ddiskqos/ddiskqos/internal/throttle"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -279,7 +280,7 @@ func TestRealDaemonThrottleWorkConserving(t *testing.T) {
 	small, bulk := r.child(t, "small"), r.child(t, "bulk")
 	opts := r.options(t, filepath.Join(t.TempDir(), "state.json"))
 	opts.Policy.BoostAfter = time.Hour
-	opts.Actuator.Throttle = actuate.Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 8 << 20, Hold: 500 * time.Millisecond}
+	opts.Actuator.Throttle = throttle.Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 8 << 20, Hold: 500 * time.Millisecond}
 	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -111,44 +111,6 @@ func TestPublishReusesReleasedRecords(t *testing.T) {
 	}
 }
 
-// TestFIFOBound: retired records wait in order, are taken only once their
-// generation is within the bound, and no more than maxRetired wait.
-func TestFIFOBound(t *testing.T) {
-	t.Parallel()
-	var f fifo[int]
-	for i := range maxRetired + 10 {
-		f.put(i, uint64(1+i/1000))
-	}
-	if n := len(f.q) - f.head; n != maxRetired {
-		t.Fatalf("%d waiting, want at most %d", n, maxRetired)
-	}
-	if _, ok := f.get(0); ok {
-		t.Fatal("got one retired at generation 1 with the bound at 0")
-	}
-	for i := range 1000 {
-		v, ok := f.get(1)
-		if !ok || v != i {
-			t.Fatalf("get %d at bound 1: %d, %v", i, v, ok)
-		}
-	}
-	if v, ok := f.get(1); ok {
-		t.Fatalf("got %d, retired at generation 2, with the bound at 1", v)
-	}
-	// Room again, and the order kept.
-	f.put(-1, 99)
-	for i := 1000; i < maxRetired; i++ {
-		if v, ok := f.get(99); !ok || v != i {
-			t.Fatalf("after compaction, get: %d, %v; want %d", v, ok, i)
-		}
-	}
-	if v, ok := f.get(99); !ok || v != -1 {
-		t.Fatalf("last: %d, %v; want -1", v, ok)
-	}
-	if _, ok := f.get(99); ok {
-		t.Fatal("an empty queue gave a value")
-	}
-}
-
 // TestPublishKeepsTheStoredSnapshot: the snapshot stored while a tick
 // builds the next is what any reader may acquire meanwhile, so none of its
 // records is reused in that tick, even with nobody holding it: three busy

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
@@ -117,7 +118,7 @@ func TestSyncedDecidesWhatIsCharged(t *testing.T) {
 	// The listing, with "old-crowded" refused for want of descriptors.
 	deliver(added("old"))
 	step()
-	d.noFile = FDReserve // no room for one more
+	d.noFile = host.FDReserve // no room for one more
 	deliver(added("old-crowded"), source.Event{Kind: source.Synced})
 	s := step()
 	if !d.synced {
@@ -134,7 +135,7 @@ func TestSyncedDecidesWhatIsCharged(t *testing.T) {
 	// Added after Synced: new, its history charged (also once a
 	// refused one gets room); "old-crowded" gets room as well and is
 	// still the found-running one it was.
-	d.noFile = uint64(FDReserve + d.fds + d.actFDs + 1) // room for one more
+	d.noFile = uint64(host.FDReserve + d.fds + d.actFDs + 1) // room for one more
 	deliver(added("new"), added("new-crowded"))
 	s = step()
 	check(s, "new", 4, history)
@@ -202,7 +203,7 @@ func TestOrphansWaitForSynced(t *testing.T) {
 		t.Fatalf("orphans restored before the source's listing: live sets %v", calls)
 	}
 	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "a", Name: "a", Cgroup: "/a"}})
-	d.noFile = FDReserve // no room: b is refused
+	d.noFile = host.FDReserve // no room: b is refused
 	d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: "b", Name: "b", Cgroup: "/b"}})
 	d.handle(source.Event{Kind: source.Synced})
 	step()

@@ -59,7 +59,7 @@ func (s Sample) depth() float64 {
 // busy: the device had I/O in flight nearly all the time, at least one
 // request on average: demand is there, what completes is what the device
 // delivers.
-func (s Sample) busy() bool { return s.util() >= busyUtil && s.depth() >= 1 }
+func (s Sample) busy() bool { return s.util() >= devsensor.BusyUtil && s.depth() >= 1 }
 
 // heldByCaps: for at least heldShare of the sample a workload ran at a
 // cap of the daemon's: the device delivered what the daemon let through.
@@ -100,7 +100,6 @@ func (s State) String() string {
 // The detector's constants. They describe the shape of a throttle, not a
 // device: no configuration.
 const (
-	busyUtil = 0.9
 	// window: how long the rate must sit on its floor. Detection then
 	// takes window plus one sample (the one that straddles the drop).
 	window = 4 * time.Second
@@ -109,10 +108,6 @@ const (
 	// steady: the window's samples stay within this share of their mean
 	// (plus two requests' worth of counting noise per sample).
 	steady = 0.3
-	// latencyRise: a request's mean time in flight rose at least this many
-	// times over the one at the peak (the same demand now waits: the
-	// device, not the workload, slowed).
-	latencyRise = 1.5
 	// peakHalfLife: the busy peak is forgotten slowly.
 	peakHalfLife = 30 * time.Minute
 	// recoverAfter: without a model, how long recovering lasts without a
@@ -172,6 +167,9 @@ type Status struct {
 // Tracker follows one device. The zero value is not usable: NewTracker.
 type Tracker struct {
 	model Model
+	// stacked: the device sits on a disk below it (StackedOn); the floor
+	// detector does not judge it.
+	stacked bool
 
 	st     Status
 	recent []Sample // the last window of samples
@@ -195,6 +193,17 @@ func NewTracker(m Model) *Tracker {
 	t.st.TimeToEmpty = math.Inf(1)
 	return t
 }
+
+// StackedOn tells the tracker that its device is stacked on another (a
+// loop device over a file, dm over its slaves): a burst balance is a
+// disk's, and a stacked device's steady low rate while busy is the disk
+// below it — its own traffic, a cap of the daemon's on the stacked device,
+// or anyone else's I/O on that disk (measured: a loop device over the
+// machine's disk at 4 % of its peak, 10x slower a request, while the test
+// suite's other packages read that disk) — never a credit of its own. The
+// floor detector then does not judge it (the disk below is judged where it
+// is watched); a model given for it still is.
+func (t *Tracker) StackedOn() { t.stacked = true }
 
 // Status is the state after the last sample.
 func (t *Tracker) Status() Status { return t.st }
@@ -317,15 +326,16 @@ func (t *Tracker) updatePeaks(s Sample) {
 // floor reports whether the last window is a throttle's floor: the device
 // busy over the window with a request in flight on average in every
 // sample, a rate at most dropTo of its peak and steady, requests waiting
-// latencyRise times longer than at the peak — and none of it the daemon's
+// devsensor.SlowedLatency times longer than at the peak — and none of it the daemon's
 // doing: in no sample of the window was a workload held back by one of
 // the daemon's own caps (a capped stream beside readers that keep the
 // device busy is such a floor, imposed, not the device's).
 func (t *Tracker) floor() (bool, string) {
-	if len(t.recent) < 3 || t.recent[len(t.recent)-1].At.Sub(t.recent[0].At) < window-window/4 {
+	if t.stacked || len(t.recent) < 3 || t.recent[len(t.recent)-1].At.Sub(t.recent[0].At) < window-window/4 {
 		return false, ""
 	}
 	var secs, ios, bytes, q, busyMs float64
+	var queueMs uint64
 	for _, r := range t.recent {
 		if r.depth() < 1 || r.heldByCaps() {
 			return false, ""
@@ -335,14 +345,19 @@ func (t *Tracker) floor() (bool, string) {
 		ios += float64(r.IOs)
 		bytes += float64(r.Bytes)
 		q += float64(r.QueueMs) / 1000
+		queueMs += r.QueueMs
 	}
-	if ios == 0 || busyMs < busyUtil*secs*1000 {
+	// Busy over the window, each request waiting longer than at the peak
+	// (the same demand now waits: the device, not the workload, slowed):
+	// the one busy/slowed judgement, the throttle's capacity estimate's too.
+	per := devsensor.Period{Secs: secs, IOs: uint64(ios), BusyMs: uint64(busyMs), QueueMs: queueMs}
+	if ios == 0 || !per.Busy() {
 		return false, "" // idle, or nothing completes at all: a hang, not a floor
 	}
-	lat := q / ios
-	if t.peakLat > 0 && lat < latencyRise*t.peakLat {
+	if !per.Slowed(t.peakLat * 1000) {
 		return false, ""
 	}
+	lat := q / ios
 	check := func(mean, peak float64, rate func(Sample) float64, per float64) bool {
 		if peak <= 0 || mean > dropTo*peak {
 			return false

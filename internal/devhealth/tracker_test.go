@@ -334,3 +334,18 @@ func TestOwnCapsAreNoFloor(t *testing.T) {
 		})
 	}
 }
+
+// TestStackedDeviceNoFloor: the same gp2-like floor seen on a stacked
+// device (StackedOn: a loop device over a file on a disk) is not judged a
+// burst balance of its own: the disk below is where it would be.
+func TestStackedDeviceNoFloor(t *testing.T) {
+	t.Parallel()
+	d, _ := gp2Like()
+	tr := NewTracker(Model{})
+	tr.StackedOn()
+	for i := 0; i < 120; i++ {
+		if st, _ := tr.Observe(d.second(8)); st.State == Exhausted {
+			t.Fatalf("a stacked device judged exhausted at %v: %s", st.Since, st.Reason)
+		}
+	}
+}

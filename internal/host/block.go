@@ -216,13 +216,32 @@ func diskOfEntry(p string) string {
 // ErrNoDevice means a name or MAJ:MIN matches no block device.
 var ErrNoDevice = errors.New("no such block device")
 
+// devEntry is sysfs's entry of the block device MAJ:MIN, a link to its
+// directory: /sys/dev/block/MAJ:MIN.
+func devEntry(r Roots, dev string) string { return r.sys("dev", "block", dev) }
+
+// DevName returns the kernel's name of the block device dev, as in
+// /sys/class/block: "sda1" for a partition (ResolveDisk gives its disk),
+// "loop3", "dm-0". It is the last element of the link /sys/dev/block/MAJ:MIN;
+// ErrNoDevice when sysfs has no such device.
+func DevName(r Roots, dev cgroupfs.Dev) (string, error) {
+	target, err := os.Readlink(devEntry(r, dev.String()))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("block device %s: %w", dev, ErrNoDevice)
+	}
+	if err != nil {
+		return "", fmt.Errorf("block device %s: %w", dev, err)
+	}
+	return filepath.Base(target), nil
+}
+
 // ResolveDisk returns the whole disk that holds a block device, given as a
 // name ("vda1", "nvme0n1p2", "loop3") or as "MAJ:MIN" (as io.stat and
 // mountinfo give it): a partition resolves to its disk, a disk to itself.
 func ResolveDisk(r Roots, nameOrDev string) (string, error) {
 	var p string
 	if _, err := cgroupfs.ParseDev(nameOrDev); err == nil {
-		p = r.sys("dev", "block", nameOrDev)
+		p = devEntry(r, nameOrDev)
 	} else {
 		if nameOrDev == "" || strings.ContainsAny(nameOrDev, "/\x00") || nameOrDev == "." || nameOrDev == ".." {
 			return "", fmt.Errorf("block device %q: %w", nameOrDev, ErrNoDevice)

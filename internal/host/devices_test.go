@@ -281,6 +281,26 @@ func TestResolveDisk(t *testing.T) {
 	}
 }
 
+// TestDevName: a device's own name from its number, a partition's too (not
+// its disk's, unlike ResolveDisk); a number sysfs does not know is
+// ErrNoDevice.
+func TestDevName(t *testing.T) {
+	t.Parallel()
+	tr := hosttest.Sample(t)
+	r := Roots{Sys: tr.Sys, Proc: tr.Proc}
+	for _, c := range []struct {
+		dev  cgroupfs.Dev
+		want string
+	}{{cgroupfs.Dev{Major: 254, Minor: 0}, "vda"}, {cgroupfs.Dev{Major: 254, Minor: 1}, "vda1"}, {cgroupfs.Dev{Major: 7, Minor: 0}, "loop0"}} {
+		if got, err := DevName(r, c.dev); err != nil || got != c.want {
+			t.Errorf("DevName(%s) = %q, %v; want %q", c.dev, got, err, c.want)
+		}
+	}
+	if got, err := DevName(r, cgroupfs.Dev{Major: 9, Minor: 9}); !errors.Is(err, ErrNoDevice) || got != "" {
+		t.Errorf("DevName(9:9) = %q, %v; want ErrNoDevice", got, err)
+	}
+}
+
 func TestLayoutReroot(t *testing.T) {
 	t.Parallel()
 	tr := hosttest.Sample(t)

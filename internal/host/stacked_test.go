@@ -44,4 +44,10 @@ func TestRealLowersLoop(t *testing.T) {
 	if len(got) != 1 || got[0] != diskDev {
 		t.Fatalf("lowers of %s (over %s on %s %s) = %v", loop.Name, loop.File, disk, diskDev, got)
 	}
+	if byName := LowerOf(DefaultRoots(), loop.Name); len(byName) != 1 || byName[0] != disk {
+		t.Fatalf("LowerOf(%s) = %v, want [%s]", loop.Name, byName, disk)
+	}
+	if byName := LowerOf(DefaultRoots(), disk); len(byName) != 0 {
+		t.Fatalf("LowerOf(%s), a disk of its own, = %v, want none", disk, byName)
+	}
 }

@@ -1,10 +1,12 @@
 package iolat
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +23,10 @@ import (
 // random O_DIRECT reads of the fastest device this machine can make — a
 // null_blk device when the module loads (and was not loaded by someone
 // else), else a loop device over a file on tmpfs (served from memory) —
-// without and with the sensor attached, one request at a time (qd1:
+// without and with the sensor attached — and attached with the process
+// eight cgroups below one the sensor watches for bio counts, as the daemon
+// watches its demoted workloads (watched: each bio walks up to it) — one
+// request at a time (qd1:
 // ns/op is the latency, the difference the latency added) and from
 // GOMAXPROCS threads at once (parallel: IOPS at saturation, the
 // difference the throughput lost). Compare the two with benchstat:
@@ -35,20 +40,113 @@ func BenchmarkOverhead(b *testing.B) {
 	path, kind := fastDevice(b)
 	b.Logf("device %s (%s)", path, kind)
 	for _, mode := range []string{"qd1", "parallel"} {
-		for _, sensor := range []string{"off", "on"} {
+		for _, sensor := range []string{"off", "on", "watched"} {
 			b.Run("mode="+mode+"/sensor="+sensor, func(b *testing.B) {
-				if sensor == "on" {
+				if sensor != "off" {
 					s, err := Open(Options{})
 					if err != nil {
 						b.Fatalf("the sensor: %v", err)
 					}
-					defer s.Close()
+					b.Cleanup(func() { s.Close() }) // after watchAbove's
+					if sensor == "watched" {
+						watchAbove(b, s, path)
+					}
 				}
 				benchReads(b, path, mode == "parallel")
 			})
 		}
 	}
 }
+
+// watchAbove puts the benchmark's process benchDepth cgroups deep in the
+// v1 blkio hierarchy and has the sensor watch, on path's device, the top
+// of that chain and benchSiblings cgroups beside it: as the daemon watches
+// its demoted workloads' cgroups, so every bio walks up the chain to its
+// nearest watched ancestor (bios.go). The process goes back to its cgroup
+// and the tree is removed at the end.
+func watchAbove(b *testing.B, s *Sensor, path string) {
+	b.Helper()
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, ok := l.V1Controller("blkio")
+	testkit.Need(b, ok, "no v1 blkio hierarchy (layout %s): the watched mode counts bios there", l.Mode)
+	h := cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		b.Fatal(err)
+	}
+	dev := cgroupfs.Dev{Major: unix.Major(st.Rdev), Minor: unix.Minor(st.Rdev)}
+	bios := s.Bios()
+	testkit.Need(b, bios != nil, "the sensor has no bio counters here")
+	top := fmt.Sprintf("/ddiskqos-iolat-bench-%d", os.Getpid())
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		b.Fatal(err)
+	}
+	back := "/"
+	for _, line := range strings.Split(string(own), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "blkio") {
+			back = f[2]
+		}
+	}
+	var made []string
+	mk := func(rel string) uint64 {
+		p, _ := h.Path(rel)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		made = append(made, p)
+		ino, err := h.DirIno(rel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ino
+	}
+	var watched []uint64
+	b.Cleanup(func() {
+		// The premise: the reads were counted to the watched top.
+		if n, err := bios.Bytes(watched[0], dev); err != nil || n == 0 {
+			b.Errorf("the watched cgroup %s counted %d bytes of bios (%v): the walk was not measured", top, n, err)
+		}
+		if err := h.AddProcess(back, os.Getpid()); err != nil {
+			b.Errorf("back to %s: %v", back, err)
+		}
+		for _, ino := range watched {
+			bios.Unwatch(ino, dev)
+		}
+		for i := len(made) - 1; i >= 0; i-- {
+			if err := os.Remove(made[i]); err != nil {
+				b.Errorf("remove %s: %v", made[i], err)
+			}
+		}
+	})
+	watched = append(watched, mk(top))
+	for i := range benchSiblings {
+		watched = append(watched, mk(fmt.Sprintf("%s-sib%d", top, i)))
+	}
+	leaf := top
+	for i := range benchDepth - 1 {
+		leaf += fmt.Sprintf("/d%d", i)
+		mk(leaf)
+	}
+	for _, ino := range watched {
+		if err := bios.Watch(ino, dev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := h.AddProcess(leaf, os.Getpid()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// The watched mode's tree: the process this deep below a watched cgroup
+// (the walk's longest is 16), that many other cgroups watched.
+const (
+	benchDepth    = 8
+	benchSiblings = 99
+)
 
 // benchReads does b.N 4 KiB O_DIRECT reads at random aligned offsets of
 // path's first 256 MiB (or its size), from one goroutine or GOMAXPROCS.
@@ -139,8 +237,9 @@ func fastDevice(b *testing.B) (path, kind string) {
 }
 
 // BenchmarkRealBios: what reading the bio counters of 1,000 watched
-// cgroups costs, one look-up each (Bytes) against one batch (Each) — the
-// read budget's biosPerRead in internal/actuate. Keys of made-up inodes:
+// cgroups costs, each key's (Bytes) against all of a disk's (Each), both
+// read from the memory the kernel shares — the read budget's biosPerRead
+// in internal/throttle. Keys of made-up inodes:
 // the cost of a look-up does not depend on whether the cgroup exists.
 func BenchmarkRealBios(b *testing.B) {
 	testkit.NeedRoot(b)
@@ -175,4 +274,35 @@ func BenchmarkRealBios(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkRealDump: what one read of the kernel's table of aggregates
+// costs with 1,000 keys (the busy workloads of bench scale's 10,000 at
+// 10 %), in tables of two sizes: the default bound and one sized to the
+// keys. Keys of made-up inodes, put in from user space.
+func BenchmarkRealDump(b *testing.B) {
+	testkit.NeedRoot(b)
+	for _, max := range []int{DefaultMaxKeys, 2048} {
+		b.Run(fmt.Sprintf("max=%d", max), func(b *testing.B) {
+			s, err := Open(Options{MaxKeys: max})
+			testkit.Need(b, err == nil, "the I/O latency sensor cannot run here: %v", err)
+			defer s.Close()
+			const n = 1000
+			for i := range n {
+				k := rawKey{Cgroup: uint64(1<<40 + i), Dev: 7<<20 | 999}
+				if err := s.objs.Aggregates.Update(k, rawValue{Count: 1}, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				got := 0
+				if err := s.dump(func(k rawKey, v *rawValue) { got++ }); err != nil {
+					b.Fatal(err)
+				}
+				if got < n { // and the host's own, the programs being attached
+					b.Fatalf("dump saw %d keys, want %d at least", got, n)
+				}
+			}
+		})
+	}
 }

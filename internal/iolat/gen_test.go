@@ -68,8 +68,16 @@ func TestLayout(t *testing.T) {
 	if b == nil {
 		t.Fatal("no map bios in the object")
 	}
-	if k, v := binary.Size(bioKey{}), binary.Size(bioValue{}); int(b.KeySize) != k || int(b.ValueSize) != v {
-		t.Errorf("bios: C key %d B, value %d B; Go bioKey %d B, bioValue %d B", b.KeySize, b.ValueSize, k, v)
+	if k := binary.Size(bioKey{}); int(b.KeySize) != k || b.ValueSize != 4 {
+		t.Errorf("bios: C key %d B, value %d B; Go bioKey %d B, a slot 4 B", b.KeySize, b.ValueSize, k)
+	}
+	c := spec.Maps["bio_counts"]
+	if c == nil {
+		t.Fatal("no map bio_counts in the object")
+	}
+	if v := binary.Size(bioValue{}); int(c.ValueSize) != v || v != bioValueSize || c.MaxEntries != b.MaxEntries {
+		t.Errorf("bio_counts: C value %d B, %d slots; Go bioValue %d B (stride %d), bios %d keys",
+			c.ValueSize, c.MaxEntries, v, bioValueSize, b.MaxEntries)
 	}
 	for _, p := range []string{"on_issue", "on_requeue", "on_complete", "on_bio"} {
 		if spec.Programs[p] == nil {

@@ -24,7 +24,7 @@ type Hist [NumBuckets]uint64
 // TickHist is a histogram of one read's requests (Delta.Hist): the
 // kernel's counters are 32 bits wide and a read adds fewer than 2^32 to
 // any, so half the size of a Hist (at 2,000 aggregates moving a tick, the
-// reader's deltas were 1.8 MB with 64-bit buckets, issue 19).
+// reader's deltas were 1.8 MB with 64-bit buckets).
 type TickHist [NumBuckets]uint32
 
 // Count is the number of requests in h.

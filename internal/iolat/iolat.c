@@ -52,8 +52,10 @@ typedef long long __s64;
 #define __always_inline inline __attribute__((always_inline))
 
 #define BPF_MAP_TYPE_HASH 1
+#define BPF_MAP_TYPE_ARRAY 2
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_F_NO_PREALLOC 1
+#define BPF_F_MMAPABLE 1024
 #define BPF_ANY 0
 #define BPF_NOEXIST 1
 
@@ -373,6 +375,13 @@ int on_complete(__u64 *ctx)
 // read and write bytes do. This is the throttle's fast loop's view
 // (internal/actuate): a workload's bytes on its disk, and a parent's bytes
 // beyond its watched workloads, without reading a counter file.
+//
+// bios maps a watched key to its slot in bio_counts, which user space
+// chooses and zeroes before it adds the key; bio_counts is an array the
+// kernel shares with user space (BPF_F_MMAPABLE), so that reading the
+// counters costs no system call and no walk of a hash table's buckets (a
+// batch look-up of a 32,768-bucket table walks every bucket whatever the
+// number of keys: issue 40).
 #define MAX_DEPTH 16
 #define REQ_OP_DISCARD 3
 
@@ -389,10 +398,18 @@ struct bio_value {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768); // the loader may set another bound
+	__uint(max_entries, 32768); // as many as bio_counts has slots
 	__type(key, struct bio_key);
-	__type(value, struct bio_value);
+	__type(value, __u32); // the key's slot in bio_counts
 } bios SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 32768);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct bio_value);
+} bio_counts SEC(".maps");
 
 // bio_keys is how many keys user space watches: with none, a bio costs no
 // walk.
@@ -435,10 +452,13 @@ int on_bio(__u64 *ctx)
 			break;
 		if (bpf_probe_read_kernel(&k.cgroup, sizeof(k.cgroup), &kn->id))
 			break;
-		struct bio_value *v = bpf_map_lookup_elem(&bios, &k);
-		if (v) {
-			__sync_fetch_and_add(&v->bytes, bytes);
-			__sync_fetch_and_add(&v->bios, 1);
+		__u32 *slot = bpf_map_lookup_elem(&bios, &k);
+		if (slot) {
+			struct bio_value *v = bpf_map_lookup_elem(&bio_counts, slot);
+			if (v) {
+				__sync_fetch_and_add(&v->bytes, bytes);
+				__sync_fetch_and_add(&v->bios, 1);
+			}
 			return 0;
 		}
 	}

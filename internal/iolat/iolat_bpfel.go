@@ -17,6 +17,7 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	iolatMapAggregates  = "aggregates"
+	iolatMapBioCounts   = "bio_counts"
 	iolatMapBios        = "bios"
 	iolatMapDrops       = "drops"
 	iolatMapStarts      = "starts"
@@ -82,6 +83,7 @@ type iolatProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type iolatMapSpecs struct {
 	Aggregates *ebpf.MapSpec `ebpf:"aggregates"`
+	BioCounts  *ebpf.MapSpec `ebpf:"bio_counts"`
 	Bios       *ebpf.MapSpec `ebpf:"bios"`
 	Drops      *ebpf.MapSpec `ebpf:"drops"`
 	Starts     *ebpf.MapSpec `ebpf:"starts"`
@@ -117,6 +119,7 @@ func (o *iolatObjects) Close() error {
 // It can be passed to loadIolatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type iolatMaps struct {
 	Aggregates *ebpf.Map `ebpf:"aggregates"`
+	BioCounts  *ebpf.Map `ebpf:"bio_counts"`
 	Bios       *ebpf.Map `ebpf:"bios"`
 	Drops      *ebpf.Map `ebpf:"drops"`
 	Starts     *ebpf.Map `ebpf:"starts"`
@@ -126,6 +129,7 @@ type iolatMaps struct {
 func (m *iolatMaps) Close() error {
 	return _IolatClose(
 		m.Aggregates,
+		m.BioCounts,
 		m.Bios,
 		m.Drops,
 		m.Starts,

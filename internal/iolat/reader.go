@@ -48,7 +48,6 @@ const DefaultIdleReads = 60
 // idle again.
 type Reader struct {
 	t         table
-	bios      *Bios // Bios, made at its first call
 	closer    func() error
 	idleReads uint64
 	reads     uint64
@@ -108,13 +107,13 @@ func (r *Reader) Close() error {
 //
 // When the kernel half made no change since the last read of its table,
 // the table is not read again (nothing moved; on an idle host that read
-// was a quarter of the daemon's CPU, issue 19), nor its drops (the last
+// was a quarter of the daemon's CPU), nor its drops (the last
 // ones are returned: the recursion misses, which are not changes, show at
 // the next read of the table) — except every IdleReads reads, so that
 // idle aggregates are still deleted.
 //
 // The table is taken batch by batch, not copied whole first: at 2,000
-// aggregates a copy was 1.1 MB kept between reads (issue 19).
+// aggregates a copy was 1.1 MB kept between reads.
 func (r *Reader) Read(dst []Delta) ([]Delta, Drops, error) {
 	r.reads++
 	ev, evOK := r.t.events()

@@ -56,6 +56,8 @@ type Sensor struct {
 	// The batches of dump, kept between reads.
 	kb []rawKey
 	vb []rawValue
+	// bios: the bio counters, made at the first Bios.
+	bios *Bios
 }
 
 // Op is a request's operation as the sensor counts it.
@@ -156,6 +158,9 @@ func (s *Sensor) Close() error {
 		errs = append(errs, s.links[i].Close())
 	}
 	s.links = nil
+	if s.bios != nil {
+		s.bios.unmap()
+	}
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)
 }

@@ -14,7 +14,7 @@
 // their allowances and weights, and counts recent usage instead of all
 // time, because on a real host the paper's cumulative count demotes every
 // long-lived service: at 400 KB/s a web service reaches level 4 in about
-// 7 minutes and is from then on treated like a streamer (issue 20). The
+// 7 minutes and is from then on treated like a streamer. The
 // paper itself asks for thresholds that move with the load.
 //
 // The recent rule, per workload:

@@ -1,7 +1,7 @@
 package sensor
 
 // Activity says which cgroups did I/O, from a source cheaper than their
-// counter files: an eBPF sensor's per-cgroup maps (issue 19), fed by the
+// counter files: an eBPF sensor's per-cgroup maps (internal/iolat), fed by the
 // kernel at each request. It is the seam between the file path, which
 // polls a quiet workload's counters every MaxPeriod ticks at most (and
 // stays where BPF is not available), and such a source: a quiet workload

@@ -3,7 +3,7 @@ package snapshot
 // Acquirer returns the newest snapshot (nil before the first) and a
 // release func the reader calls once it no longer reads it, nor any
 // Workload or latency list in it. Until then the publisher does not reuse
-// the records of that snapshot (issue 19: a record a tick replaced is
+// the records of that snapshot (daemon/reuse.go: a record a tick replaced is
 // reused once no reader holds a snapshot that had it, so a busy host's
 // ticks do not allocate a record per busy workload). Release may be called
 // more than once; release must be called, or the publisher only allocates

@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -85,10 +84,7 @@ func (r *Reader) devName(d cgroupfs.Dev) string {
 	if n, ok := r.devNames[d]; ok {
 		return n
 	}
-	name := ""
-	if target, err := os.Readlink(filepath.Join(r.sysfs(), "dev", "block", d.String())); err == nil {
-		name = filepath.Base(target)
-	}
+	name, _ := host.DevName(host.Roots{Sys: r.sysfs()}, d) // "" when unknown
 	if r.devNames == nil {
 		r.devNames = map[cgroupfs.Dev]string{}
 	}

@@ -287,12 +287,16 @@ type runState struct {
 	nblocks  int64     // randread: blocks in the region
 	pos      int64     // sequential: next offset
 	claimed  int64     // bytes of requests issued, less what came short
-	issued   int64     // requests issued (the IOPS schedule's index)
-	bytes    int64     // bytes transferred
-	ops      int64
-	synced   int64 // bytes written when fdatasync last ran (FsyncEvery)
-	fsyncs   int64
-	done     bool
+	// paceLag is how far RateLimit's schedule has been moved on: a job
+	// held back (by a cap, a slow device) gets back at most RateCredit of
+	// its rate, not everything it missed.
+	paceLag time.Duration
+	issued  int64 // requests issued (the IOPS schedule's index)
+	bytes   int64 // bytes transferred
+	ops     int64
+	synced  int64 // bytes written when fdatasync last ran (FsyncEvery)
+	fsyncs  int64
+	done    bool
 }
 
 // claim picks the next request: its offset and length, the bytes claimed
@@ -351,7 +355,7 @@ func (j *job) worker(ctx context.Context, st *runState, lat, resp *latencyRecord
 		if !ok {
 			return nil
 		}
-		if !j.pace(ctx, st.start, st.deadline, before, n) || !j.waitDue(ctx, st, due) {
+		if !j.pace(ctx, st, before, n) || !j.waitDue(ctx, st, due) {
 			st.finish()
 			return nil
 		}
@@ -450,16 +454,31 @@ func (j *job) waitDue(ctx context.Context, st *runState, due time.Time) bool {
 	return true
 }
 
+// RateCredit is the most of RateLimit's schedule a job behind it makes up
+// at full speed: a paced job held back (a cap, a slow device) goes on at
+// its rate with at most this much of it in a burst, as a token bucket
+// does, not at full speed until it has moved everything it missed (which
+// made a backup held back for a few seconds a greedy stream after).
+const RateCredit = 100 * time.Millisecond
+
 // pace waits until a request of n more bytes keeps the job at or below
-// RateLimit: until bytes+n bytes at the limit would have taken since start.
-// Paying before the request, not after, means that whenever the job stops
-// it has moved at most RateLimit*Elapsed bytes. It returns false when the
-// wait would pass the deadline, after sleeping until the deadline.
-func (j *job) pace(ctx context.Context, start, deadline time.Time, bytes, n int64) bool {
+// RateLimit: until bytes+n bytes at the limit would have taken since start
+// (moved on by what the job fell behind beyond RateCredit). Paying before
+// the request, not after, means that whenever the job stops it has moved
+// at most RateLimit*Elapsed bytes. It returns false when the wait would
+// pass the deadline, after sleeping until the deadline.
+func (j *job) pace(ctx context.Context, st *runState, bytes, n int64) bool {
 	if j.s.RateLimit <= 0 {
 		return true
 	}
-	due := start.Add(time.Duration(float64(bytes+n) / float64(j.s.RateLimit) * float64(time.Second)))
+	st.mu.Lock()
+	due := st.start.Add(st.paceLag + time.Duration(float64(bytes+n)/float64(j.s.RateLimit)*float64(time.Second)))
+	if behind := time.Since(due) - RateCredit; behind > 0 {
+		st.paceLag += behind
+		due = due.Add(behind)
+	}
+	deadline := st.deadline
+	st.mu.Unlock()
 	if !deadline.IsZero() && due.After(deadline) {
 		sleep(ctx, time.Until(deadline))
 		return false

@@ -92,7 +92,8 @@ type Spec struct {
 	// RateLimit caps throughput in bytes per second; 0 means none. Before
 	// each request the job sleeps until the request fits under the cap, so
 	// Bytes/Elapsed never exceeds it; each request itself goes at full
-	// speed, so smaller blocks give a smoother rate.
+	// speed, so smaller blocks give a smoother rate. A job held back makes
+	// up at most RateCredit of its schedule at full speed.
 	RateLimit int64
 	// Seed seeds random offsets and written data; 0 picks one at random.
 	Seed uint64

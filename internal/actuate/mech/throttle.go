@@ -9,7 +9,7 @@ import (
 )
 
 // Throttle is blk-throttle's limits, decided by the actuator's throttle
-// loop (internal/actuate/throttle.go): v1 blkio.throttle.{read,write}_
+// loop (internal/throttle): v1 blkio.throttle.{read,write}_
 // {bps,iops}_device, v2 io.max. Work where no scheduler honours weights,
 // and beside a weight for readers that pause between requests.
 const Throttle Name = "throttle"

@@ -130,7 +130,7 @@ func (b *bench) cell(ctx context.Context, res *Result, trial int, c Config, nb N
 	}
 	var d *runningDaemon
 	if c.daemon() {
-		if d, err = startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent, ""); err != nil {
+		if d, err = startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent, "", false); err != nil {
 			return cell, fmt.Errorf("start ddiskqos: %w", err)
 		}
 		defer func() {

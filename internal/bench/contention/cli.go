@@ -67,11 +67,19 @@ on v2) at 2, 5, 10, 25 and 50 % of its no-QoS throughput in the same trial
 (--configs static-95 adds another): the frontier an operator could set
 by hand, against which the report places ddiskqos's point; --configs
 ddiskqos-4x adds the daemon with latency_target 4x, the point that
-setting would give (the bars judge the defaults). The light
+setting would give (the bars judge the defaults). --streamer
+paced-<MB/s>-qd<N> replaces the greedy streamer by a backup-like reader
+(paced-50-qd1, paced-200-qd4): a moderate neighbour, judged by the no-harm
+bars (no QoS keeps the victims within 3x idle; with ddiskqos the streamer
+keeps at least 90 % and the victims are no worse than without it).
+--device-class NAME names what --dir sits on (vda-loop, tmpfs-loop, ...)
+in the report, which also states that filesystem and its disk's
+scheduler, rotational flag and queue depth. The light
 tenants start at spread phases of their period, as independent
 containers do. All cells run the device's default scheduler, or
-BFQ with --scheduler bfq. The report (contention-host.{md,svg,json};
-contention-host-bfq with BFQ; -v2 on cgroup v2) names the commit and
+BFQ with --scheduler bfq. The report
+(contention-host[-CLASS][-STREAMER].{md,svg,json}; -bfq with BFQ; -v2 on
+cgroup v2) names the commit and
 states the issue's bars, met or missed. A host scenario run refuses to
 start when the 1-minute load average is above 1, and to write its report
 when idle's web p99 is above 10× the unloaded device's p99 measured at

@@ -22,12 +22,16 @@ type runningDaemon struct{ bd *benchd.Daemon }
 // cgroup-directory source over the run's parent, and the mechanism the host
 // layer picks for the device's current scheduler.
 // target, when not empty, is the config's latency_target (ddiskqos-<m>x).
-func startDaemon(ctx context.Context, roots host.Roots, devName, parent string, target config.LatencyTarget) (*runningDaemon, error) {
+// capping: work_conserving false (ddiskqos-capping).
+func startDaemon(ctx context.Context, roots host.Roots, devName, parent string, target config.LatencyTarget, capping bool) (*runningDaemon, error) {
 	bd, err := benchd.Start(ctx, benchd.Options{Roots: roots, Device: devName,
 		Configure: func(c *config.Config) {
 			c.Source, c.CgroupParent = config.SourceCgroup, parent
 			if target != "" {
 				c.LatencyTarget = target
+			}
+			if capping {
+				c.WorkConserving = false
 			}
 		}})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/bench/report"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/host"
@@ -38,8 +39,8 @@ type HostOptions struct {
 	Dir      string
 	Progress io.Writer
 	Command  string
-	// Commit is the tree the binary was built from, for the report.
-	Commit string
+	// Build is the binary's own build (report.Binary), for the report.
+	Build report.Build
 	// AllowBusy runs (and lets the caller write the report) although the
 	// host is not quiet; the report says so.
 	AllowBusy bool
@@ -93,16 +94,19 @@ type HostCell struct {
 
 // HostResult is a whole run of the host scenario.
 type HostResult struct {
-	Scenario Scenario `json:"scenario"`
-	Command  string   `json:"command"`
-	Commit   string   `json:"commit"`
-	Plan     HostPlan `json:"plan"`
-	Kernel   string   `json:"kernel"`
-	CPUs     int      `json:"cpus"`
-	Cgroup   string   `json:"cgroup"`
-	TestVM   bool     `json:"test_vm,omitempty"`
-	Device   string   `json:"device"`
-	Backing  string   `json:"backing_file"`
+	Scenario Scenario     `json:"scenario"`
+	Command  string       `json:"command"`
+	Build    report.Build `json:"build"`
+	Plan     HostPlan     `json:"plan"`
+	Kernel   string       `json:"kernel"`
+	CPUs     int          `json:"cpus"`
+	Cgroup   string       `json:"cgroup"`
+	TestVM   bool         `json:"test_vm,omitempty"`
+	Device   string       `json:"device"`
+	Backing  string       `json:"backing_file"`
+	// Below is what the backing file sits on (BackingOf): the device
+	// class's physics as the report states it.
+	Below string `json:"below"`
 	// DefaultScheduler is the device's; Scheduler the one every cell ran.
 	DefaultScheduler string `json:"default_scheduler"`
 	Scheduler        string `json:"scheduler"`
@@ -143,7 +147,7 @@ func RunHost(ctx context.Context, o HostOptions) (res *HostResult, err error) {
 		o.Roots = host.Roots{Sys: "/sys", Proc: "/proc"}
 	}
 	p := o.Plan
-	res = &HostResult{Scenario: ScenarioHost, Command: o.Command, Commit: o.Commit, Plan: p, CPUs: runtime.NumCPU(),
+	res = &HostResult{Scenario: ScenarioHost, Command: o.Command, Build: o.Build, Plan: p, CPUs: runtime.NumCPU(),
 		Start: time.Now(), LoadStart: loadAvg(o.Roots.Proc), AllowBusy: o.AllowBusy, TestVM: os.Getenv("DDISKQOS_IN_VM") == "1"}
 	if why := LoadTooHigh(res.LoadStart, p.MaxLoad); why != "" && !o.AllowBusy {
 		return res, fmt.Errorf("%w: %s (--allow-busy runs anyway and marks the report)", ErrNotQuiet, why)
@@ -165,6 +169,7 @@ func RunHost(ctx context.Context, o HostOptions) (res *HostResult, err error) {
 	res.Kernel, res.Cgroup, res.Nice = m.kernel, m.cgroup, m.nice
 	res.Device, res.DefaultScheduler, res.Backing = m.device, m.defaultScheduler, m.backing
 	res.Scheduler = cmpOr(p.Scheduler, m.defaultScheduler)
+	res.Below = BackingOf(o.Roots, o.Dir)
 	if err != nil {
 		return res, err
 	}
@@ -235,7 +240,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 	}()
 	var tl *timeline
 	_, target := c.TargetMultiple()
-	if c == DDiskQoS || target {
+	if c == DDiskQoS || target || c == DDiskQoSCapping {
 		var lt config.LatencyTarget
 		if target { // ddiskqos-4x: the name holds config's own "4x"
 			var err error
@@ -243,7 +248,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 				return cell, fmt.Errorf("%s: %w", c, err)
 			}
 		}
-		d, err := startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent, lt)
+		d, err := startDaemon(ctx, b.o.Roots, b.vol.Name, b.parent, lt, c == DDiskQoSCapping)
 		if err != nil {
 			return cell, fmt.Errorf("start ddiskqos: %w", err)
 		}
@@ -283,7 +288,7 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 				return cell, err
 			}
 		}
-		if stream, err = b.start(cctx, streamRel, b.neighbourSpec(SeqRead)); err != nil {
+		if stream, err = b.start(cctx, streamRel, b.streamerSpec(p.Streamer)); err != nil {
 			return cell, err
 		}
 		if smp, err = startSampler(b.h, streamRel, b.vol.Dev, filepath.Join(b.o.Roots.Sys, "block", b.vol.Name, "stat"), p.SampleEvery); err != nil {
@@ -464,6 +469,15 @@ func hostCellLine(c HostCell) string {
 	s += coldPart(c.Cold)
 	if c.Streamer != nil {
 		s += fmt.Sprintf(", streamer %.0f/%.0f/%.0f MiB/s warm/during/after", c.Streamer.Warm.Cgroup/(1<<20), c.Streamer.During.Cgroup/(1<<20), c.Streamer.AfterRest.Cgroup/(1<<20))
+	}
+	return s
+}
+
+// streamerSpec is the host scenario's streamer (HostPlan.Streamer).
+func (b *bench) streamerSpec(name string) workload.Spec {
+	s := b.neighbourSpec(SeqRead)
+	if rate, depth, ok := pacedStreamer(name); ok {
+		s.RateLimit, s.IODepth = rate, depth
 	}
 	return s
 }

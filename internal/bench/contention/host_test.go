@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/benchd"
+	"github.com/ddiskqos/ddiskqos/internal/bench/report"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
@@ -190,7 +192,7 @@ func hostCellOf(c Config, web, light, cold, during, after float64) HostCell {
 
 func hostResult(load string, cells ...HostCell) *HostResult {
 	p, _ := HostPlanFor(ModeDefault, 1)
-	return &HostResult{Scenario: ScenarioHost, Command: "ddiskqos bench contention --scenario host", Commit: "abc123-dirty", Plan: p,
+	return &HostResult{Scenario: ScenarioHost, Command: "ddiskqos bench contention --scenario host", Build: report.Build{Revision: "abc123", Modified: true}, Plan: p,
 		Cgroup: "v1", Scheduler: "none", DefaultScheduler: "none", Unloaded: workload.Latency{P50: 100, P99: 200, P999: 300},
 		LoadStart: load, LoadEnd: "0.5", Start: time.Date(2026, 11, 25, 21, 0, 0, 0, time.UTC), End: time.Date(2026, 11, 25, 21, 42, 0, 0, time.UTC),
 		Cells: cells}
@@ -290,7 +292,7 @@ func TestWriteHostMarkdown(t *testing.T) {
 	WriteHostSVG(&svg, r, s)
 	for _, want := range []string{
 		"Regenerate with `ddiskqos bench contention --scenario host`",
-		"Commit `abc123-dirty`, measured 2026-11-25 (21:00 to 21:42 UTC)",
+		"Built from `abc123 (modified tree)`, measured 2026-11-25 (21:00 to 21:42 UTC)",
 		"**Not a quiet host — written only because of --allow-busy",
 		"1-minute load average 3.5 at the start, above 1",
 		"| ddiskqos | 2.00× | 2.00× | 2.00× | 2.00× | 2.00× | 2.00× | 15 % | 95 % | 1000 µs | 800 µs |",
@@ -301,7 +303,7 @@ func TestWriteHostMarkdown(t *testing.T) {
 		"| ddiskqos | web p99 ÷ idle ≤ 3× | 2.00× | met |",
 		"| ddiskqos | streamer from 1 s after ÷ no QoS ≥ 90 % | 95 % | met |",
 		"at or above the largest cap's share (static-10, 10 %)",
-		"| ddiskqos | goal past the bar: streamer during ÷ no QoS ≥ 25 % | 15 % | goal not reached |",
+		"| ddiskqos | goal past the bar: streamer during ÷ no QoS ≥ 50 % | 15 % | goal not reached |",
 		"1 of 10 bars missed.", // light: 2× beside static-10's 1× at a higher share
 		"- `static-10`: no QoS but a static cap on the streamer at 10 %",
 		"![victim p99",
@@ -368,5 +370,34 @@ func TestLightPhases(t *testing.T) {
 	}
 	if got := lightPhases(0, 5, 0); len(got) != 0 {
 		t.Errorf("no tenants: %v", got)
+	}
+}
+
+// TestSetStreamer: the host scenario's streamer names, and a bad one named
+// in its error with the plan unchanged.
+func TestSetStreamer(t *testing.T) {
+	t.Parallel()
+	p, err := HostPlanFor(ModeQuick, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, good := range []string{"paced-50-qd1", "paced-200-qd4", "greedy", ""} {
+		if err := p.SetStreamer(good); err != nil {
+			t.Errorf("SetStreamer(%q): %v", good, err)
+		}
+	}
+	if err := p.SetStreamer("paced-200-qd4"); err != nil || !p.Moderate() {
+		t.Fatalf("paced-200-qd4: %v, moderate %v", err, p.Moderate())
+	}
+	for _, bad := range []string{"paced-50", "paced-0-qd1", "paced-50-qd0", "paced-050-qd1", "fast"} {
+		if err := p.SetStreamer(bad); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
+			t.Errorf("SetStreamer(%q): %v, want an error naming it", bad, err)
+		}
+		if p.Streamer != "paced-200-qd4" {
+			t.Fatalf("a bad streamer changed the plan: %q", p.Streamer)
+		}
+	}
+	if rate, depth, ok := pacedStreamer("paced-200-qd4"); !ok || rate != 200e6 || depth != 4 {
+		t.Errorf("paced-200-qd4: %d B/s, depth %d, %v", rate, depth, ok)
 	}
 }

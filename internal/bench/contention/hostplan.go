@@ -72,6 +72,11 @@ func (c Config) TargetMultiple() (m float64, ok bool) {
 	return m, true
 }
 
+// DDiskQoSCapping is the daemon with work_conserving false: caps whenever
+// a better level is active beside a heavy worse one, as before work
+// conservation; --configs adds it beside the defaults.
+const DDiskQoSCapping Config = "ddiskqos-capping"
+
 // HostConfigs lists the host scenario's configurations in the order a
 // trial runs them; Original comes before the caps, which it sizes.
 var HostConfigs = func() []Config {
@@ -98,6 +103,8 @@ func HostDescribe(c Config, cg string) string {
 		return "the streamer beside the victims, no QoS"
 	case DDiskQoS:
 		return "ddiskqos daemon with its defaults (in-process, over the run's cgroups), up before the streamer starts"
+	case DDiskQoSCapping:
+		return "ddiskqos daemon as `ddiskqos`, but work_conserving false: caps whenever the web service or a tenant is active beside the streamer"
 	}
 	if m, ok := c.TargetMultiple(); ok {
 		return fmt.Sprintf("ddiskqos daemon as `ddiskqos`, but latency_target %gx (the controller's target %g× the device's unloaded p99, not 3×)", m, m)
@@ -111,8 +118,14 @@ type HostPlan struct {
 	Trials int  `json:"trials"`
 	// Scheduler is the device's scheduler in every cell: "" for its
 	// default, or "bfq".
-	Scheduler string   `json:"scheduler,omitempty"`
-	Configs   []Config `json:"configs"`
+	Scheduler string `json:"scheduler,omitempty"`
+	// Streamer is the neighbour that runs all along: "" (greedy: 1 MiB
+	// O_DIRECT reads, 32 in flight, unpaced) or a paced one (SetStreamer).
+	Streamer string `json:"streamer,omitempty"`
+	// Device names the device class in the report ("" for none given):
+	// what the loop device's backing file sits on.
+	Device  string   `json:"device,omitempty"`
+	Configs []Config `json:"configs"`
 	// Warmup is the streamer alone (with the daemon, if any) before the
 	// victims; Victims how long the web and light readers run; After how
 	// long the streamer keeps running after the victims ended.
@@ -197,7 +210,8 @@ func (p *HostPlan) Select(configs []string) error {
 	})
 	all := append(slices.Clone(HostConfigs), slices.Compact(extra)...)
 	all = append(all, slices.Compact(targets)...)
-	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>, ddiskqos-<1..100>x)")
+	all = append(all, DDiskQoSCapping)
+	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>, ddiskqos-<1..100>x, ddiskqos-capping)")
 	if err != nil {
 		return err
 	}
@@ -219,6 +233,51 @@ func (p *HostPlan) SetScheduler(s string) error {
 	return nil
 }
 
+// SetStreamer sets the neighbour: "greedy" (or "") for 1 MiB reads 32 in
+// flight, unpaced; "paced-<MB/s>-qd<N>" for a backup-like reader paced to
+// MB/s (10^6 bytes) with N requests in flight (paced-50-qd1,
+// paced-200-qd4: a moderate neighbour).
+func (p *HostPlan) SetStreamer(s string) error {
+	if s == "" || s == "greedy" {
+		p.Streamer = ""
+		return nil
+	}
+	if _, _, ok := pacedStreamer(s); !ok {
+		return fmt.Errorf("streamer %q: want greedy or paced-<MB/s>-qd<N> (such as paced-50-qd1), MB/s from 1 to 100000, N from 1 to 64", s)
+	}
+	p.Streamer = s
+	return nil
+}
+
+// pacedStreamer reads "paced-<MB/s>-qd<N>": its rate in bytes/s and depth.
+func pacedStreamer(s string) (rate int64, depth int, ok bool) {
+	rest, found := strings.CutPrefix(s, "paced-")
+	if !found {
+		return 0, 0, false
+	}
+	mbs, qd, found := strings.Cut(rest, "-qd")
+	if !found {
+		return 0, 0, false
+	}
+	m, err1 := strconv.Atoi(mbs)
+	n, err2 := strconv.Atoi(qd)
+	if err1 != nil || err2 != nil || m < 1 || m > 100000 || n < 1 || n > 64 || s != fmt.Sprintf("paced-%d-qd%d", m, n) {
+		return 0, 0, false
+	}
+	return int64(m) * 1e6, n, true
+}
+
+// StreamerDescribe says what the plan's streamer is.
+func (p HostPlan) StreamerDescribe() string {
+	if rate, depth, ok := pacedStreamer(p.Streamer); ok {
+		return fmt.Sprintf("a backup-like sequential O_DIRECT reader, 1 MiB requests, %d in flight, paced to %d MB/s: a moderate neighbour", depth, rate/1e6)
+	}
+	return SeqRead.Describe()
+}
+
+// Moderate reports whether the plan's streamer is paced: the no-harm case.
+func (p HostPlan) Moderate() bool { return p.Streamer != "" }
+
 // SetPhases overrides the warm-up and victim phase (0: keep the mode's).
 func (p *HostPlan) SetPhases(warmup, victims time.Duration) error {
 	if warmup < 0 || victims < 0 || (victims > 0 && victims < time.Second) {
@@ -238,7 +297,7 @@ func (p HostPlan) VolumeSize() int64 { return p.benchPlan().VolumeSize() }
 
 // benchPlan is the plan the shared rig (files, sampler) reads.
 func (p HostPlan) benchPlan() Plan {
-	return Plan{Mode: p.Mode, Trials: p.Trials, Configs: p.Configs, Warmup: p.Warmup, Web: p.Victims, WebIOPS: p.WebIOPS,
+	return Plan{AllowTmpfs: p.Device != "", Mode: p.Mode, Trials: p.Trials, Configs: p.Configs, Warmup: p.Warmup, Web: p.Victims, WebIOPS: p.WebIOPS,
 		ColdReads: p.ColdReads, After: p.After, BigFile: p.BigFile, WebFile: p.WebFile, SampleEvery: p.SampleEvery}
 }
 

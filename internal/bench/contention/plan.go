@@ -166,6 +166,9 @@ const (
 
 // Plan is what one run does.
 type Plan struct {
+	// AllowTmpfs: the volume may sit on tmpfs (the host scenario with a
+	// --device-class named: a fast, CPU-bound device class).
+	AllowTmpfs bool          `json:"allow_tmpfs,omitempty"`
 	Mode       Mode          `json:"mode"`
 	Trials     int           `json:"trials"`
 	Neighbours []Neighbour   `json:"neighbours"`

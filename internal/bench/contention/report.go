@@ -265,9 +265,9 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 		fmt.Fprintf(w, "# Contention: noisy neighbours against small readers\n\n")
 	}
 	fmt.Fprintf(w, "Regenerate with `%s` (needs root; see `ddiskqos bench contention --help`).\n\n", r.Command)
-	fmt.Fprintf(w, "Measured %s on Linux %s, %d CPUs, %s, a loop device (%s, direct I/O, ext4) over a file in %s; default scheduler `%s`. "+
+	fmt.Fprintf(w, "Built from `%s`, measured %s on Linux %s, %d CPUs, %s, a loop device (%s, direct I/O, ext4) over a file in %s; default scheduler `%s`. "+
 		"%d trial(s), configurations interleaved within each trial; every cell shows the median over trials and, with more than one, the range.\n\n",
-		r.Start.UTC().Format(time.DateOnly), r.Kernel, r.CPUs, hier, r.Device, backingDir(r.Backing), r.DefaultScheduler, p.Trials)
+		r.Build, r.Start.UTC().Format(time.DateOnly), r.Kernel, r.CPUs, hier, r.Device, backingDir(r.Backing), r.DefaultScheduler, p.Trials)
 	if r.TestVM {
 		fmt.Fprintf(w, "**Run inside the test VM (qemu, software emulation):** every latency and throughput here is the emulator's; "+
 			"absolute figures mean nothing, only ratios within this run do (each configuration against idle and no QoS of the same trial).\n\n")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/bench/report"
 	"github.com/ddiskqos/ddiskqos/internal/calibrate"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
@@ -79,13 +80,14 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("missed %v (%d of %d bars); want exactly %v", missed, s.Missed, len(s.Bars), want)
 	}
 
+	r.Build = report.Build{Revision: "abc123"}
 	var md, svg strings.Builder
 	WriteMarkdown(&md, r, s, "contention.svg")
 	WriteSVG(&svg, r, s)
 	if x := row(Original); x.WebRespP99.Median != 200 {
 		t.Errorf("original response p99 ÷ idle %g, want 200", x.WebRespP99.Median)
 	}
-	for _, want := range []string{"| original | 50.0× | 200× |", "| ddiskqos | 1.40× | 2.50× |", "3 of 13 bars missed", "![victim p99"} {
+	for _, want := range []string{"| original | 50.0× | 200× |", "| ddiskqos | 1.40× | 2.50× |", "3 of 13 bars missed", "![victim p99", "Built from `abc123`, measured"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md.String())
 		}

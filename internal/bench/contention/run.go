@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/bench/report"
 	"github.com/ddiskqos/ddiskqos/internal/bench/volume"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
@@ -87,9 +88,11 @@ type Cell struct {
 // Result is a whole run.
 type Result struct {
 	Command string `json:"command"`
-	Plan    Plan   `json:"plan"`
-	Kernel  string `json:"kernel"`
-	CPUs    int    `json:"cpus"`
+	// Build is the binary's own build (report.Binary), set by the caller.
+	Build  report.Build `json:"build"`
+	Plan   Plan         `json:"plan"`
+	Kernel string       `json:"kernel"`
+	CPUs   int          `json:"cpus"`
 	// Cgroup is the I/O hierarchy the run drove: "v1" (blkio) or "v2".
 	Cgroup string `json:"cgroup"`
 	// Memory says whether the memory controller was on for the run's
@@ -346,7 +349,7 @@ func (b *bench) open(ctx context.Context, roots host.Roots, dir string) (m machi
 		}
 	}
 	b.log("creating a %d MiB volume", b.p.VolumeSize()>>20)
-	if b.vol, err = volume.Create(ctx, volume.Options{Dir: dir, Size: b.p.VolumeSize(), Sys: roots.Sys}); err != nil {
+	if b.vol, err = volume.Create(ctx, volume.Options{Dir: dir, Size: b.p.VolumeSize(), Sys: roots.Sys, AllowTmpfs: b.p.AllowTmpfs}); err != nil {
 		return m, err
 	}
 	m.device, m.defaultScheduler, m.backing = b.vol.Name, b.vol.DefaultScheduler, b.vol.Backing

@@ -195,9 +195,9 @@ func WriteMarkdown(w io.Writer, r *Result, s Summary, plot string) {
 	fmt.Fprintf(w, "# `ddiskqos bench paper`: the dDiskQoS paper's experiments in real containers\n\n")
 	fmt.Fprintf(w, "Regenerate (as root, on the Docker host):\n\n```\n%s\n```\n\n", r.Command)
 	m := r.Machine
-	fmt.Fprintf(w, "Machine: kernel %s, %d CPUs, %d MiB RAM, Docker %s, cgroup %s. Volume: ext4 on %s (default scheduler `%s`) over a file on the VM's disk (%s), loop with direct I/O. Run of %s, took %s. Built from commit %s; image binary: %s.\n\n",
+	fmt.Fprintf(w, "Machine: kernel %s, %d CPUs, %d MiB RAM, Docker %s, cgroup %s. Volume: ext4 on %s (default scheduler `%s`) over a file on the VM's disk (%s), loop with direct I/O. Run of %s, took %s. Built from `%s`; image binary: %s.\n\n",
 		m.Kernel, m.CPUs, m.MemoryMiB, m.Docker, m.CgroupMode, m.Device, m.DefaultScheduler, m.Backing,
-		r.Started.UTC().Format("2006-01-02 15:04 UTC"), time.Duration(r.Took*float64(time.Second)).Round(time.Second), r.Revision, r.Image)
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), time.Duration(r.Took*float64(time.Second)).Round(time.Second), r.Build, r.Image)
 	fmt.Fprintf(w, "Mode `%s`: %d trials; in each, every configuration once in this order: %s. Table 3: %d read(s) of each size per configuration and trial. Cells: median (min–max) over all reads.\n\n",
 		p.Mode, p.Trials, strings.Join(p.Configs, ", "), p.Reps)
 	fmt.Fprintf(w, "Configurations:\n\n")

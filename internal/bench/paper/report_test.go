@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/benchd"
+	"github.com/ddiskqos/ddiskqos/internal/bench/report"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -83,10 +84,11 @@ func TestSummarizeAndReport(t *testing.T) {
 	if got := s.Table3["1MiB"][CfgOriginal].Median; got != 0.005 {
 		t.Errorf("Table 3 1MiB original = %v", got)
 	}
+	r.Build = report.Build{Revision: "unknown"}
 	var md, svg strings.Builder
 	WriteMarkdown(&md, r, s, "paper.svg")
 	WriteSVG(&svg, r, s)
-	for _, want := range []string{"## Table 3", "| 1MiB | 3.00 ms | 2.00 ms | 1.00 ms |", "64MiB@2s", "**pass**", "`throttle` on `none`"} {
+	for _, want := range []string{"## Table 3", "| 1MiB | 3.00 ms | 2.00 ms | 1.00 ms |", "64MiB@2s", "**pass**", "`throttle` on `none`", "Built from `unknown (no VCS stamp in the binary)`"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}

@@ -1,23 +1,20 @@
 package paper
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"runtime"
-	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/containers"
+	"github.com/ddiskqos/ddiskqos/internal/bench/report"
 	"github.com/ddiskqos/ddiskqos/internal/bench/volume"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
@@ -85,10 +82,10 @@ type Result struct {
 	Samples []Sample  `json:"samples"`
 	Phases  []Phase   `json:"phases"`
 	Image   string    `json:"image_binary"`
-	// Revision is the commit the running binary (and so the in-process
-	// daemon) was built from, "+dirty" when the tree had changes.
-	Revision string   `json:"revision"`
-	Notes    []string `json:"notes,omitempty"`
+	// Build is the running binary's own build (and so the in-process
+	// daemon's), report.Binary.
+	Build report.Build `json:"build"`
+	Notes []string     `json:"notes,omitempty"`
 }
 
 // Machine is where it ran.
@@ -164,7 +161,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 	res.Image = origin
-	res.Revision = revision(ctx)
+	res.Build = report.Binary()
 	tag := "ddiskqos-bench:paper-" + b.run
 	if err := containers.ImportImage(ctx, o.Docker, tag, bin); err != nil {
 		return res, err
@@ -271,38 +268,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// revision is the commit this binary was built from: the VCS stamp of a
-// `go build`, else (test binaries carry none) the module checkout's HEAD.
-func revision(ctx context.Context) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		var rev, dirty string
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = "+dirty"
-				}
-			}
-		}
-		if rev != "" {
-			return rev[:min(12, len(rev))] + dirty
-		}
-	}
-	root, err := containers.ModuleRoot(ctx)
-	if err != nil {
-		return "unknown"
-	}
-	out, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
-	if err != nil {
-		return "unknown (no VCS stamp, no git checkout)"
-	}
-	rev := strings.TrimSpace(string(out))
-	if st, err := exec.CommandContext(ctx, "git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		rev += "+dirty"
-	}
-	return rev
 }

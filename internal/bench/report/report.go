@@ -1,5 +1,5 @@
 // Package report is what every benchmark's report needs besides its own
-// figures: the commit it comes from, and where it goes — a Markdown
+// figures: the build of the binary it comes from, and where it goes — a Markdown
 // report, a plot and the JSON of every sample into a directory, and the
 // Markdown or the JSON on stdout.
 package report
@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/buildinfo"
 )
 
 // Output says where a report goes: Dir ("" for none) gets name.md,
@@ -60,40 +60,39 @@ func (o Output) Emit(stdout, stderr io.Writer, name string, report any, markdown
 	return nil
 }
 
-// Commit names the tree a report comes from: git rev-parse HEAD of the
-// working directory's git tree, with "-dirty" when it has changes;
-// outside one, the vcs revision Go stamped into the binary (with "-dirty"
-// when modified); else "unknown".
-func Commit() string {
-	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
-		c := strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain").Output(); err != nil || len(strings.TrimSpace(string(st))) > 0 {
-			c += "-dirty"
-		}
-		return c
-	}
-	return buildCommit(debug.ReadBuildInfo())
+// Build is the binary a report comes from, as the Go linker stamped it
+// into that binary (runtime/debug.ReadBuildInfo, read by
+// internal/buildinfo): every report's JSON carries it as "build".
+type Build struct {
+	// Revision is the commit the binary was built from (vcs.revision);
+	// "unknown" when the binary carries none (go run, go test,
+	// -buildvcs=false). Never the working directory's HEAD: a binary need
+	// not come from the tree it runs in.
+	Revision string `json:"revision"`
+	// Modified says that tree had uncommitted changes (vcs.modified).
+	Modified bool `json:"modified"`
 }
 
-// buildCommit is the vcs revision of a binary's build info.
-func buildCommit(bi *debug.BuildInfo, ok bool) string {
-	if !ok {
-		return "unknown"
+// Binary is the running binary's build.
+func Binary() Build { return FromInfo(buildinfo.Read()) }
+
+// FromInfo is the Build of a binary's build information.
+func FromInfo(i buildinfo.Info) Build {
+	if i.Revision == "" {
+		return Build{Revision: "unknown"}
 	}
-	rev, dirty := "", false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
+	return Build{Revision: i.Revision, Modified: i.Modified}
+}
+
+// String is the build as a report's text names it: the revision, with
+// " (modified tree)" when the tree had changes, or "unknown (no VCS stamp
+// in the binary)".
+func (b Build) String() string {
+	switch {
+	case b.Revision == "" || b.Revision == "unknown":
+		return "unknown (no VCS stamp in the binary)"
+	case b.Modified:
+		return b.Revision + " (modified tree)"
 	}
-	if rev == "" {
-		return "unknown"
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return rev
+	return b.Revision
 }

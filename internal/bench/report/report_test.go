@@ -2,37 +2,45 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/ddiskqos/ddiskqos/internal/buildinfo"
 )
 
-func TestBuildCommit(t *testing.T) {
+// A report names the binary's own revision, "unknown" without a VCS
+// stamp (go run, go test), whatever tree the process runs in.
+func TestFromInfo(t *testing.T) {
 	t.Parallel()
-	bi := func(kv ...string) *debug.BuildInfo {
-		b := &debug.BuildInfo{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			b.Settings = append(b.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
-		}
-		return b
-	}
+	const rev = "35af4970123456789abcdef0123456789abcdef0"
 	for _, c := range []struct {
-		bi   *debug.BuildInfo
-		ok   bool
-		want string
+		info buildinfo.Info
+		want Build
+		text string
 	}{
-		{bi("vcs.revision", "35af497", "vcs.modified", "false"), true, "35af497"},
-		{bi("vcs.revision", "35af497", "vcs.modified", "true"), true, "35af497-dirty"},
-		{bi("vcs.modified", "true"), true, "unknown"},
-		{nil, false, "unknown"},
+		{buildinfo.Info{Revision: rev}, Build{Revision: rev}, rev},
+		{buildinfo.Info{Revision: rev, Modified: true}, Build{Revision: rev, Modified: true}, rev + " (modified tree)"},
+		{buildinfo.Info{Modified: true}, Build{Revision: "unknown"}, "unknown (no VCS stamp in the binary)"},
+		{buildinfo.Info{}, Build{Revision: "unknown"}, "unknown (no VCS stamp in the binary)"},
 	} {
-		if got := buildCommit(c.bi, c.ok); got != c.want {
-			t.Errorf("buildCommit(%+v) = %q, want %q", c.bi, got, c.want)
+		got := FromInfo(c.info)
+		if got != c.want || got.String() != c.text {
+			t.Errorf("FromInfo(%+v) = %+v %q, want %+v %q", c.info, got, got, c.want, c.text)
 		}
+	}
+	// This test binary: whatever go test stamped, never git's HEAD of the
+	// working directory unless the binary says so.
+	if got, want := Binary(), FromInfo(buildinfo.Read()); got != want {
+		t.Errorf("Binary() = %+v, want %+v", got, want)
+	}
+	js, err := json.Marshal(Build{Revision: rev, Modified: true})
+	if err != nil || string(js) != `{"revision":"`+rev+`","modified":true}` {
+		t.Errorf("JSON %s, %v", js, err)
 	}
 }
 

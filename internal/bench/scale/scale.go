@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -33,173 +32,6 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
-// Config is one benchmark run.
-type Config struct {
-	Workloads  int           // N child cgroups
-	Duration   time.Duration // the measured steady-state window
-	Warmup     time.Duration // after the first full scan, before the window
-	Interval   time.Duration // the daemon's tick
-	IOFraction float64       // share of the workloads that read from the loop device
-	Churn      float64       // share removed and as many created, after the window
-	// ReadRate caps each reader, bytes/s.
-	ReadRate int64
-	// LoopMiB is the size of the loop device's backing file.
-	LoopMiB int
-	// ScratchDir holds the loop's backing file (not tmpfs: the loop
-	// device reads it with direct I/O).
-	ScratchDir string
-	// LoadExe and LoadArgs start a load generator: LoadExe LoadArgs...
-	// followed by the `ddiskqos workload` flags. Normally the ddiskqos
-	// binary and ["workload"].
-	LoadExe  string
-	LoadArgs []string
-	// Roots are the kernel filesystems (/sys, /proc).
-	Roots host.Roots
-	// Log receives progress lines; nil discards them.
-	Log io.Writer
-	// CPUProfile, when set, receives a pprof CPU profile of the steady
-	// window.
-	CPUProfile io.Writer
-	// HeapProfile, when set, receives a pprof heap profile taken at the
-	// end of the steady window; HeapProfileStart one taken at its start,
-	// so that the window's own allocations are the difference (pprof
-	// -base).
-	HeapProfile, HeapProfileStart io.Writer
-}
-
-// Dist summarises one per-tick quantity, milliseconds.
-type Dist struct {
-	Mean float64 `json:"mean"`
-	P50  float64 `json:"p50"`
-	P95  float64 `json:"p95"`
-	Max  float64 `json:"max"`
-}
-
-// Phase is a one-off event: how long until the daemon's snapshot showed
-// it, how many ticks that took, and the CPU of the process meanwhile.
-type Phase struct {
-	WallMS float64 `json:"wall_ms"`
-	CPUMS  float64 `json:"cpu_ms"`
-	Ticks  int     `json:"ticks"`
-	// TickMaxMS is the longest tick (the daemon's own measure) in it.
-	TickMaxMS float64 `json:"tick_max_ms"`
-}
-
-// Churn is the scan after some workloads went and others came.
-type Churn struct {
-	Removed int `json:"removed"`
-	Added   int `json:"added"`
-	Phase
-}
-
-// Result is what one run measured.
-type Result struct {
-	Host struct {
-		Kernel string `json:"kernel"`
-		CPU    string `json:"cpu"`
-		CPUs   int    `json:"cpus"`
-		MemMiB uint64 `json:"mem_mib"`
-		Go     string `json:"go"`
-	} `json:"host"`
-	Cgroup    string `json:"cgroup"` // v1 | v2
-	Hierarchy string `json:"hierarchy"`
-	Device    string `json:"device"` // the loop device actuated on
-	Mechanism string `json:"mechanism"`
-
-	Workloads   int     `json:"workloads"`
-	IOWorkloads int     `json:"io_workloads"`
-	Interval    string  `json:"interval"`
-	Duration    string  `json:"duration"`
-	Ticks       int     `json:"ticks"`
-	SetupS      float64 `json:"setup_s"` // making the cgroups (not the daemon)
-
-	// Per tick in the steady window.
-	CPUPerTickMS  Dist    `json:"cpu_per_tick_ms"` // user+sys between consecutive tick ends
-	UserPerTickMS float64 `json:"user_per_tick_ms"`
-	SysPerTickMS  float64 `json:"sys_per_tick_ms"`
-	WallPerTickMS Dist    `json:"wall_per_tick_ms"` // the daemon's tick duration
-	ReadsPerTick  float64 `json:"reads_per_tick"`   // workloads whose counter files were read
-	// CPUSeriesMS is every tick's CPU of the window, in order: where the
-	// spikes behind the p95 are.
-	CPUSeriesMS []float64 `json:"cpu_series_ms"`
-	// KernelPerTick is the workloads whose reading was taken from the I/O
-	// latency sensor's kernel maps instead of their files.
-	KernelPerTick float64 `json:"kernel_readings_per_tick"`
-	// ReadCallsPerTick is the process's read system calls (read, pread,
-	// readv: /proc/self/io syscr) per tick: every file read of the tick,
-	// the throttle's fast loop and the rest, in a count that does not
-	// depend on the machine's load.
-	ReadCallsPerTick float64 `json:"read_calls_per_tick"`
-	AllocsPerTick    float64 `json:"allocs_per_tick"`
-	AllocKBPerTick   float64 `json:"alloc_kib_per_tick"`
-	CPUPercent       float64 `json:"cpu_percent_of_one_core"`
-
-	RSSMiB     float64 `json:"rss_mib"`
-	RSSPeakMiB float64 `json:"rss_peak_mib"`
-	HeapMiB    float64 `json:"heap_mib"`
-	OpenFDs    int     `json:"open_fds"`
-	NoFile     struct {
-		Soft, Hard uint64
-	} `json:"rlimit_nofile"`
-
-	FirstScan Phase `json:"first_scan"`
-	Churn     Churn `json:"churn"`
-
-	MetricsPlain  Scrape `json:"metrics_plain"`
-	MetricsGzip   Scrape `json:"metrics_gzip"`
-	WorkloadsJSON Scrape `json:"v1_workloads"`
-	Series        int    `json:"metrics_lines"`
-
-	Errors []snapshot.ErrorCount `json:"errors,omitempty"`
-
-	// Bar: the issue's targets, and whether this run met them.
-	Bar struct {
-		CPUPerTickMS float64 `json:"cpu_per_tick_ms"`
-		// CPUStat is the statistic of the CPU per tick the bar judges:
-		// mean, or p95 when workloads read.
-		CPUStat   string  `json:"cpu_stat"`
-		RSSMiB    float64 `json:"rss_mib"`
-		MetricsMS float64 `json:"metrics_ms"`
-		CPUOK     bool    `json:"cpu_ok"`
-		RSSOK     bool    `json:"rss_ok"`
-		MetricsOK bool    `json:"metrics_ok"`
-	} `json:"bar"`
-}
-
-func (c *Config) defaults() error {
-	if c.Workloads <= 0 {
-		return fmt.Errorf("workloads %d: want at least 1", c.Workloads)
-	}
-	if c.Interval <= 0 {
-		c.Interval = time.Second
-	}
-	if c.Duration <= 0 {
-		c.Duration = 60 * time.Second
-	}
-	if c.Duration < 2*c.Interval {
-		return fmt.Errorf("duration %s: want at least two intervals (%s)", c.Duration, 2*c.Interval)
-	}
-	if c.IOFraction < 0 || c.IOFraction > 1 || c.Churn < 0 || c.Churn > 1 {
-		return fmt.Errorf("io-fraction %g, churn %g: want 0..1", c.IOFraction, c.Churn)
-	}
-	if c.ReadRate <= 0 {
-		c.ReadRate = 1 << 20
-	}
-	if c.LoopMiB <= 0 {
-		c.LoopMiB = 256
-	}
-	if c.ScratchDir == "" {
-		c.ScratchDir = "/var/tmp"
-	}
-	if c.Roots.Sys == "" {
-		c.Roots = host.Roots{Sys: "/sys", Proc: "/proc"}
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
-	return nil
-}
-
 // Run runs the benchmark. Whatever it created is removed before it returns.
 func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err := c.defaults(); err != nil {
@@ -212,14 +44,14 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	// The descriptor budget: the daemon keeps its per-workload descriptors
 	// open. Raise the soft limit to the hard one, and as root the hard one
 	// too when it is short (an operator would set LimitNOFILE=).
-	need := daemon.FDBudget(c.Workloads + int(math.Ceil(float64(c.Workloads)*c.Churn)))
-	lim, err := daemon.RaiseNoFile(need)
+	need := host.FDBudget(c.Workloads + int(math.Ceil(float64(c.Workloads)*c.Churn)))
+	lim, err := host.RaiseNoFile(need)
 	if err != nil {
 		return res, err
 	}
 	res.NoFile.Soft, res.NoFile.Hard = lim.Soft, lim.Hard
 	if lim.Soft < need {
-		return res, &daemon.FDLimitError{Workloads: c.Workloads, Need: need, Soft: lim.Soft, Hard: lim.Hard}
+		return res, &host.FDLimitError{Workloads: c.Workloads, Need: need, Soft: lim.Soft, Hard: lim.Hard}
 	}
 
 	layout, err := host.Layout(c.Roots)
@@ -517,49 +349,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// summarise fills the per-tick figures from the window's ticks: window[0]
-// is the tick that ended just before the window started.
-func summarise(res *Result, window []tickRecord, objs, bytes uint64, interval time.Duration) {
-	var cpus, walls []float64
-	var sum cpu
-	reads, kern := 0, 0
-	for i := 1; i < len(window); i++ {
-		d := window[i].cpu.sub(window[i-1].cpu)
-		sum.user += d.user
-		sum.sys += d.sys
-		cpus = append(cpus, ms(d.total()))
-		walls = append(walls, ms(window[i].wall))
-		reads += window[i].read
-		kern += window[i].kern
-	}
-	n := float64(len(cpus))
-	res.Ticks = len(cpus)
-	res.CPUPerTickMS, res.WallPerTickMS = dist(cpus), dist(walls)
-	res.CPUSeriesMS = make([]float64, len(cpus))
-	for i, c := range cpus {
-		res.CPUSeriesMS[i] = math.Round(c*100) / 100
-	}
-	res.UserPerTickMS, res.SysPerTickMS = ms(sum.user)/n, ms(sum.sys)/n
-	res.ReadsPerTick, res.KernelPerTick = float64(reads)/n, float64(kern)/n
-	res.AllocsPerTick, res.AllocKBPerTick = float64(objs)/n, float64(bytes)/1024/n
-	span := window[len(window)-1].end.Sub(window[0].end)
-	res.CPUPercent = 100 * sum.total().Seconds() / span.Seconds()
-}
-
-func dist(v []float64) Dist {
-	if len(v) == 0 {
-		return Dist{}
-	}
-	s := slices.Sorted(slices.Values(v))
-	var sum float64
-	for _, x := range s {
-		sum += x
-	}
-	q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	r := func(x float64) float64 { return math.Round(x*1000) / 1000 }
-	return Dist{Mean: r(sum / float64(len(s))), P50: r(q(0.5)), P95: r(q(0.95)), Max: r(s[len(s)-1])}
-}
-
 // countLines counts the sample lines of one plain /metrics answer.
 func countLines(h http.Handler) int {
 	w := &lineCounter{h: http.Header{}, start: true}
@@ -585,29 +374,4 @@ func (w *lineCounter) Write(p []byte) (int, error) {
 		w.start = b == '\n'
 	}
 	return len(p), nil
-}
-
-// loopDevice describes the loop device for the actuator with the
-// mechanism `ddiskqos check` finds for it.
-
-// fillHost records the machine.
-func fillHost(res *Result) {
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		res.Host.Kernel = strings.TrimSpace(string(b))
-	}
-	res.Host.CPUs = runtime.NumCPU()
-	res.Host.Go = runtime.Version()
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				res.Host.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb uint64
-		fmt.Sscanf(string(b), "MemTotal: %d kB", &kb)
-		res.Host.MemMiB = kb / 1024
-	}
 }

@@ -59,6 +59,10 @@ type Options struct {
 	Size int64
 	// Sys is the sysfs root, "" for /sys.
 	Sys string
+	// AllowTmpfs lets Dir be on tmpfs, for a fast device class whose
+	// contention is the CPU the loop worker takes (Linux 6.6 and later
+	// give tmpfs direct I/O; without it Create fails as before).
+	AllowTmpfs bool
 }
 
 // Volume is a mounted loop device.
@@ -95,7 +99,7 @@ func Create(ctx context.Context, o Options) (v *Volume, err error) {
 	if err := unix.Statfs(o.Dir, &st); err != nil {
 		return nil, fmt.Errorf("statfs %s: %w", o.Dir, err)
 	}
-	if st.Type == unix.TMPFS_MAGIC {
+	if st.Type == unix.TMPFS_MAGIC && !o.AllowTmpfs {
 		return nil, fmt.Errorf("%s is tmpfs: the volume must sit on a real disk", o.Dir)
 	}
 	if free := int64(st.Bavail) * st.Bsize; free < o.Size+(1<<30) {

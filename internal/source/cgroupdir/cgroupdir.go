@@ -1,6 +1,9 @@
 // Package cgroupdir discovers workloads as cgroups below one parent cgroup.
-// With the children layout every direct child directory of, say, /lxc or
-// /system.slice is a workload named after the directory. With the kubepods
+// With the children layout every direct child directory of, say,
+// /system.slice is a workload named after the directory. With the lxc
+// layout every lxc.payload.NAME below the parent (the hierarchy's root by
+// default) is the LXC container NAME; with the podman layout every
+// libpod-<id>[.scope] is a podman container. With the kubepods
 // layout the parent is the kubelet's cgroup root (kubepods or
 // kubepods.slice) and every container of every pod is a workload named
 // pod<uid>/<container id>, labelled with its pod's uid and QoS class.
@@ -53,30 +56,6 @@ const DefaultRescan = 10 * time.Second
 // 60 s instead of 10 s.
 // Without a watch (none, or the parent gone) the period is Rescan.
 const watchedFactor = 6
-
-// Layout says where the workloads sit below the parent.
-type Layout string
-
-const (
-	// LayoutAuto is LayoutKubepods when the parent's last element is
-	// "kubepods" or "kubepods.slice" (the kubelet's cgroup root), else
-	// LayoutChildren.
-	LayoutAuto Layout = "auto"
-	// LayoutChildren: every direct child directory is a workload.
-	LayoutChildren Layout = "children"
-	// LayoutKubepods: the kubelet's tree. Every container cgroup of every
-	// pod is a workload, named pod<uid>/<container id>:
-	//
-	//	cgroupfs driver                systemd driver
-	//	kubepods/pod<uid>/<id>         kubepods.slice/kubepods-pod<uid>.slice/cri-containerd-<id>.scope             Guaranteed
-	//	kubepods/burstable/pod<uid>/<id>   .../kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice/<runtime>-<id>.scope   Burstable
-	//	kubepods/besteffort/pod<uid>/<id>  .../kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice/<runtime>-<id>.scope BestEffort
-	//
-	// The systemd driver escapes the uid's dashes as underscores; names
-	// carry the uid as Kubernetes prints it. CRI-O's crio-conmon-<id>.scope
-	// (its monitor process, not a container) is skipped.
-	LayoutKubepods Layout = "kubepods"
-)
 
 // Labels the kubepods layout puts on its workloads.
 const (
@@ -191,13 +170,15 @@ func New(o Options) (*Source, error) {
 	layout := o.Layout
 	switch layout {
 	case "", LayoutAuto:
-		layout = LayoutChildren
-		if b := filepath.Base(parent); b == "kubepods" || b == "kubepods.slice" {
-			layout = LayoutKubepods
-		}
+		layout = autoLayout(parent, dir)
 	case LayoutChildren, LayoutKubepods:
+		if parent == "/" {
+			errs = append(errs, fmt.Errorf("cgroup layout %s with the root cgroup as parent: the root's children "+
+				"include init.scope and the system's own services; give a parent below it, or --cgroup-layout lxc", layout))
+		}
+	case LayoutLXC, LayoutPodman:
 	default:
-		errs = append(errs, fmt.Errorf("cgroup layout %q: want auto, children or kubepods", o.Layout))
+		errs = append(errs, fmt.Errorf("cgroup layout %q: want auto, children, kubepods, lxc or podman", o.Layout))
 	}
 	for _, g := range o.Exempt {
 		if err := globProblem(g); err != nil {
@@ -237,10 +218,11 @@ func globProblem(g string) error {
 	return nil
 }
 
-// Name returns "cgroup:<parent>", with " (kubepods)" for that layout.
+// Name returns "cgroup:<parent>", with " (kubepods)" or " (lxc)" for
+// those layouts.
 func (s *Source) Name() string {
-	if s.layout == LayoutKubepods {
-		return "cgroup:" + s.parent + " (kubepods)"
+	if s.layout != LayoutChildren {
+		return "cgroup:" + s.parent + " (" + string(s.layout) + ")"
 	}
 	return "cgroup:" + s.parent
 }
@@ -336,8 +318,23 @@ func (s *Source) scan() (rels, dirs []string, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("list cgroup parent %s: %w", s.dir, err)
 	}
-	if s.layout == LayoutChildren {
+	switch s.layout {
+	case LayoutChildren:
 		return top, []string{s.dir}, nil
+	case LayoutLXC:
+		for _, e := range top {
+			if _, ok := lxcName(e); ok {
+				rels = append(rels, e)
+			}
+		}
+		return rels, []string{s.dir}, nil // top is sorted
+	case LayoutPodman:
+		for _, e := range top {
+			if _, ok := libpodID(e); ok {
+				rels = append(rels, e)
+			}
+		}
+		return rels, []string{s.dir}, nil
 	}
 	dirs = []string{s.dir}
 	pods := func(rel string) {
@@ -447,6 +444,18 @@ func (s *Source) workload(rel string) (source.Workload, bool) {
 			return source.Workload{}, false
 		}
 		wl = source.Workload{ID: rel, Name: rel, Cgroup: cg}
+	case LayoutLXC:
+		name, ok := lxcName(rel)
+		if !ok || strings.Contains(rel, "/") {
+			return source.Workload{}, false
+		}
+		wl = source.Workload{ID: name, Name: name, Cgroup: cg}
+	case LayoutPodman:
+		id, ok := libpodID(rel)
+		if !ok || strings.Contains(rel, "/") {
+			return source.Workload{}, false
+		}
+		wl = source.Workload{ID: id, Name: shortID(id), Cgroup: cg}
 	default:
 		parts := strings.Split(rel, "/")
 		qos = QoSGuaranteed

@@ -84,7 +84,8 @@ func Fixture() *snapshot.Snapshot {
 	}
 }
 
-// Capped is what a new user met (issue 19): a container ("app") reading
+// Capped is the case status once showed wrongly (a weight of 100 on a disk
+// the container never touched, its cap only in --json): a container ("app") reading
 // from its own disk (vda, throttle) at level 3, capped there at 64 MiB/s
 // because a better level ("web") reads there too, with a weight of 100 on
 // a disk it never touched (nvme0n1); a container ("idle") that did no I/O

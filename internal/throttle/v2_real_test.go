@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 // Reaction to a better level's first request on cgroup v2, inside the test
 // VM (make test-v2): the throttle's fast loop on io.max, io.pressure
@@ -10,10 +10,8 @@ package actuate
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,92 +23,10 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
-	"github.com/ddiskqos/ddiskqos/internal/host"
-	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
-
-// v2Rig is the VM's unified hierarchy, a parent cgroup with the io
-// controller on for its children, and the VM's test disk.
-type v2Rig struct {
-	h    cgroupfs.Hierarchy
-	base string
-	name string // vda
-	path string // /dev/vda
-	dev  cgroupfs.Dev
-	size int64
-}
-
-func newV2Rig(t *testing.T, sched string) v2Rig {
-	t.Helper()
-	testkit.VMOnly(t)
-	rc := realcg.New(t, realcg.Options{Scheduler: sched})
-	r := v2Rig{h: rc.H, base: rc.Parent, name: rc.Disk.Name, path: rc.Disk.Path, dev: rc.Dev, size: rc.Disk.Size}
-	return r
-}
-
-func (r v2Rig) child(t *testing.T, name string) string {
-	t.Helper()
-	rel := r.base + "/" + name
-	p, _ := r.h.Path(rel)
-	testkit.Cgroup(t, p)
-	return rel
-}
-
-func (r v2Rig) limits(t *testing.T, cg string) cgroupfs.Limits {
-	t.Helper()
-	l, err := r.h.ReadLimits(cg, r.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-// start starts a workload process in cgroup cg and lets it go; it is
-// killed when ctx ends.
-func (r v2Rig) start(t *testing.T, ctx context.Context, cg string, args ...string) *workload.Proc {
-	t.Helper()
-	args = append([]string{"--wait-stdin", "--json", "--direct"}, append(args, "read", r.path)...)
-	p, err := workload.Start(ctx, os.Args[0], []string{workload.EnvMain + "=1"}, args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.h.AddProcess(cg, p.Pid()); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Go(); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// stream keeps a sequential O_DIRECT reader of 1 MiB requests at iodepth
-// on the first half of the disk in cgroup cg until ctx ends.
-func (r v2Rig) stream(t *testing.T, ctx context.Context, cg string, iodepth int) {
-	t.Helper()
-	p := r.start(t, ctx, cg, "--loop", "--bs", "1MiB", "--iodepth", strconv.Itoa(iodepth), "--span", strconv.FormatInt(r.size/2, 10))
-	t.Cleanup(func() { p.Kill(); p.Wait() })
-}
-
-// victim makes one 4 KiB O_DIRECT read in cgroup cg at a random offset in
-// the second half of the disk and returns its result.
-func (r v2Rig) victim(t *testing.T, cg string) workload.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	off := r.size/2 + rand.Int64N(r.size/2/4096-1)*4096
-	p := r.start(t, ctx, cg, "--bs", "4k", "--bytes", "4k", "--offset", strconv.FormatInt(off, 10))
-	res, err := p.Wait()
-	if err != nil {
-		t.Fatalf("victim read in %s: %v", cg, err)
-	}
-	if res.Bytes != 4096 {
-		t.Fatalf("victim read %d bytes, want 4096", res.Bytes)
-	}
-	return res
-}
 
 // capWatch polls lo's io.max every millisecond from now on: when a cap
 // first reads back, and when it reads back lifted after that.
@@ -121,13 +37,13 @@ type capWatch struct {
 	limits      cgroupfs.Limits // the cap as first read back
 }
 
-func (r v2Rig) watchCap(t *testing.T, th *throttle, lo string, limit time.Duration) <-chan capWatch {
+func watchCap(t *testing.T, r *realcg.Rig, th *Throttle, lo string, limit time.Duration) <-chan capWatch {
 	ch := make(chan capWatch, 1)
 	go func() {
 		w := capWatch{from: time.Now()}
 		end := w.from.Add(limit)
 		for time.Now().Before(end) {
-			l, err := r.h.ReadLimits(lo, r.dev)
+			l, err := r.H.ReadLimits(lo, r.Dev)
 			if err != nil {
 				t.Error(err)
 				break
@@ -150,48 +66,30 @@ func (r v2Rig) watchCap(t *testing.T, th *throttle, lo string, limit time.Durati
 	return ch
 }
 
-// fastLoopRig: a throttle-only actuator on the VM disk with hi at level 1
+// fastLoopRig: a throttle on the VM disk with hi at level 1
 // and lo at level 4 streaming at iodepth 4, uncapped while alone.
 type fastLoopRig struct {
-	v2Rig
-	a      *Actuator
-	th     *throttle
+	*realcg.Rig
+	th     *Throttle
 	hi, lo string
 	apply  func(hiLevel, loLevel int)
 }
 
 func newFastLoopRig(t *testing.T, ctx context.Context) fastLoopRig {
 	t.Helper()
-	r := newV2Rig(t, "none")
-	f := fastLoopRig{v2Rig: r, hi: r.child(t, "hi"), lo: r.child(t, "lo")}
-	devs := []Device{{Name: r.name, Dev: r.dev, Mech: host.MechThrottle}}
-	a, err := New(Config{Hierarchy: r.h, Devices: devs, SysRoot: "/sys",
-		Throttle: Throttle{Shares: DefaultThrottleShares(), Min: 1 << 20}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := a.RestoreAll(); err != nil {
-			t.Error(err)
-		}
-	})
-	f.a, f.th = a, a.devs[0].thr
-	f.apply = func(hiLevel, loLevel int) {
-		if _, err := a.Apply(time.Now(), []Target{
-			{ID: "hi", Cgroup: f.hi, Level: hiLevel, Weight: 1000},
-			{ID: "lo", Cgroup: f.lo, Level: loLevel, Weight: 100},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := realcg.V2(t, realcg.Options{Scheduler: "none"})
+	f := fastLoopRig{Rig: r, hi: r.Child(t, "hi"), lo: r.Child(t, "lo")}
+	th := newRealThrottle(t, Config{Shares: DefaultShares(), Min: 1 << 20}, r.H, r.Disk.Name, r.Dev)
+	f.th = th.Throttle
+	f.apply = func(hiLevel, loLevel int) { th.apply(f.hi, hiLevel, f.lo, loLevel) }
 	f.apply(1, 4)
-	r.stream(t, ctx, f.lo, 4)
+	r.Stream(t, ctx, f.lo, 4)
 	// Alone, the stream is not capped, and the device's capacity is learnt
 	// (the first child of a fresh VM takes a while to get going).
-	waitFor(t, 10*time.Second, "the device's capacity learnt from /sys/block/"+r.name+"/stat",
-		func() bool { bps, _ := a.devs[0].thr.Capacity(); return bps > 0 })
-	time.Sleep(3 * DefaultThrottleHold)
-	if got := r.limits(t, f.lo); !got.IsZero() {
+	testkit.WaitFor(t, 10*time.Second, "the device's capacity learnt from /sys/block/"+r.Disk.Name+"/stat",
+		func() bool { bps, _ := f.th.Capacity(); return bps > 0 })
+	time.Sleep(3 * DefaultHold)
+	if got := r.Limits(t, f.lo); !got.IsZero() {
 		t.Fatalf("lo capped %+v with nobody better doing I/O", got)
 	}
 	return f
@@ -216,11 +114,11 @@ func (x reaction) lift() time.Duration      { return x.cap.off.Sub(x.res.End) }
 // it.
 func (f fastLoopRig) round(t *testing.T, what string) reaction {
 	t.Helper()
-	waitFor(t, 2*time.Second, what+": lo uncapped before the read", func() bool { return f.limits(t, f.lo).IsZero() })
+	testkit.WaitFor(t, 2*time.Second, what+": lo uncapped before the read", func() bool { return f.Limits(t, f.lo).IsZero() })
 	// The watch runs from before the victim's process starts (seconds
 	// under load) until the cap is lifted.
-	watch := f.watchCap(t, f.th, f.lo, 20*time.Second)
-	res := f.victim(t, f.hi)
+	watch := watchCap(t, f.Rig, f.th, f.lo, 20*time.Second)
+	res := f.Victim(t, f.hi)
 	s0 := f.steps()
 	x := reaction{res: res, cap: <-watch}
 	if x.cap.on.IsZero() {
@@ -241,23 +139,6 @@ func (f fastLoopRig) round(t *testing.T, what string) reaction {
 		t.Fatalf("%s: lo not uncapped within 3 s after the read ended (cap seen %s, lifted %s)", what, x.cap.on, x.cap.off)
 	}
 	return x
-}
-
-// spread formats durations as "median m (min a, max b, n runs)".
-func spread(ds []time.Duration) string {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return "no runs"
-	}
-	r := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
-	return fmt.Sprintf("median %s (min %s, max %s, %d runs)", r(s[len(s)/2]), r(s[0]), r(s[len(s)-1]), len(s))
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // TestRealV2ThrottleFastLoop is TestRealV1ThrottleFastLoop on cgroup v2:
@@ -283,13 +164,13 @@ func TestRealV2ThrottleFastLoop(t *testing.T) {
 		lift = append(lift, x.lift())
 		steps = append(steps, x.steps)
 	}
-	got := f.limits(t, f.lo)
+	got := f.Limits(t, f.lo)
 	bps, iops := f.th.Capacity()
 	t.Logf("capacity %.1f MiB/s %.0f IOPS; lo's cap while hi reads: %s", bps/(1<<20), iops, mech.Show(mech.LimitsValue(capped)))
-	t.Logf("victim's request start -> cap read back from io.max: %s", spread(start))
-	t.Logf("victim's request end -> cap read back (negative: before it ended): %s", spread(end))
+	t.Logf("victim's request start -> cap read back from io.max: %s", testkit.Spread(start))
+	t.Logf("victim's request end -> cap read back (negative: before it ended): %s", testkit.Spread(end))
 	t.Logf("fast-loop steps from the read's end to the cap seen: %v", steps)
-	t.Logf("victim's end -> cap lifted (hold %s): %s", DefaultThrottleHold, spread(lift))
+	t.Logf("victim's end -> cap lifted (hold %s): %s", DefaultHold, testkit.Spread(lift))
 	if !got.IsZero() {
 		t.Fatalf("lo still capped %+v after the rounds", got)
 	}
@@ -297,11 +178,11 @@ func TestRealV2ThrottleFastLoop(t *testing.T) {
 	// A boost: lo at level 1 for a moment (its stream is a better level's
 	// I/O then), then demoted again. It must not cap itself.
 	f.apply(1, 1)
-	time.Sleep(3 * DefaultThrottlePeriod)
+	time.Sleep(3 * DefaultPeriod)
 	f.apply(1, 4)
-	deadline := time.Now().Add(3 * DefaultThrottleHold)
+	deadline := time.Now().Add(3 * DefaultHold)
 	for time.Now().Before(deadline) {
-		if l := f.limits(t, f.lo); !l.IsZero() {
+		if l := f.Limits(t, f.lo); !l.IsZero() {
 			t.Fatalf("lo capped %+v after a boost with nobody else doing I/O", l)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -440,15 +321,15 @@ func TestRealV2PSITriggerWake(t *testing.T) {
 	f := newFastLoopRig(t, ctx)
 	// A window below 500 ms: refused by 6.1 (psi.rst: "Min window size is
 	// 500ms"), accepted from 6.4 on; what this kernel says is logged.
-	hiDir, _ := f.h.Path(f.hi)
+	hiDir, _ := f.H.Path(f.hi)
 	if fd, err := unix.Open(filepath.Join(hiDir, "io.pressure"), unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
 		_, err = unix.Write(fd, []byte("some 1000 100000\x00"))
 		t.Logf("a trigger with a 100 ms window: write error %v", err)
 		unix.Close(fd)
 	}
-	fine := armPSI(t, f.h, f.hi, "some 1000 500000")
-	coarse := armPSI(t, f.h, f.hi, "some 10000 1000000")
-	parent := armPSI(t, f.h, f.base, "some 1000 500000")
+	fine := armPSI(t, f.H, f.hi, "some 1000 500000")
+	coarse := armPSI(t, f.H, f.hi, "some 10000 1000000")
+	parent := armPSI(t, f.H, f.Parent, "some 1000 500000")
 
 	// Quiet: the stream alone, nobody better. The fast loop's cost, the
 	// triggers' kernel thread's, and what the parent's trigger says.
@@ -502,118 +383,10 @@ func TestRealV2PSITriggerWake(t *testing.T) {
 		t.Logf("round %d: read %s; cap %s, trigger %q %s after the request's start",
 			i+1, x.res.Elapsed.Round(100*time.Microsecond), x.fromStart().Round(100*time.Microsecond), fine.spec, fe.Sub(x.res.Start).Round(100*time.Microsecond))
 	}
-	t.Logf("victim's start -> fast loop's cap read back: %s", spread(capAt))
-	t.Logf("victim's start -> trigger %q wakes: %s; no wake within 1 s in %d rounds", fine.spec, spread(fineAt), missFine)
+	t.Logf("victim's start -> fast loop's cap read back: %s", testkit.Spread(capAt))
+	t.Logf("victim's start -> trigger %q wakes: %s; no wake within 1 s in %d rounds", fine.spec, testkit.Spread(fineAt), missFine)
 	if len(fineAt) == 0 {
 		t.Fatalf("the victim's trigger %q never woke the poller: nothing to compare", fine.spec)
 	}
-	t.Logf("victim's start -> trigger %q wakes: %s; no wake within 500 ms of the other in %d rounds", coarse.spec, spread(coarseAt), missCoarse)
-}
-
-// TestRealV2IOCostFirstRequest: with iocost on the VM's disk, weights act
-// in the kernel on the first request; there is no loop to react. It
-// measures a victim's first 4 KiB read, each from a brand-new cgroup,
-// beside a stream at iodepth 32, interleaved over configurations: iocost
-// off; then, with iocost's model at half the disk's 100 MiB/s cap and at
-// the cap: no weights (all at io.weight's default 100); the daemon's level
-// weights with the victim known at level 1 (100) and the stream at level
-// 4 (10); the same with the victim new, before the daemon's first tick
-// (io.weight's default 100, level 1's weight, against the stream's 10). It asserts the
-// weights read back and that, with the model at half the cap, a known
-// level-1 victim's median is below iocost off's.
-func TestRealV2IOCostFirstRequest(t *testing.T) {
-	r := newV2Rig(t, "none")
-	_, err := os.Stat(filepath.Join(r.h.Mount, "io.cost.qos"))
-	testkit.Need(t, err == nil, "iocost not built into this kernel: %v", err)
-	model := func(bps int) {
-		iops := bps / 4096
-		if err := r.h.WriteCostModel(fmt.Sprintf("%s ctrl=user model=linear rbps=%d rseqiops=%d rrandiops=%d wbps=%d wseqiops=%d wrandiops=%d",
-			r.dev, bps, iops, iops, bps, iops, iops)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	iocost := func(on bool) {
-		v := r.dev.String() + " enable=0"
-		if on {
-			v = r.dev.String() + " enable=1 ctrl=user rpct=0 rlat=0 wpct=0 wlat=0 min=100 max=100"
-		}
-		if err := r.h.WriteCostQoS(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		iocost(false)
-		r.h.WriteCostModel(r.dev.String() + " ctrl=auto")
-	})
-	im, err := mech.Lookup(mech.IOCostWeight)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := im.Open(r.h, r.dev, mech.Params{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := k.(mech.Leveled)
-	levels := policy.DefaultConfig().Weights
-	setLevel := func(cg string, level int) {
-		s := ""
-		if level > 0 {
-			s = m.Want(level, cgroupfs.Weight(levels[level-1]))
-		}
-		if err := m.Write(cg, s); err != nil {
-			t.Fatal(err)
-		}
-		if err := mech.Verify(m, im.Knob, cg, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lo := r.child(t, "lo")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	const half, full = 50 << 20, 100 << 20
-	model(half)
-	iocost(true)
-	r.stream(t, ctx, lo, 32)
-
-	type config struct {
-		name       string
-		model      int // iocost's model in bytes/s; 0: iocost off
-		lo, victim int // levels (0: no weight written)
-		latency    []time.Duration
-	}
-	cfgs := []*config{{name: "iocost off"}}
-	for _, bps := range []int{half, full} {
-		mm := fmt.Sprintf("model %d MiB/s", bps>>20)
-		cfgs = append(cfgs,
-			&config{name: mm + ", no weights", model: bps},
-			&config{name: mm + ", victim known (L1 100 vs L4 10)", model: bps, lo: 4, victim: 1},
-			&config{name: mm + ", victim new (default 100 = L1 vs L4 10)", model: bps, lo: 4})
-	}
-	const rounds = 10
-	for i := range rounds {
-		for j, c := range cfgs {
-			if c.model != 0 {
-				model(c.model)
-			}
-			iocost(c.model != 0)
-			setLevel(lo, c.lo)
-			v := r.child(t, fmt.Sprintf("v%d-%d", i, j))
-			if c.victim > 0 {
-				setLevel(v, c.victim)
-			}
-			time.Sleep(300 * time.Millisecond) // the stream settles under the configuration
-			res := r.victim(t, v)
-			c.latency = append(c.latency, time.Duration(res.Latency.Max*float64(time.Microsecond)))
-			p, _ := r.h.Path(v)
-			testkit.RemoveCgroup(t, p)
-		}
-	}
-	for _, c := range cfgs {
-		t.Logf("%-48s victim's first 4 KiB read: %s", c.name, spread(c.latency))
-	}
-	for _, c := range cfgs[1:] {
-		if c.victim == 1 && c.model == half && median(c.latency) >= median(cfgs[0].latency) {
-			t.Errorf("%s: a level-1 victim's first read, median %s, not below iocost off's %s", c.name, median(c.latency), median(cfgs[0].latency))
-		}
-	}
+	t.Logf("victim's start -> trigger %q wakes: %s; no wake within 500 ms of the other in %d rounds", coarse.spec, testkit.Spread(coarseAt), missCoarse)
 }

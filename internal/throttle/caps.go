@@ -1,9 +1,10 @@
-package actuate
+package throttle
 
 import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
 )
 
 // The throttle's arithmetic, pure: the device's capacity estimate from its
@@ -23,16 +24,10 @@ const (
 	// longer slice there makes a cap smaller than MaxBurst allows, never a
 	// burst longer (and re-arming shrinks the burst on every kernel).
 	// The 20 ms once assumed for non-rotational devices made a 25 % cap a
-	// 25 ms burst on the host's 6.18 (issue 20).
+	// 25 ms burst on the host's 6.18.
 	throttleSlice = 100 * time.Millisecond
 	// capacityWindow is the span over which the device's rate is measured.
 	capacityWindow = 200 * time.Millisecond
-	// slowedLatency: a busy device delivering less is taken to have slowed
-	// only when a request spends at least this many times longer in flight
-	// than at the capacity's measure (the same demand waits longer); a
-	// shallower demand (one request at a time) is slower with each request
-	// no slower.
-	slowedLatency = 1.5
 	// The least a Ceiling gives one workload (the kernel takes no IOPS
 	// limit below 2).
 	ceilingMinIOPS = 2
@@ -67,11 +62,11 @@ func (c *capacity) observe(s cgroupfs.BlockStat, now, cappedAt time.Time) bool {
 	ios := sub(s.IOs(), c.win.IOs())
 	rate := float64(sub(s.Bytes(), c.win.Bytes())) / secs
 	iops := float64(ios) / secs
-	util := float64(sub(s.IOTicksMs, c.win.IOTicksMs)) / float64(dt.Milliseconds())
-	lat := 0.0
-	if ios > 0 {
-		lat = float64(sub(s.TimeInQueueMs, c.win.TimeInQueueMs)) / float64(ios)
-	}
+	// The device's window as the busy/slowed judgement sees it (its
+	// length in whole ms, as the throttle always took it).
+	per := devsensor.Period{Secs: float64(dt.Milliseconds()) / 1000, IOs: ios,
+		BusyMs: sub(s.IOTicksMs, c.win.IOTicksMs), QueueMs: sub(s.TimeInQueueMs, c.win.TimeInQueueMs)}
+	lat := per.LatencyMs()
 	uncapped := cappedAt.Before(c.winAt)
 	c.win, c.winAt = s, now
 	switch {
@@ -79,9 +74,10 @@ func (c *capacity) observe(s cgroupfs.BlockStat, now, cappedAt time.Time) bool {
 		c.bps = max(c.bps, rate)
 		c.iops = max(c.iops, iops)
 		c.lat = lat
-	case util >= 0.9 && rate > 0 && uncapped && lat >= slowedLatency*c.lat:
+	case rate > 0 && uncapped && per.Slowed(c.lat):
 		// Busy all the time yet below its best in both bytes and
-		// requests, each request in flight longer than at its best, with
+		// requests, each request in flight longer than at its best (the
+		// one busy/slowed judgement, devsensor's, as devhealth's), with
 		// nobody held back by a cap of ours over the window (a capped
 		// stream beside a reader that keeps the device busy delivers less
 		// by our doing; following that would shrink the caps period after
@@ -105,7 +101,7 @@ func sub(cur, prev uint64) uint64 {
 type capIn struct {
 	level  int
 	active bool // did I/O on the device within Hold
-	// Its load (throttleload.go): bytes/s and requests in flight, smoothed
+	// Its load (load.go): bytes/s and requests in flight, smoothed
 	// over shareWindow; held: its cap in force holds it back; lately: it
 	// was heavy within Hold.
 	rate, depth  float64
@@ -114,16 +110,28 @@ type capIn struct {
 
 // capCalc is what the caps of one period depend on besides the workloads.
 type capCalc struct {
-	cfg   Throttle
+	cfg   Config
 	slice time.Duration // blk-throttle's slice on the device
 	top   int           // the best level active within Hold (0: none)
 	ceil  Ceiling
 	bps   float64 // the device's capacity
 	iops  float64
-	light float64 // Throttle.Light: the share below which a workload is light
+	light float64 // Config.Light: the share below which a workload is light
 	// share is the latency controller's share for the capped levels
-	// together (Steer); 0: each level's share bounded by MaxBurst/slice.
+	// together (Steer); 0: each level's share bounded by MaxBurst/slice;
+	// 1 or more: lifted, no level caps at all (the controller's work
+	// conservation: nobody waits), the Ceiling still bounds.
 	share float64
+}
+
+// lifted reports whether the steered share lifts the level caps.
+func (c capCalc) lifted() bool { return c.share >= 1 }
+
+// levelCapped reports whether the level rule caps m (before any lift): a
+// heavy workload of a managed level worse than top, on a device whose
+// capacity is measured.
+func (c capCalc) levelCapped(m capIn) bool {
+	return c.wants(m.level) && c.top != 0 && m.level > c.top && c.bps > 0 && c.heavy(m)
 }
 
 // wants reports whether the throttle manages level (Shares below 1).
@@ -136,8 +144,8 @@ func (c capCalc) wants(level int) bool {
 // level's share of the capacity, split evenly among its level's active
 // heavy workloads, several capped levels' shares scaled so their sum is
 // the largest of them, each share at most MaxBurst/slice — or, steered by
-// the latency controller (share > 0), their sum at most share instead;
-// never below Min bytes/s and throttleMinIOPS. A light workload is not
+// the latency controller (share > 0), their sum the share instead;
+// never below Min bytes/s and throttleMinIOPS; lifted (share 1), none. A light workload is not
 // capped, whatever its level. The Ceiling bounds the held levels' workloads further, a
 // better level active or not, heavy or not. The zero Limits is uncapped.
 func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
@@ -149,8 +157,10 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 		if sum > top && top > 0 {
 			scale[l-1] *= top / sum
 		}
-		if c.share > 0 && top > c.share {
-			// Steered: the levels' sum (top) scaled down to the share.
+		if c.share > 0 && c.share < 1 && top > 0 {
+			// Steered: the levels' sum (top) scaled to the share, down or
+			// up (the work-conserving controller's slow start goes past
+			// the levels' own shares before it lifts).
 			scale[l-1] *= c.share / top
 		}
 	}
@@ -162,7 +172,7 @@ func (c capCalc) caps(ms []capIn, out []cgroupfs.Limits) []cgroupfs.Limits {
 	}
 	for _, m := range ms {
 		want := cgroupfs.Limits{}
-		if c.wants(m.level) && c.top != 0 && m.level > c.top && c.bps > 0 && c.heavy(m) {
+		if !c.lifted() && c.levelCapped(m) {
 			n := float64(max(heavy[m.level-1], 1))
 			share := scale[m.level-1]
 			if c.cfg.MaxBurst > 0 && c.share == 0 {

@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"math"
@@ -10,8 +10,8 @@ import (
 // Who makes others wait. A demoted workload is capped only while it is
 // heavy — it takes a large share of the device — and a better level is
 // active; a light one is never capped to protect another, whatever its
-// level (issue 20 item 2: a 400 KB/s level-2 service was capped to
-// protect level-1 health checks).
+// level (a 400 KB/s level-2 service was capped to protect level-1 health
+// checks before this rule).
 //
 // A workload is heavy while any of these holds (heavy):
 //
@@ -24,7 +24,7 @@ import (
 //   - depth: its requests in flight, smoothed likewise, reach deepInFlight:
 //     a queue of its own that another's request lands behind (a 4 KiB
 //     flood at QD32 moves few bytes but holds the queue). v1 has no
-//     per-cgroup in-flight count: unless Throttle.InFlight measures it
+//     per-cgroup in-flight count: unless Config.InFlight measures it
 //     (the kernel's per-request hooks), it is estimated as the device's
 //     mean requests in flight (class/block/<dev>/stat's time_in_queue over
 //     the period) times the workload's part of the device's bytes — its
@@ -45,8 +45,8 @@ import (
 
 // The load rule's constants.
 const (
-	// DefaultThrottleLight: see Throttle.Light.
-	DefaultThrottleLight = 0.05
+	// DefaultLight: see Config.Light.
+	DefaultLight = 0.05
 	// shareWindow is the time constant over which a workload's share and
 	// depth are smoothed: one blk-throttle slice, so a burst within a slice
 	// counts whole, and one 1 MiB read of a health check (0.6 % of a
@@ -150,9 +150,9 @@ func bytesBound(rate float64, l cgroupfs.Limits) bool {
 }
 
 // observeLoad folds the period just read into each demoted workload's
-// load: its bytes, and its requests in flight as Throttle.InFlight
+// load: its bytes, and its requests in flight as Config.InFlight
 // measures them or as estimated from the device's period.
-func (t *throttle) observeLoad(now time.Time) {
+func (t *Throttle) observeLoad(now time.Time) {
 	for _, m := range t.watch {
 		if !t.Wants(m.level) {
 			continue

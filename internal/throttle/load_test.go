@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"math"
@@ -46,8 +46,8 @@ func TestLoadSmoothing(t *testing.T) {
 	h.add(now, 0, 0)
 	now = now.Add(10 * time.Millisecond)
 	h.add(now, 1<<20, 0)
-	if share := h.rate / 1.7e9; share >= DefaultThrottleLight/5 {
-		t.Errorf("one 1 MiB read is %.3f of a 1.7 GB/s device, want well under %.2f", share, DefaultThrottleLight)
+	if share := h.rate / 1.7e9; share >= DefaultLight/5 {
+		t.Errorf("one 1 MiB read is %.3f of a 1.7 GB/s device, want well under %.2f", share, DefaultLight)
 	}
 	// A clock that did not move changes nothing.
 	r := h.rate

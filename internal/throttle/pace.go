@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 // then waits behind all of it. Writing a limit file restarts the group's
 // slices, even with the same value, and carries its debt over: a cap
 // re-armed every Period (10 ms) lets cap × Period through per write at the
-// same long-run rate. Measured by hand on a loop device (issue 20, QD32
+// same long-run rate. Measured by hand on a loop device (a QD32
 // 1 MiB reader, 4 KiB victim at 100/s, idle p99 0.54 ms): 5 % static gave
 // the victim p99 3.0 ms, 5 % re-armed every 10 ms 1.0 ms; 10 % re-armed
 // 4.8 ms, 50 % re-armed 455 ms (the cap stopped limiting: the group's
@@ -54,7 +54,7 @@ import (
 // the burst each write lets through: its request cap comes from a
 // capacity measured with its own 1 MiB requests (81–132 IOPS on the
 // host's loop device: a re-arm every 20 ms). Where the kernel forgives
-// the debt (Throttle.DebtForgiven, 6.16+) a workload that runs at its
+// the debt (Config.DebtForgiven, 6.16+) a workload that runs at its
 // bytes cap is re-armed every period all the same: its bytes cap is what
 // holds it, a request debt dropped costs nothing, and one carried costs
 // it a fraction of a request per write. On 6.1 the debt carried would
@@ -62,14 +62,14 @@ import (
 //
 // applyCaps re-arms each active workload's cap in force every period it
 // does not change it (a change is a write that restarts the slice too).
-// The writes count in the period's read budget (Throttle.Reads), so many
+// The writes count in the period's read budget (Config.Reads), so many
 // capped workloads lengthen the period instead of multiplying the cost.
 
-// rearm writes m's limits in force again, unchanged (see Throttle): no
+// rearm writes m's limits in force again, unchanged (see Config): no
 // read-back, the values are those verified when they were set. A failed
 // write leaves m.err set, so the next period writes and verifies the
 // limits in full.
-func (t *throttle) rearm(m *tmember, now time.Time) {
+func (t *Throttle) rearm(m *tmember, now time.Time) {
 	err := t.h.RearmLimits(m.cgroup, t.dev, m.limits)
 	if err == nil {
 		t.rearms++
@@ -116,4 +116,63 @@ func rearmDue(l cgroupfs.Limits, since time.Duration, bytesBound bool) bool {
 		io = l.WIOps
 	}
 	return io == 0 || float64(io)*since.Seconds() >= rearmMinIOs
+}
+
+// Raising a cap. A write restarts the group's slice with its debt carried
+// at the old cap and the allowance at the new one, so raising a
+// backlogged group's cap by d lets about d × slice through at once
+// (kernel-io-control.md §1a): the slow start's doubling from 68 to
+// 136 MiB/s on a 500 MiB/s loop device let ~7 MiB go at the moment of the
+// write, and the victim's read then took 18 ms against 0.3 ms (one at
+// every doubling and at every return from a probe, measured in
+// TestRealV1LatencyEffect); lifting a cap lets go the whole queue the
+// throttle held. So the throttle raises a cap in force by at most
+// rampFrac of the device's capacity a write (each write's extra burst is
+// then rampFrac × slice of the device's time: 2 ms), split among the
+// workloads it raises, and lifts one by raising it until the lifted caps
+// together reach the capacity, where removing them lets nothing queued
+// go; from 30 % to 60 % takes 15 periods (150 ms), from 60 % to lifted
+// 20. A new cap or a lower one is written at once: that is the protection.
+const rampFrac = 0.02
+
+// rampStep is the most one write raises a cap in force: rampFrac of the
+// capacity (bps, iops) split among n raised caps; the zero Limits where
+// the capacity is not known (no ramp).
+func rampStep(bps, iops float64, n int) cgroupfs.Limits {
+	if bps <= 0 || n <= 0 {
+		return cgroupfs.Limits{}
+	}
+	b := uint64(rampFrac * bps / float64(n))
+	io := uint64(rampFrac * iops / float64(n))
+	return cgroupfs.Limits{RBps: b, WBps: b, RIOps: io, WIOps: io}
+}
+
+// raising reports whether want raises or lifts a field of the cap in
+// force cur (both set, want higher; or cur set and want unlimited).
+func raising(cur, want cgroupfs.Limits) bool {
+	up := func(c, w uint64) bool { return c > 0 && (w == 0 || w > c) }
+	return up(cur.RBps, want.RBps) || up(cur.WBps, want.WBps) || up(cur.RIOps, want.RIOps) || up(cur.WIOps, want.WIOps)
+}
+
+// ramp is what to write towards want from the cap in force cur: each
+// field raised by at most step's (a field lifted is raised by it until
+// lifted is true: the lifted caps reach the capacity); a field that is
+// new, lowered, or without a step is want's at once.
+func ramp(cur, want, step cgroupfs.Limits, lifted bool) cgroupfs.Limits {
+	f := func(c, w, s uint64) uint64 {
+		switch {
+		case c == 0 || s == 0:
+			return w
+		case w == 0:
+			if lifted {
+				return 0
+			}
+			return c + s
+		case w > c:
+			return min(w, c+s)
+		}
+		return w
+	}
+	return cgroupfs.Limits{RBps: f(cur.RBps, want.RBps, step.RBps), WBps: f(cur.WBps, want.WBps, step.WBps),
+		RIOps: f(cur.RIOps, want.RIOps, step.RIOps), WIOps: f(cur.WIOps, want.WIOps, step.WIOps)}
 }

@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"time"
@@ -19,7 +19,7 @@ const capturedFrac = 0.8
 // account adds what the caps in force since the last period allowed to
 // the device sensor's Caps, and every capacityWindow judges whether each
 // workload capped over the window ran at its cap (was held back by it).
-func (t *throttle) account(now time.Time) {
+func (t *Throttle) account(now time.Time) {
 	dt := now.Sub(t.lastStep).Seconds()
 	first := t.lastStep.IsZero()
 	t.lastStep = now
@@ -63,7 +63,7 @@ func (t *throttle) account(now time.Time) {
 					n = float64(sub(ios, m.winIOs))
 				}
 				// Each capped workload's own verdict: held back, it stays
-				// heavy (throttleload.go) though its rate is the cap's.
+				// heavy (load.go) though its rate is the cap's.
 				if heldBack(float64(sub(m.last, m.winBytes)), n, m.allowB, m.allowIO) {
 					m.heldAt, held = now, true
 					t.heldDevAt = now
@@ -85,7 +85,7 @@ func (t *throttle) account(now time.Time) {
 // memberIOs is m's requests on the device: on v2 those of the period's
 // file read (io.stat has them), else (v1, or the bio counters) from its
 // counter files, read now (the fast loop reads the bytes alone).
-func (t *throttle) memberIOs(m *tmember) (uint64, bool) {
+func (t *Throttle) memberIOs(m *tmember) (uint64, bool) {
 	if t.h.Version == 2 && t.bio == nil {
 		return m.lastIOs, m.lastOK
 	}

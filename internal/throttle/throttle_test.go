@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
-	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 // fakeThrottleTree is a v1 blkio tree in a temporary directory: a parent
@@ -31,29 +31,14 @@ type fakeThrottleTree struct {
 var fakeDev = cgroupfs.Dev{Major: 7, Minor: 0}
 
 func newFakeThrottleTree(t *testing.T, children ...string) *fakeThrottleTree {
-	root, sys := t.TempDir(), t.TempDir()
+	root, sys := testkit.FakeV1Throttle(t, children...)
 	f := &fakeThrottleTree{t: t, h: cgroupfs.Hierarchy{Version: 1, Mount: root}, sys: sys, bytes: map[string]uint64{}}
 	for _, cg := range append([]string{"/p"}, children...) {
-		dir := filepath.Join(root, cg)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, file := range v1ThrottleFiles {
-			if err := os.WriteFile(filepath.Join(dir, file), nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
 		f.bytes[cg] = 0
-	}
-	if err := os.MkdirAll(filepath.Join(sys, "class", "block", "loop0"), 0o755); err != nil {
-		t.Fatal(err)
 	}
 	f.flush()
 	return f
 }
-
-var v1ThrottleFiles = []string{"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
-	"blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"}
 
 // read adds n bytes read by cgroup cg (and so by its parent /p).
 func (f *fakeThrottleTree) read(cg string, n uint64) {
@@ -102,7 +87,7 @@ func (f *fakeThrottleTree) limits(cg string) cgroupfs.Limits {
 // a fake tree: who is capped, by how much, when caps come off, and how the
 // capacity follows the device.
 // The same rules hold whether a period reads the counter files or the
-// kernel's bio counters (throttlebios.go).
+// kernel's bio counters (bios.go).
 func TestThrottleFastLoopRules(t *testing.T) {
 	t.Parallel()
 	for _, bios := range []bool{false, true} {
@@ -115,13 +100,12 @@ func TestThrottleFastLoopRules(t *testing.T) {
 
 func testThrottleFastLoopRules(t *testing.T, bios bool) {
 	f := newFakeThrottleTree(t, "/p/hi", "/p/l2", "/p/l4")
-	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
-		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
-		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
+	th := New(Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20},
+		Options{Hierarchy: f.h, Name: "loop0", Dev: fakeDev, SysRoot: f.sys})
 	defer th.Stop()
 	if bios {
 		f.bios = newFakeBios(f)
-		th.setBios(f.bios)
+		th.SetBios(f.bios)
 	}
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
@@ -235,7 +219,7 @@ func TestThrottleReadBudget(t *testing.T) {
 		names = append(names, fmt.Sprintf("/p/w%03d", i))
 	}
 	f := newFakeThrottleTree(t, names...)
-	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys}, Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
+	th := New(Config{}, Options{Hierarchy: f.h, Name: "loop0", Dev: fakeDev, SysRoot: f.sys})
 	defer th.Stop()
 	th.mu.Lock()
 	for _, cg := range names {
@@ -245,16 +229,16 @@ func TestThrottleReadBudget(t *testing.T) {
 	th.mu.Unlock()
 	period := th.step()
 	reads := float64(len(names)+2) / period.Seconds()
-	if period <= DefaultThrottlePeriod || reads > DefaultThrottleReads*1.01 {
+	if period <= DefaultPeriod || reads > DefaultReads*1.01 {
 		t.Fatalf("period %s for %d demoted workloads: %.0f reads/s, want %d (each demoted once, the parent twice)",
-			period, len(names), reads, DefaultThrottleReads)
+			period, len(names), reads, DefaultReads)
 	}
 	for _, tc := range []struct {
 		reads int
 		want  time.Duration
 	}{
-		{1, DefaultThrottlePeriod},
-		{5, DefaultThrottlePeriod},
+		{1, DefaultPeriod},
+		{5, DefaultPeriod},
 		{50, 100 * time.Millisecond},
 		{1000, 2 * time.Second},
 	} {
@@ -303,9 +287,8 @@ func TestThrottleBurstBound(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
-				Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20, MaxBurst: 5 * time.Millisecond}},
-				Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
+			th := New(Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20, MaxBurst: 5 * time.Millisecond},
+				Options{Hierarchy: f.h, Name: "loop0", Dev: fakeDev, SysRoot: f.sys})
 			defer th.Stop()
 			now := time.Unix(1000, 0)
 			th.now = func() time.Time { return now }
@@ -337,11 +320,10 @@ func TestThrottleBurstBound(t *testing.T) {
 
 // newStepper is a throttle on f's loop0 with members at the given levels,
 // stepped by hand on its own clock.
-func newStepper(t *testing.T, f *fakeThrottleTree, levels map[string]int) (*throttle, func(time.Duration)) {
+func newStepper(t *testing.T, f *fakeThrottleTree, levels map[string]int) (*Throttle, func(time.Duration)) {
 	t.Helper()
-	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
-		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
-		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
+	th := New(Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20},
+		Options{Hierarchy: f.h, Name: "loop0", Dev: fakeDev, SysRoot: f.sys})
 	t.Cleanup(th.Stop)
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
@@ -547,9 +529,8 @@ func TestThrottlePeriodWatchesDemotedOnly(t *testing.T) {
 		names = append(names, fmt.Sprintf("/p/w%d", i))
 	}
 	f := newFakeThrottleTree(t, names...)
-	th := newThrottle(Config{Hierarchy: f.h, SysRoot: f.sys,
-		Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
-		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, nil)
+	th := New(Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20},
+		Options{Hierarchy: f.h, Name: "loop0", Dev: fakeDev, SysRoot: f.sys})
 	defer th.Stop()
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
@@ -612,8 +593,8 @@ func TestThrottleAccountsCapsInSensor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sen.Close()
-	th := newThrottle(Config{Hierarchy: f.h, Throttle: Throttle{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}},
-		Device{Name: "loop0", Dev: fakeDev, Mech: host.MechThrottle}, sen)
+	th := New(Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20},
+		Options{Hierarchy: f.h, Name: "loop0", Dev: fakeDev, Sensor: sen})
 	defer th.Stop()
 	now := time.Unix(1000, 0)
 	th.now = func() time.Time { return now }
@@ -1111,7 +1092,7 @@ func TestThrottleBios(t *testing.T) {
 	}
 	th, step := newStepper(t, f, levels)
 	f.bios = newFakeBios(f)
-	th.setBios(f.bios)
+	th.SetBios(f.bios)
 	period := th.step()
 	if want := th.budgetPeriod((len(names) + 1 + biosPerRead - 1) / biosPerRead); period != want || period > 250*time.Millisecond {
 		t.Errorf("period %s at %d demoted with bio counters, want %s", period, len(names), want)

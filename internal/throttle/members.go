@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // those with a cap (or a failed write) still to lift. A member dropped
 // since (dropLocked) sets setNew, so the list is rebuilt before its next
 // use.
-func (t *throttle) rebuildWatch() {
+func (t *Throttle) rebuildWatch() {
 	t.watch = t.watch[:0]
 	for _, m := range t.members {
 		if t.Wants(m.level) || m.twatch != nil && (!m.limits.IsZero() || m.err != nil) {
@@ -29,7 +29,7 @@ func (t *throttle) rebuildWatch() {
 
 // parentOf is the directory above cgroup: the name a member already has
 // when it is one of the parents known (dirs), so that members share it.
-func (t *throttle) parentOf(cgroup string) string {
+func (t *Throttle) parentOf(cgroup string) string {
 	p := path.Dir(path.Clean("/" + cgroup))
 	if i, ok := slices.BinarySearch(t.dirs, p); ok {
 		return t.dirs[i]
@@ -40,7 +40,7 @@ func (t *throttle) parentOf(cgroup string) string {
 // rebuildParents opens the parents of the managed cgroups: the outermost
 // distinct parent directories. Run when members came or went, not when
 // their levels changed.
-func (t *throttle) rebuildParents() {
+func (t *Throttle) rebuildParents() {
 	dirs := t.dirs[:0]
 	for _, m := range t.members {
 		if m.parent == "" {
@@ -104,7 +104,7 @@ func openBytes(h cgroupfs.Hierarchy, rel string) (*cgroupfs.Cgroup, error) {
 	return cg, nil
 }
 
-func (t *throttle) closeParents() {
+func (t *Throttle) closeParents() {
 	for _, p := range t.parents {
 		t.unwatchParent(p)
 		p.cg.Close()

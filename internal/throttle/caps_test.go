@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"math"
@@ -12,8 +12,8 @@ import (
 func TestCapCalc(t *testing.T) {
 	shares := [4]float64{1, 0.6, 0.45, 0.3}
 	mib := uint64(1 << 20)
-	base := capCalc{cfg: Throttle{Shares: shares, Min: 1 << 20}, slice: throttleSlice, top: 1, bps: 1000 << 20, iops: 1000,
-		light: DefaultThrottleLight}
+	base := capCalc{cfg: Config{Shares: shares, Min: 1 << 20}, slice: throttleSlice, top: 1, bps: 1000 << 20, iops: 1000,
+		light: DefaultLight}
 	lim := func(bps, iops uint64) cgroupfs.Limits {
 		return cgroupfs.Limits{RBps: bps, WBps: bps, RIOps: iops, WIOps: iops}
 	}
@@ -37,6 +37,12 @@ func TestCapCalc(t *testing.T) {
 			[]capIn{stream(4), stream(2)}, []cgroupfs.Limits{{}, {}}},
 		{"one level-4 stream: its share of the capacity", nil,
 			[]capIn{stream(4)}, []cgroupfs.Limits{lim(300*mib, 300)}},
+		{"lifted (a steered share of 1): no level cap", func(c capCalc) capCalc { c.share = 1; return c },
+			[]capIn{stream(4), stream(3)}, []cgroupfs.Limits{{}, {}}},
+		{"lifted: a Ceiling still bounds", func(c capCalc) capCalc {
+			c.share, c.ceil = 1, Ceiling{From: 3, Bps: 100 << 20, IOPS: 100}
+			return c
+		}, []capIn{stream(4)}, []cgroupfs.Limits{lim(100*mib, 100)}},
 		{"a light level-2 reader beside a level-1 one: nobody capped", nil,
 			[]capIn{light(2)}, []cgroupfs.Limits{{}}},
 		{"a light reader at level 4 beside a level-1 one: not capped either", nil,
@@ -78,8 +84,8 @@ func TestCapCalc(t *testing.T) {
 		{"steered to 20 %: MaxBurst no longer bounds it, the level's 30 % does not either",
 			func(c capCalc) capCalc { c.cfg.MaxBurst, c.share = 5*time.Millisecond, 0.2; return c },
 			[]capIn{stream(4)}, []cgroupfs.Limits{lim(uint64(0.2*float64(1000*mib)), 200)}},
-		{"steered above the level's share: the level's share", func(c capCalc) capCalc { c.share = 0.5; return c },
-			[]capIn{stream(4)}, []cgroupfs.Limits{lim(300*mib, 300)}},
+		{"steered above the level's share: the steered share (a slow start past the levels)", func(c capCalc) capCalc { c.share = 0.5; return c },
+			[]capIn{stream(4)}, []cgroupfs.Limits{lim(500*mib, 500)}},
 		{"steered to 15 % with levels 2 and 4 streaming: their sum is 15 %, in the levels' proportion",
 			func(c capCalc) capCalc { c.share = 0.15; return c },
 			[]capIn{stream(2), stream(4)}, []cgroupfs.Limits{lim(uint64(0.1*float64(1000*mib)), 100), lim(uint64(0.05*float64(1000*mib)), 50)}},
@@ -120,6 +126,23 @@ func TestCapCalc(t *testing.T) {
 // TestCapacityEstimate: the capacity follows the device's best windows,
 // and a slowdown only when the device stayed busy, every request in flight
 // longer, and no cap of the throttle was in force over the window.
+// TestLevelCapped: the level rule's judgement holds whether or not a
+// steered share of 1 lifts the caps (the controller's input Contended).
+func TestLevelCapped(t *testing.T) {
+	c := capCalc{cfg: Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}}, slice: throttleSlice, top: 1, bps: 1000 << 20, light: DefaultLight}
+	stream := capIn{level: 4, active: true, rate: 500 << 20, depth: 1}
+	for _, share := range []float64{0, 0.1, 1} {
+		c.share = share
+		if !c.levelCapped(stream) {
+			t.Errorf("share %g: a level-4 stream beside level 1 not level-capped", share)
+		}
+	}
+	c.top = 0
+	if c.levelCapped(stream) {
+		t.Error("nobody better active: level-capped")
+	}
+}
+
 func TestCapacityEstimate(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const w = 200 * time.Millisecond

@@ -1,4 +1,4 @@
-package actuate
+package throttle
 
 import (
 	"errors"
@@ -17,8 +17,8 @@ import (
 // entry per demoted workload, and one per parent for what the parent's
 // subtree did beyond the demoted — a better level's I/O, exactly, with no
 // counter file read and no bracketing of the demoted between two reads of
-// the parents (issue 19: at 1,000 demoted workloads a period of file reads
-// was 20 ms of CPU at once). Counts start at zero at Watch.
+// the parents (at 1,000 demoted workloads a period of file reads was 20 ms
+// of CPU at once). Counts start at zero at Watch.
 type BioCounter interface {
 	Watch(ino uint64, dev cgroupfs.Dev) error
 	Unwatch(ino uint64, dev cgroupfs.Dev) error
@@ -27,25 +27,18 @@ type BioCounter interface {
 }
 
 // biosPerRead is how many watched cgroups count as one counter file read
-// in the read budget (Throttle.Reads): a period reads their counters in
-// batches, 0.25 µs a cgroup (iolat's BenchmarkRealBios), and then spends as
-// much again and more on each in Go (finding it, its load, its cap): ~1 µs
-// a cgroup in a CPU profile of bench scale at 1,000 demoted, against a leaf
-// file's ~10 µs. (Counted at 0.25 µs, the periods came every 52 ms and the
-// fast loop took 21 ms of CPU a second.)
+// in the read budget (Config.Reads): a period reads their counters from
+// the memory the kernel shares, 0.02–0.03 µs a cgroup (iolat's
+// BenchmarkRealBios; a batch look-up was 0.25 µs), and then spends far more
+// on each in Go (finding it, its load, its cap): ~1 µs a cgroup in a CPU
+// profile of bench scale at 1,000 demoted, against a leaf file's ~10 µs.
+// (Counted at 0.25 µs, the periods came every 52 ms and the fast loop took
+// 21 ms of CPU a second.)
 const biosPerRead = 10
 
-// SetBios makes the throttles count their workloads' bytes with b (nil:
-// with their counter files again).
-func (a *Actuator) SetBios(b BioCounter) {
-	for i := range a.devs {
-		if t := a.devs[i].thr; t != nil {
-			t.setBios(b)
-		}
-	}
-}
-
-func (t *throttle) setBios(b BioCounter) {
+// SetBios makes the throttle count its workloads' bytes with b (nil: with
+// its counter files again).
+func (t *Throttle) SetBios(b BioCounter) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.dropBios()
@@ -58,7 +51,7 @@ func (t *throttle) setBios(b BioCounter) {
 // those the period's other I/O is beyond — and stops watching the others.
 // Run after the watch list was rebuilt. A failure other than a cgroup gone
 // stops the use of the bio counters: the periods read the files again.
-func (t *throttle) syncBios() {
+func (t *Throttle) syncBios() {
 	if t.bio == nil {
 		return
 	}
@@ -108,7 +101,7 @@ func (t *throttle) syncBios() {
 	}
 }
 
-func (t *throttle) unwatchBio(m *tmember) {
+func (t *Throttle) unwatchBio(m *tmember) {
 	if m.twatch == nil || !m.bioW {
 		return
 	}
@@ -122,7 +115,7 @@ func (t *throttle) unwatchBio(m *tmember) {
 }
 
 // dropBios stops watching everything in the kernel.
-func (t *throttle) dropBios() {
+func (t *Throttle) dropBios() {
 	if t.bio == nil {
 		return
 	}
@@ -135,7 +128,7 @@ func (t *throttle) dropBios() {
 	t.baseOK = false
 }
 
-func (t *throttle) unwatchParent(p *tparent) {
+func (t *Throttle) unwatchParent(p *tparent) {
 	if t.bio == nil || !p.bioW {
 		return
 	}
@@ -150,7 +143,7 @@ func (t *throttle) unwatchParent(p *tparent) {
 // bytes (marked as readDemoted marks them); reads is what it counts in the
 // read budget. err says why they could not be read, or that a parent was
 // not among them.
-func (t *throttle) readBios(now time.Time) (other int64, reads int, err error) {
+func (t *Throttle) readBios(now time.Time) (other int64, reads int, err error) {
 	n, parents := 0, 0
 	err = t.bio.Each(t.dev, func(ino, bytes uint64) {
 		n++

@@ -1,4 +1,4 @@
-package daemon
+package latency
 
 import (
 	"encoding/binary"
@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,9 +17,9 @@ import (
 )
 
 // kernelActivity is the I/O latency sensor's per-tick read as the sensing
-// stage's activity source (sensor.Activity, issue 19 item 4): the cgroups
+// stage's activity source (sensor.Activity): the cgroups
 // whose requests moved in the kernel's tables since the last tick did
-// I/O. It costs no read of its own: latencyTick hands it the deltas it
+// I/O. It costs no read of its own: Step hands it the deltas it
 // read anyway, before the tick's sensing decides who is due.
 //
 // What the kernel sees is the cgroup a request is charged to; a workload's
@@ -33,9 +32,9 @@ import (
 // workloads' directories (one stat per workload, a listing only where
 // there are subdirectories), at least walkEvery ticks apart. Until it is
 // placed, the tick's record is incomplete: the short polling backstop
-// (Options.QuietMax) applies to every workload it did not see. A cgroup
-// removed before it was placed is taken for no workload's. Workloads are not
-// nested in one another (no source makes them so).
+// (the daemon's Options.QuietMax) applies to every workload it did not
+// see. A cgroup removed before it was placed is taken for no workload's.
+// Workloads are not nested in one another (no source makes them so).
 //
 // A record is also incomplete when the read failed or the kernel could not
 // count some requests (a full table: Drops.Uncounted grew). Requests the
@@ -44,10 +43,12 @@ import (
 // missed is charged at the long backstop (Options.ActiveQuietMax).
 type kernelActivity struct {
 	seen      *sensor.Seen
-	uncounted uint64            // Drops.Uncounted at the last read
-	owner     map[uint64]uint64 // a cgroup that is no workload: the workload it is below, 0 none
-	pending   []uint64          // cgroups that did I/O, not attributed yet
-	nextWalk  uint64            // the first tick a walk may run
+	mount     string                              // the cgroup hierarchy's mount
+	path      func(cgroup string) (string, error) // a workload's cgroup directory
+	uncounted uint64                              // Drops.Uncounted at the last read
+	owner     map[uint64]uint64                   // a cgroup that is no workload: the workload it is below, 0 none
+	pending   []uint64                            // cgroups that did I/O, not attributed yet
+	nextWalk  uint64                              // the first tick a walk may run
 	walks     uint64
 	// byPath: the tracked workloads by cgroup directory (relative to the
 	// mount, cleaned), rebuilt when pathsStale; noHandles: placing by file
@@ -58,49 +59,46 @@ type kernelActivity struct {
 	handles    uint64 // cgroups placed by file handle
 }
 
-// kernelReadings hands each workload what the kernel's maps saw its
-// cgroups (its own and those below it) complete since the last tick, read
-// by latencyTick (t.kio), and reports whether the sensing of this tick may
-// take workloads' readings from them instead of their counter files
-// (sensor.Sensor.FromKernel decides whose): only when the tick's record is
-// complete — the read worked, the kernel counted every request it saw, and
-// every cgroup that completed one is placed. Call it after the sensor's
-// BeginTick.
+// KernelReadings hands each workload what the kernel's maps saw its
+// cgroups (its own and those below it) complete at the last Step: add is
+// called with the workload's index in Step's workloads, once per delta.
+// It reports whether the sensing of this tick may take workloads' readings
+// from them instead of their counter files (sensor.Sensor.FromKernel
+// decides whose): only when the tick's record is complete — the read
+// worked, the kernel counted every request it saw, and every cgroup that
+// completed one is placed. Call it after the sensor's BeginTick.
 //
-// This is issue 19's item 4: at 10,000 workloads, 1,000 of them busy, the
+// Why: at 10,000 workloads, 1,000 of them busy (the scale benchmark), the
 // busy ones' counter files were most of a tick's reads; the maps are read
 // anyway. The files stay the truth, read at every ReconcileEvery-th tick
 // of each workload.
-func (d *Daemon) kernelReadings() bool {
-	k := &d.kin
-	if k.seen == nil || !k.seen.Complete() || d.lat.sen == nil || d.lat.failing {
+func (l *Stage) KernelReadings(add func(w int, dl *iolat.Delta)) bool {
+	k := &l.kin
+	if k.seen == nil || !k.seen.Complete() || l.sen == nil || l.failing {
 		return false
 	}
-	for i := range d.lat.buf {
-		dl := &d.lat.buf[i]
+	for i := range l.buf {
+		dl := &l.buf[i]
 		if dl.Count == 0 {
 			continue // issued only: counted at its completion
 		}
-		t := d.lat.byIno[dl.Cgroup]
-		if t == nil {
-			w, ok := k.owner[dl.Cgroup]
-			if !ok {
+		t, ok := l.byIno[dl.Cgroup]
+		if !ok {
+			w, placed := k.owner[dl.Cgroup]
+			if !placed {
 				return false // not placed: the record would miss its bytes
 			}
-			if t = d.lat.byIno[w]; t == nil {
+			if t, ok = l.byIno[w]; !ok {
 				continue // no workload's (the root, the host's services)
 			}
 		}
-		if t.kioTick != d.tick+1 {
-			t.kio, t.kioTick = t.kio[:0], d.tick+1
-		}
-		t.kio = addKernelIO(t.kio, dl)
+		add(t, dl)
 	}
 	return true
 }
 
-// addKernelIO adds the delta dl to its device's entry of kio.
-func addKernelIO(kio []sensor.KernelIO, dl *iolat.Delta) []sensor.KernelIO {
+// AddKernelIO adds the delta dl to its device's entry of kio.
+func AddKernelIO(kio []sensor.KernelIO, dl *iolat.Delta) []sensor.KernelIO {
 	i := slices.IndexFunc(kio, func(k sensor.KernelIO) bool { return k.Dev == dl.Dev })
 	if i < 0 {
 		kio = append(kio, sensor.KernelIO{Dev: dl.Dev})
@@ -119,24 +117,38 @@ func addKernelIO(kio []sensor.KernelIO, dl *iolat.Delta) []sensor.KernelIO {
 // walkEvery is the fewest ticks between two walks below the workloads.
 const walkEvery = 8
 
-// initActivity makes the latency sensor the activity source when it is
-// attached and no other was given.
-func (d *Daemon) initActivity() {
-	if d.opts.Activity != nil || d.lat.sen == nil {
-		return
+// Activity makes the sensor's reads an activity source, nil when no
+// sensor is attached: mount is the cgroup hierarchy's mount, path finds a
+// workload's cgroup directory (cgroupfs.Hierarchy.Path).
+func (l *Stage) Activity(mount string, path func(cgroup string) (string, error)) *sensor.Seen {
+	if l.sen == nil {
+		return nil
 	}
-	d.kin = kernelActivity{seen: &sensor.Seen{}, owner: map[uint64]uint64{}, byPath: map[string]uint64{}, pathsStale: true,
-		noHandles: !cgroupMount(d.opts.Hierarchy.Mount)}
-	d.sen.Activity = d.kin.seen
-	d.log.Info("quiet workloads are read when the I/O latency sensor sees them do I/O",
-		"backstop", d.opts.Interval*time.Duration(d.sen.ActiveMaxPeriod), "backstop_unsure", d.opts.Interval*time.Duration(d.sen.MaxPeriod))
+	l.kin = kernelActivity{seen: &sensor.Seen{}, mount: mount, path: path, owner: map[uint64]uint64{},
+		byPath: map[string]uint64{}, pathsStale: true, noHandles: !cgroupMount(mount)}
+	return l.kin.seen
 }
+
+// Walks and Handles are how many walks below the workloads ran, and how
+// many cgroups were placed by their file handles.
+func (l *Stage) Walks() uint64   { return l.kin.walks }
+func (l *Stage) Handles() uint64 { return l.kin.handles }
+
+// OwnerOf is the workload a cgroup that is no workload was placed below
+// (0: none); ok false when it was not placed.
+func (l *Stage) OwnerOf(ino uint64) (w uint64, ok bool) {
+	w, ok = l.kin.owner[ino]
+	return w, ok
+}
+
+// NoWalkBefore holds the next walk back until the daemon's tick.
+func (l *Stage) NoWalkBefore(tick uint64) { l.kin.nextWalk = tick }
 
 // recordActivity records the tick's deltas (read with err, the kernel's
 // drops so far) as the activity the sensing of this tick answers from.
-// latencyTick calls it after its read, with byIno up to date.
-func (d *Daemon) recordActivity(deltas []iolat.Delta, drops iolat.Drops, err error) {
-	k := &d.kin
+// Step calls it after its read, with byIno up to date.
+func (l *Stage) recordActivity(deltas []iolat.Delta, drops iolat.Drops, err error, in Tick) {
+	k := &l.kin
 	if k.seen == nil {
 		return
 	}
@@ -151,7 +163,7 @@ func (d *Daemon) recordActivity(deltas []iolat.Delta, drops iolat.Drops, err err
 	}
 	for i := range deltas {
 		ino := deltas[i].Cgroup
-		if _, ok := d.lat.byIno[ino]; ok {
+		if _, ok := l.byIno[ino]; ok {
 			k.seen.Saw(ino)
 			continue
 		}
@@ -166,26 +178,23 @@ func (d *Daemon) recordActivity(deltas []iolat.Delta, drops iolat.Drops, err err
 		}
 	}
 	if len(k.pending) > 0 && !k.noHandles {
-		d.placeByHandle()
+		l.placeByHandle(in.Workloads)
 	}
 	if len(k.pending) == 0 {
 		return
 	}
-	if d.tick < k.nextWalk {
+	if in.Tick < k.nextWalk {
 		k.seen.Incomplete()
 		return
 	}
-	k.nextWalk = d.tick + walkEvery
+	k.nextWalk = in.Tick + walkEvery
 	k.walks++
-	if len(k.owner) > 2*len(d.work)+4096 {
+	if len(k.owner) > 2*in.Workloads+4096 {
 		clear(k.owner) // cgroups long gone: learnt again when seen
 	}
-	for _, t := range d.order {
-		if t.gone || t.ino == 0 {
-			continue
-		}
-		if p, err := d.opts.Hierarchy.Path(t.w.Cgroup); err == nil {
-			below(p, t.ino, k.owner)
+	for _, w := range l.ws {
+		if p, err := k.path(w.Cgroup); err == nil {
+			below(p, w.Ino, k.owner)
 		}
 	}
 	for _, ino := range k.pending {
@@ -230,21 +239,20 @@ func below(dir string, ino uint64, owner map[uint64]uint64) {
 
 // placeByHandle places the pending cgroups by their directories, found
 // from their IDs; those it cannot place stay pending (for a walk).
-func (d *Daemon) placeByHandle() {
-	k := &d.kin
-	if len(k.owner) > 2*len(d.work)+4096 {
+// workloads is how many the daemon tracks.
+func (l *Stage) placeByHandle(workloads int) {
+	k := &l.kin
+	if len(k.owner) > 2*workloads+4096 {
 		clear(k.owner)
 	}
 	if k.pathsStale {
 		clear(k.byPath)
-		for _, t := range d.order {
-			if !t.gone && t.ino != 0 {
-				k.byPath[path.Clean("/"+t.w.Cgroup)] = t.ino
-			}
+		for _, w := range l.ws {
+			k.byPath[path.Clean("/"+w.Cgroup)] = w.Ino
 		}
 		k.pathsStale = false
 	}
-	mount := filepath.Clean(d.opts.Hierarchy.Mount)
+	mount := filepath.Clean(k.mount)
 	mfd, err := unix.Open(mount, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		k.noHandles = true
@@ -260,7 +268,7 @@ func (d *Daemon) placeByHandle() {
 			k.owner[ino] = 0 // removed since
 			continue
 		default:
-			d.log.Debug("cgroups are placed by a walk: open by file handle failed", "err", err)
+			l.log.Debug("cgroups are placed by a walk: open by file handle failed", "err", err)
 			k.noHandles = true
 			left = append(left, ino)
 			continue

@@ -1,0 +1,82 @@
+package control
+
+import (
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/iolat"
+)
+
+// Device is one throttled device's controller as a stage of the daemon's
+// tick: the latency sensor fills the tick's input with the requests it
+// timed on the device (Begin, Add), the actuator with what the device's
+// throttle did since the last tick (Throttle), and Step returns the share
+// the throttle gets. The zero Device is ready: its Controller is made at
+// its first Step.
+type Device struct {
+	c          *Controller // nil: not made yet (no throttle seen on the device)
+	off        bool        // the device cannot be steered (no throttle, or a bad config)
+	hist       iolat.Hist
+	prot, rest uint64 // bytes of the protected requests and of the others this tick
+}
+
+// Throttle is what a device's throttle did since the last tick (the
+// actuator's device status): Input's Capped, Held, Max, Contended, Used
+// and InForce.
+type Throttle struct {
+	Capped, Held, Contended bool
+	Max, Used, InForce      float64
+}
+
+// Begin starts a tick's input.
+func (d *Device) Begin() {
+	d.hist, d.prot, d.rest = iolat.Hist{}, 0, 0
+}
+
+// Add charges one delta of the latency sensor to the tick's input;
+// protected: its cgroup is a tracked workload's that no cap of the
+// throttle held on the device at the last Apply. Only small requests
+// (SmallRequest) of protected workloads are the controller's measure.
+func (d *Device) Add(dl *iolat.Delta, protected bool) {
+	if dl.Count == 0 {
+		return
+	}
+	if !protected || dl.Bytes/dl.Count > SmallRequest {
+		d.rest += dl.Bytes
+		return
+	}
+	d.hist.AddTick(&dl.Hist)
+	d.prot += dl.Bytes
+}
+
+// Off reports whether the device is not steered (Stop, or its controller
+// could not be made).
+func (d *Device) Off() bool { return d.off }
+
+// Stop stops steering the device: its throttle keeps its fixed share.
+func (d *Device) Stop() { d.off = true }
+
+// Step runs one step of the device's controller on the tick's input and
+// th, at; cfg is the controller's configuration, asked for once, at the
+// first Step. It returns the input and the controller's output (whose
+// Share the throttle gets), or the error of New (and the device is off).
+func (d *Device) Step(at time.Time, th Throttle, cfg func() Config) (Input, State, error) {
+	if d.c == nil {
+		c, err := New(cfg())
+		if err != nil {
+			d.off = true
+			return Input{}, State{}, err
+		}
+		d.c = c
+	}
+	in := Input{At: at, Hist: d.hist, Capped: th.Capped, Held: th.Held, Quiet: d.rest <= d.prot, Max: th.Max,
+		Contended: th.Contended, Used: th.Used, InForce: th.InForce}
+	return in, d.c.Step(in), nil
+}
+
+// State is the controller's state; ok false when it has none.
+func (d *Device) State() (State, bool) {
+	if d.c == nil || d.off {
+		return State{}, false
+	}
+	return d.c.State(), true
+}

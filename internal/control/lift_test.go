@@ -1,0 +1,399 @@
+package control
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/iolat"
+)
+
+// conserving is a work-conserving controller (Window 1: each tick of
+// MinSamples decides) and a stepper a second apart.
+func conserving(t *testing.T) (*Controller, func(in Input) State, *time.Time) {
+	t.Helper()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1, Conserve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	return c, func(in Input) State {
+		at = at.Add(time.Second)
+		in.At = at
+		return c.Step(in)
+	}, &at
+}
+
+// contended is a tick of n protected requests at lat beside a neighbour
+// the level rule would cap, lifted (no cap in force).
+func contended(lat time.Duration, used float64) Input {
+	return Input{Hist: hist(lat, 100), Contended: true, Used: used, Max: 0.3}
+}
+
+// capped is a tick under the caps, held back.
+func capped(lat time.Duration) Input {
+	return Input{Hist: hist(lat, 100), Capped: true, Held: true, Contended: true, Max: 0.3}
+}
+
+// learnLifted: a contention starts capped at Start; the first tick probes
+// (no target yet), two probe ticks learn 1 ms (target 3 ms), and the next
+// tick, its p99 at most half the target, lifts.
+func learnLifted(t *testing.T, step func(Input) State) {
+	t.Helper()
+	if st := step(capped(1 * ms)); !st.Probing || st.Share != probeFrac*0.02 {
+		t.Fatalf("first capped tick without a target: %+v, want a probe at a tenth of the floor", st)
+	}
+	step(capped(1 * ms))
+	if st := step(capped(1 * ms)); st.Probing || st.Lifted || st.Share != 0.05 || !near(st.Target, 3*ms) {
+		t.Fatalf("after the probe: %+v, want capped at Start with a ~3ms target", st)
+	}
+	if st := step(unheld(1 * ms)); !st.Lifted || st.Share != 1 {
+		t.Fatalf("a tick at a third of the target, nobody held by the cap: %+v, want lifted (share 1)", st)
+	}
+}
+
+// unheld is a capped tick in which the cap held nobody back.
+func unheld(lat time.Duration) Input {
+	in := capped(lat)
+	in.Held = false
+	return in
+}
+
+// TestConserveSlowStart: ticks well within the target while the cap holds
+// its neighbour double the share up to its most (Config.Max), past the
+// levels' own (Input.Max: the throttle scales their caps up to it), then
+// lift; an overshoot is an ordinary cut, from a share that held.
+func TestConserveSlowStart(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	step := func(in Input) State {
+		at = at.Add(time.Second)
+		in.At = at
+		return c.Step(in)
+	}
+	step(capped(1 * ms)) // the probe
+	step(capped(1 * ms))
+	step(capped(1 * ms))
+	for _, want := range []float64{0.1, 0.2, 0.4, 0.6} {
+		if st := step(capped(1 * ms)); st.Lifted || math.Abs(st.Share-want) > 1e-9 {
+			t.Fatalf("a held cap, tick at a third of the target, the levels' most 0.3: %+v, want the share doubled to %g", st, want)
+		}
+	}
+	if st := step(capped(1 * ms)); !st.Lifted {
+		t.Fatalf("at its most, a tick at a third of the target: %+v, want lifted", st)
+	}
+	// A least cap above the share: the doubling starts from the cap in
+	// force (8 % of the device), not from the share (5 %); what the
+	// neighbour moved (a burst above its cap) does not count.
+	c, err = New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := capped(1 * ms)
+	in.InForce, in.Used = 0.08, 0.5
+	if st := step(in); math.Abs(st.Share-0.16) > 1e-9 {
+		t.Fatalf("held at a least cap of 8 %% with the share at 5 %%, a tick well within the target: %+v, want 0.16", st)
+	}
+	// A window (not a tick) well within the target, held, doubles too:
+	// ticks of fewer than MinSamples requests decide nothing alone.
+	c, err = New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Conserve: true, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	few := capped(1 * ms)
+	few.Hist = hist(1*ms, 9)
+	for i := 1; i <= WindowTicks; i++ {
+		st := step(few)
+		if want := map[bool]float64{false: 0.05, true: 0.1}[i == WindowTicks]; math.Abs(st.Share-want) > 1e-9 {
+			t.Fatalf("tick %d of a window of %d-request ticks at a third of the target, held: %+v, want share %g", i, 9, st, want)
+		}
+	}
+	// Not work-conserving, the levels' most bounds the share.
+	c, err = New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		step(capped(1 * ms))
+	}
+	if st := c.State(); st.Share != 0.3 {
+		t.Fatalf("capping controller, ticks at a third of the target: %+v, want the levels' most 0.3", st)
+	}
+}
+
+// TestConserveNoHarm: a neighbour that leaves the victims within their
+// target is capped only until one tick shows it (after the one probe
+// that learns the target), then never again, tick after tick. Fails
+// without the Conserve rule (the share stays in the levels' range).
+func TestConserveNoHarm(t *testing.T) {
+	t.Parallel()
+	c, step, _ := conserving(t)
+	if st := c.State(); st.Lifted || st.Share != 0.05 {
+		t.Fatalf("new: %+v, want capped at Start, ready for a contention's first request", st)
+	}
+	learnLifted(t, step)
+	for i := range 120 {
+		if st := step(contended(2*ms, 0.05)); !st.Lifted || st.Probing {
+			t.Fatalf("tick %d at 2 ms (target 3 ms): %+v, want the caps lifted", i, st)
+		}
+	}
+}
+
+// TestConserveCuts: lifted caps that let the victims' p90 above the target
+// cap at once: from what the neighbour moved where the overshoot is
+// moderate, from Start where it is far; a tail in a window caps too.
+func TestConserveCuts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		lat  time.Duration
+		used float64
+		want float64
+	}{
+		{"moderate", 5 * ms, 0.2, cutFactor * 0.2},
+		{"moderate, the neighbour above the levels' most", 5 * ms, 0.9, 0.3},
+		{"far", 500 * ms, 0.9, 0.05},
+		{"far: the longest wait", 500 * ms, 0.9, 0.05},
+		{"far, used unknown", 5 * ms, 0, 0.05},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, step, _ := conserving(t)
+			learnLifted(t, step)
+			if st := step(contended(tc.lat, tc.used)); st.Lifted || math.Abs(st.Share-tc.want) > 1e-9 {
+				t.Fatalf("p90 %s against 3 ms, the neighbour at %g: %+v, want capped at %g", tc.lat, tc.used, st, tc.want)
+			}
+			if tc.lat > 100*ms && c.lift.wait != LiftMaxWait {
+				t.Fatalf("a lift cut %s above a 3 ms target: wait %s, want %s", tc.lat, c.lift.wait, LiftMaxWait)
+			}
+		})
+	}
+	t.Run("few and slow", func(t *testing.T) {
+		t.Parallel()
+		// A QD1 victim whose reads each wait 160 ms: six in a tick, fewer
+		// than MinSamples (and than a window). One slow request among
+		// few, or a lone one, is no contention yet.
+		_, step, _ := conserving(t)
+		learnLifted(t, step)
+		if st := step(Input{Hist: hist(160*ms, 6), Contended: true, Used: 0.9, Max: 0.3}); st.Lifted || math.Abs(st.Share-0.05) > 1e-9 {
+			t.Fatalf("lifted, six requests of 160 ms against a 3 ms target: %+v, want capped at Start", st)
+		}
+		_, step, _ = conserving(t)
+		learnLifted(t, step)
+		for _, h := range []iolat.Hist{mix(hist(1*ms, 2), hist(160*ms, 1)), hist(160*ms, 1)} {
+			if st := step(Input{Hist: h, Contended: true, Used: 0.9, Max: 0.3}); !st.Lifted {
+				t.Fatalf("lifted, %d requests, at most one slow: %+v, want still lifted", h.Count(), st)
+			}
+		}
+	})
+	t.Run("tail in a window", func(t *testing.T) {
+		t.Parallel()
+		c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Conserve: true, Target: 3 * ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := t0.Add(time.Second)
+		if st := c.Step(Input{At: at, Hist: hist(1*ms, 140), Capped: true, Contended: true}); !st.Lifted {
+			t.Fatalf("fixed target, a tick at a third of it: %+v, want lifted", st)
+		}
+		// p90 fine, p99 above: no cut until the window (500) is full.
+		tail := mix(hist(1*ms, 135), hist(5*ms, 5))
+		for i := 1; i <= 4; i++ {
+			at = at.Add(time.Second)
+			st := c.Step(Input{At: at, Hist: tail, Contended: true, Used: 0.2})
+			if i < 4 && !st.Lifted {
+				t.Fatalf("tick %d, %d pooled: %+v, want no decision yet", i, 140*i, st)
+			}
+			if i == 4 && (st.Lifted || math.Abs(st.Share-cutFactor*0.2) > 1e-9) {
+				t.Fatalf("a full window with p99 5 ms: %+v, want capped at %g", st, cutFactor*0.2)
+			}
+		}
+	})
+}
+
+// TestConserveLifts: after a cut from lifted, caps are not lifted again
+// before LiftBackoff, then a tick well within the target lifts; a failed
+// lift doubles that wait; a full window with room at the levels' most
+// lifts, and so does one where no cap holds anybody; lifted caps nobody is
+// contended by for LiftIdle are armed again at Start.
+func TestConserveLifts(t *testing.T) {
+	t.Parallel()
+	c, step, atp := conserving(t)
+	learnLifted(t, step)
+	for range LiftKeep / time.Second {
+		step(contended(2*ms, 0.9)) // a lift that held: the wait stays LiftBackoff
+	}
+	cutAt := atp.Add(time.Second)
+	if st := step(contended(5*ms, 0.1)); st.Lifted || c.lift.wait != LiftBackoff {
+		t.Fatalf("5 ms lifted: %+v, wait %s, want a cut and a wait of %s", st, c.lift.wait, LiftBackoff)
+	}
+	var st State
+	for atp.Add(time.Second).Sub(cutAt) < LiftBackoff {
+		if st = step(capped(1 * ms)); st.Lifted {
+			t.Fatalf("%s after a cut: lifted, want none before LiftBackoff %s", atp.Sub(cutAt), LiftBackoff)
+		}
+	}
+	// (A probe of the unloaded latency, due every 30 s of caps, may take
+	// the ticks right after the wait.)
+	for range probeMeasures + 2 {
+		if st = step(capped(1 * ms)); st.Lifted {
+			break
+		}
+	}
+	if !st.Lifted {
+		t.Fatalf("%s after the cut, ticks at a third of the target: %+v, want lifted", atp.Sub(cutAt), st)
+	}
+	// A failed lift (cut at once): the next wait is twice as long.
+	cutAt = atp.Add(time.Second)
+	step(contended(5*ms, 0.1))
+	if c.lift.wait != 2*LiftBackoff {
+		t.Fatalf("wait after a failed lift %s, want %s", c.lift.wait, 2*LiftBackoff)
+	}
+	for atp.Add(time.Second).Sub(cutAt) < 2*LiftBackoff {
+		if st = step(capped(1 * ms)); st.Lifted {
+			t.Fatalf("%s after a failed lift: lifted, want none before %s", atp.Sub(cutAt), 2*LiftBackoff)
+		}
+	}
+	// (A probe of the unloaded latency, due every 30 s of caps, may take
+	// the ticks right after the wait.)
+	for range probeMeasures + 1 {
+		if st = step(capped(1 * ms)); st.Lifted {
+			break
+		}
+	}
+	if !st.Lifted {
+		t.Fatalf("%s after a failed lift: %+v, want lifted", atp.Sub(cutAt), st)
+	}
+
+	// A window (Window 1: a tick) at 2 ms, 0.67 of the target: no fast
+	// lift, and none while a held cap can still be raised; one at the
+	// levels' most, or one nobody ran into, lifts.
+	windowLift := func(t *testing.T, in Input, share float64) State {
+		c, err := New(Config{Start: share, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1, Conserve: true, Target: 3 * ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.At = t0
+		return c.Step(in)
+	}
+	w := capped(2 * ms)
+	if st := windowLift(t, w, 0.1); st.Lifted {
+		t.Fatalf("a held cap at 0.1 below the most 0.3, window at 2 ms: %+v, want a raise, not a lift", st)
+	}
+	if st := windowLift(t, w, 0.3); !st.Lifted {
+		t.Fatalf("a held cap at the levels' most, window at 2 ms: %+v, want lifted", st)
+	}
+	w.Held = false
+	if st := windowLift(t, w, 0.1); !st.Lifted {
+		t.Fatalf("a cap nobody ran into, window at 2 ms: %+v, want lifted", st)
+	}
+
+	// Lifted, nobody contended for LiftIdle: armed again at Start.
+	_, step2, _ := conserving(t)
+	learnLifted(t, step2)
+	for i := time.Duration(1); i*time.Second < LiftIdle; i++ {
+		if st := step2(Input{Hist: hist(1*ms, 100)}); !st.Lifted {
+			t.Fatalf("%ds uncontended: %+v, capped before LiftIdle", i, st)
+		}
+	}
+	if st := step2(Input{Hist: hist(1*ms, 100)}); st.Lifted || st.Share != 0.05 {
+		t.Fatalf("%s uncontended: %+v, want capped at Start for the next contention", LiftIdle, st)
+	}
+}
+
+// TestMinTarget: a learned target is at least MinTarget; a fixed one is
+// taken as it is.
+func TestMinTarget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{}, DefaultMinTarget},
+		{Config{MinTarget: 800 * time.Microsecond}, 800 * time.Microsecond},
+		{Config{MinTarget: -1}, 300 * time.Microsecond},
+	} {
+		c, err := New(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Step(Input{At: t0, Hist: hist(100*time.Microsecond, 100), Quiet: true})
+		if got := c.State().Target; !near(got, tc.want) {
+			t.Errorf("%+v, unloaded 100 µs: target %s, want %s", tc.cfg, got, tc.want)
+		}
+	}
+	c, _ := New(Config{Target: 200 * time.Microsecond})
+	if got := c.State().Target; got != 200*time.Microsecond {
+		t.Errorf("fixed 200 µs: target %s", got)
+	}
+}
+
+// TestConserveCutBoughtNothing: a lifted window's tail above the target
+// cuts; when the first capped window after it is as slow (the device's
+// own noise, no cap lowers it) the caps are lifted again, and lifted
+// windows at that latency no longer cut; a tail above the noise floor
+// does, and a capped window that is faster keeps the caps.
+func TestConserveCutBoughtNothing(t *testing.T) {
+	t.Parallel()
+	_, step, _ := conserving(t)
+	learnLifted(t, step) // target 3 ms
+	tail := func(d time.Duration) Input {
+		return Input{Hist: mix(hist(1*ms, 95), hist(d, 5)), Contended: true, Used: 0.2, Max: 0.3}
+	}
+	if st := step(tail(4 * ms)); st.Lifted {
+		t.Fatalf("a lifted window's p99 at 4 ms against 3 ms: %+v, want capped", st)
+	}
+	in := tail(4 * ms)
+	in.Capped, in.Held = true, true
+	if st := step(in); !st.Lifted {
+		t.Fatalf("the capped window after the cut as slow (4 ms): %+v, want lifted again", st)
+	}
+	for i := range 10 {
+		if st := step(tail(4500 * time.Microsecond)); !st.Lifted {
+			t.Fatalf("lifted window %d at 4.5 ms, under the noise floor 1.25 x 4 ms: %+v, want still lifted", i, st)
+		}
+	}
+	if st := step(tail(6 * ms)); st.Lifted {
+		t.Fatalf("a lifted window at 6 ms, above the noise floor: %+v, want capped", st)
+	}
+	in = tail(2 * ms)
+	in.Capped, in.Held = true, true
+	if st := step(in); st.Lifted {
+		t.Fatalf("the capped window after that cut at 2 ms (a third of 6 ms): %+v, want still capped", st)
+	}
+}
+
+// TestConserveCappedCutBoughtNothing: capped, a window a little above the
+// target cuts; when the next window is as slow, the share before the cut
+// comes back and windows at that latency no longer cut; one above the
+// noise floor does. Mutation checked: no armCheck on capped cuts fails it.
+func TestConserveCappedCutBoughtNothing(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.1, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	step := func(d time.Duration) State {
+		at = at.Add(time.Second)
+		return c.Step(Input{At: at, Hist: hist(d, 100), Capped: true, Held: true, Contended: true, InForce: 0.1, Used: 0.1})
+	}
+	if st := step(4 * ms); math.Abs(st.Share-0.07) > 1e-9 {
+		t.Fatalf("held at 10 %%, a window at 4 ms against 3 ms: %+v, want cut to 0.07", st)
+	}
+	if st := step(4 * ms); math.Abs(st.Share-0.1) > 1e-9 {
+		t.Fatalf("the window after the cut as slow: %+v, want the share before it, 0.1", st)
+	}
+	for i := range 5 {
+		if st := step(4400 * time.Microsecond); st.Share < 0.1-1e-9 {
+			t.Fatalf("window %d at 4.4 ms, under the noise floor: %+v, want no cut", i, st)
+		}
+	}
+	if st := step(7 * ms); st.Share >= 0.1 {
+		t.Fatalf("a window at 7 ms, above the noise floor: %+v, want a cut", st)
+	}
+}
