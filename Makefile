@@ -86,6 +86,7 @@ QUIET_TESTS := ^(TestRealV1LatencyEffect|TestRealV1NoHarm|TestRealV1LatencyContr
 test-host:
 	DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 -timeout 30m -skip '$(QUIET_TESTS)' ./...
 	for m in $(SUBMODULES); do (cd $$m && DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 ./...); done
+	sync; sleep 10 # the parallel step's writeback settles first
 	DDISKQOS_REQUIRE_REAL=1 $(GO) test -count=1 -timeout 30m -v -run '$(QUIET_TESTS)' ./cmd/ddiskqos 2>&1 | tee $(BIN)/test-quiet.log; test $${PIPESTATUS[0]} -eq 0
 	@n=$$(grep -cE -- '^--- PASS: TestRealV1(LatencyEffect|NoHarm|LatencyControl|NoFalseExhaustion) ' $(BIN)/test-quiet.log); \
 		[ "$$n" -eq 4 ] || { echo "test-host: $$n of the 4 quiet tests passed (bin/test-quiet.log)"; exit 1; }
