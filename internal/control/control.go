@@ -43,9 +43,7 @@
 //     its size):
 //     above the target, cut to 0.7× (0.5× when above twice the target),
 //     never below Floor (2 %); at most half the target, raise by a quarter;
-//     at most 0.8× the target, raise by Step (1 % of the capacity), or,
-//     work-conserving, double where the window is no slower than the
-//     last one at a lower share (the raise cost nothing: raiseFree);
+//     at most 0.8× the target, raise by Step (1 % of the capacity);
 //     between, hold. A cut remembers the share it cut from (the knee,
 //     like CUBIC's last maximum): for KneeHold (20 s) after it, raises stop
 //     at kneeFrac (0.85) of the knee, so the share sits just below the
@@ -307,10 +305,6 @@ type Controller struct {
 	knee      float64 // the share the last cut came from (0: none)
 	kneeAt    time.Time
 	lift      liftState // Config.Conserve's (lift.go)
-	// prevM, prevS: the last loaded window's p99 and the share it was
-	// measured at (0: none since the caps were last lifted; raiseFree).
-	prevM time.Duration
-	prevS float64
 }
 
 // New returns a controller; an error names the bad value.
@@ -450,39 +444,10 @@ func (c *Controller) Step(in Input) State {
 		c.st.Share = c.raise(in.At, s, min(most, 2*max(s, in.InForce)))
 	case 2*m <= t:
 		c.st.Share = c.raise(in.At, s, min(most, max(s*fastRaise, s+c.cfg.Step)))
-	case float64(m) <= raiseBelow*float64(t) && c.cfg.Conserve && c.raiseFree(s, m):
-		// The last raise cost the protected requests nothing: the
-		// neighbour does not reach them at this share either (see
-		// raiseFree); a slow start's double, as below half the target.
-		c.st.Share = c.raise(in.At, s, min(most, 2*max(s, in.InForce)))
 	case float64(m) <= raiseBelow*float64(t):
 		c.st.Share = c.raise(in.At, s, min(most, s+c.cfg.Step))
 	}
-	c.prevM, c.prevS = m, s
 	return c.st
-}
-
-// flatFrac: a window whose p99 is at most 1+flatFrac times the last
-// window's, at a higher share, shows the raise between them cost nothing.
-// Measured in TestRealV1NoHarm (a 50 MB/s neighbour that leaves its
-// victim at idle without any QoS; the victim's idle p99 0.43-0.6 ms): the
-// learned target (3x the lower of two probe ticks' p99, 1.1-1.3 ms) puts
-// half of it at about the victim's idle p99, so a window beside the
-// neighbour at 16 MiB/s sat between half the target and 0.8 of it and the
-// share rose by 1 % a window: 16 to 17 MiB/s over the phase's last 11 s,
-// 28 % of its rate. The spread of two windows' p99 (each the fifth
-// slowest of 500 requests) on that disk is within a fifth.
-const flatFrac = 0.2
-
-// raiseFree reports whether a loaded window's p99 m at share s, the next
-// after the window at prevS (its p99 prevM), shows that the raise from
-// prevS to s cost the protected requests nothing: s above prevS, m at
-// most 1+flatFrac times prevM. Where a neighbour does reach them (a
-// greedy stream on the bench's stacked disk), its raise lifts the p99
-// beyond that, and the share rises by Step; a double that overshoots is
-// an ordinary cut, its knee bounding the raises after it.
-func (c *Controller) raiseFree(s float64, m time.Duration) bool {
-	return c.prevS > 0 && s > c.prevS && float64(m) <= (1+flatFrac)*float64(c.prevM)
 }
 
 // resetPool empties the pool.

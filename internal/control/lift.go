@@ -222,7 +222,6 @@ func (c *Controller) cutLifted(at time.Time, m time.Duration, used, most float64
 		l.wait = min(2*l.wait, LiftMaxWait)
 	}
 	l.cutAt, l.checkCut = at, false
-	c.prevM, c.prevS = 0, 0
 	l.pool, l.poolTicks = iolat.Hist{}, 0
 	c.resetPool()
 	return c.st
@@ -246,7 +245,6 @@ func (c *Controller) liftDue(in Input, measured bool, m, t time.Duration, s, mos
 // liftNow lifts the caps.
 func (c *Controller) liftNow(at time.Time) State {
 	c.st.Share, c.st.Lifted = 1, true
-	c.prevM, c.prevS = 0, 0
 	c.lift.liftedAt, c.lift.contendedAt = at, at
 	c.lift.pool, c.lift.poolTicks = iolat.Hist{}, 0
 	c.resetPool()

@@ -397,35 +397,3 @@ func TestConserveCappedCutBoughtNothing(t *testing.T) {
 		t.Fatalf("a window at 7 ms, above the noise floor: %+v, want a cut", st)
 	}
 }
-
-// TestConserveRaiseFree: between half the target and 0.8 of it, a window
-// no slower than the last (within flatFrac) at a higher share shows the
-// raise cost the victims nothing: the share doubles; one a raise made
-// slower rises by Step only. (A fixed 12 ms target: the histogram's
-// buckets there are 1 ms apart.)
-func TestConserveRaiseFree(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		what string
-		lats []time.Duration // the windows' p99
-		want []float64       // the share after each
-	}{
-		{"flat", []time.Duration{7 * ms, 7 * ms, 7 * ms, 7 * ms}, []float64{0.06, 0.12, 0.24, 0.3}},
-		{"the raise costs", []time.Duration{6 * ms, 8 * ms}, []float64{0.06, 0.07}},
-	} {
-		ctl, err := New(Config{Target: 12 * ms, Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1, Conserve: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		at := t0
-		for i, lat := range c.lats {
-			at = at.Add(time.Second)
-			in := capped(lat)
-			in.At = at
-			st := ctl.Step(in)
-			if st.Lifted || math.Abs(st.Share-c.want[i]) > 1e-9 {
-				t.Errorf("%s: window %d at %v: %+v, want the share at %g", c.what, i, lat, st, c.want[i])
-			}
-		}
-	}
-}
