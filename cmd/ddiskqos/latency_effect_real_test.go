@@ -419,11 +419,20 @@ func TestRealV1NoHarm(t *testing.T) {
 // TestRealV2LatencyEffect is the same on cgroup v2 (io.max) in the test VM,
 // on its disk (capped at 100 MiB/s by qemu) on scheduler none; the daemon
 // and the workloads are this test binary (the VM has no Go toolchain).
+// Three pairs: the slow start can overshoot the sustained rate of qemu's
+// burst bucket, whose latency stays low until the bucket is empty; one
+// pair in six or so then lives 60 ms of 110-170 ms reads (the victim's
+// p99 over ~700 reads 21x idle). Six runs of two pairs on 2026-12-02 gave
+// 0.6, 1.5, 2.7, 3.2, 4.7 and 11.0x idle (the last with one such pair, at
+// 0.7x in the other): with two pairs the median is their mean, and one
+// such pair failed the 5x bar alone. (A raise rule that doubled where
+// the last raise cost nothing, tried the same day, overshot in two pairs
+// of three there, 24x idle: reverted.)
 func TestRealV2LatencyEffect(t *testing.T) {
 	r := newV2RunRig(t, "effect")
 	testkit.SetScheduler(t, r.loop.Name, "none")
 	streamer, victim := effectSpecs(r.loop.Path, 512<<20, 16, 100, 8*time.Second)
-	latencyEffect(t, r, effect{streamer: streamer, victim: victim, warm: 4 * time.Second, pairs: 2,
+	latencyEffect(t, r, effect{streamer: streamer, victim: victim, warm: 4 * time.Second, pairs: 3,
 		p99Ratio: 3, minShare: 0.03, maxIdle: 5})
 }
 
