@@ -126,7 +126,16 @@ our_pids() { # processes whose command line names our state dir (our shims among
 
 teardown() {
 	local rc=$?
-	trap - EXIT INT TERM
+	trap - EXIT
+	if [ -n "${KUBE_SERVE:-}" ]; then
+		# Not to be cut short: when a multithreaded caller (a Go test) dies,
+		# PR_SET_PDEATHSIG signals us once per thread of it that exits
+		# (the kernel reparents us to the next one each time); a second
+		# SIGTERM killed the teardown and left kubelet and containerd.
+		trap '' INT TERM
+	else
+		trap - INT TERM
+	fi
 	set +e
 	if [ "${KUBE_KEEP:-}" = 1 ] && [ $rc = 0 ] && [ -z "${KUBE_SERVE:-}" ]; then
 		log "KUBE_KEEP=1: left running; state $STATE; kill $KUBELET_PID $CTRD_PID, then run this script's teardown by hand"
@@ -196,6 +205,10 @@ teardown() {
 trap teardown EXIT
 if [ -n "${KUBE_SERVE:-}" ]; then
 	trap 'exit 0' INT TERM # the caller's stop: a clean teardown
+	# Should the caller die (its SIGTERM then comes from PR_SET_PDEATHSIG),
+	# the pipes it read our output from are closed: a log line must not
+	# kill the teardown with SIGPIPE (seen: kubelet and containerd left).
+	trap '' PIPE
 else
 	trap 'exit 130' INT TERM
 fi
