@@ -11,7 +11,7 @@ BIN       := $(CURDIR)/bin
 V2_PKGS    = $(shell grep -rl --include='*_test.go' '^func TestRealV2' internal cmd 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 FUZZTIME  ?= 50000x
 
-.PHONY: all build image man generate test deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
+.PHONY: all build image man generate test deps kube-deps vet test-host test-v2 test-v2-docker-full fuzz clean hoststate-save hoststate-check
 
 all: build
 
@@ -53,6 +53,14 @@ $(BIN)/vmexec: FORCE
 deps:
 	bash test/vm/assets.sh
 
+# kubelet and containerd for cmd/ddiskqos's TestRealKubelet*, built from
+# the Go module proxy and cached per machine under /root/.cache/ddiskqos
+# (DDISKQOS_KUBE_CACHE): nothing once cached; on a fresh machine 14 min
+# (module download, cold GOCACHE; test/kubelet/README.md has the figures),
+# so that the test itself never builds inside go test's timeout.
+kube-deps:
+	KUBE_BUILD_ONLY=1 bash test/kubelet/run.sh
+
 # Nested modules: test-only code whose dependencies stay out of go.mod
 # (deploy/grafana: Prometheus's PromQL parser for the dashboard's check).
 # `go test ./...` at the top does not enter them.
@@ -65,7 +73,7 @@ vet:
 # Every test. Missing prerequisites fail instead of skipping. The host must
 # be as the tests found it (test/hoststate.sh: docker0, containers, images,
 # loop devices, schedulers, cgroups, mounts).
-test: deps vet hoststate-save test-host test-v2 fuzz hoststate-check
+test: deps kube-deps vet hoststate-save test-host test-v2 fuzz hoststate-check
 
 hoststate-save:
 	@mkdir -p $(BIN)

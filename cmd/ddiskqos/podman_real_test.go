@@ -257,7 +257,11 @@ func (p *podman) killStrays(t *testing.T) {
 
 // strays are the processes whose command line names the test's podman
 // directory, by pid.
-func (p *podman) strays() map[int]string {
+func (p *podman) strays() map[int]string { return processesNaming(p.dir) }
+
+// processesNaming are the processes other than this one whose command
+// line names dir, by pid, with their command lines.
+func processesNaming(dir string) map[int]string {
 	out := map[int]string{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -266,7 +270,7 @@ func (p *podman) strays() map[int]string {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(b, []byte(p.dir)) {
+		if err != nil || !bytes.Contains(b, []byte(dir)) {
 			continue
 		}
 		out[pid] = string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))

@@ -82,7 +82,8 @@ func newSource(ctx context.Context, cfg config.Config, hst Host, engine func() (
 			pins = append(pins, cgroupdir.LevelGlob{Glob: p.Glob, Level: p.Level})
 		}
 		return cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: parent, Layout: cgroupdir.Layout(cfg.CgroupLayout),
-			Exempt: cfg.CgroupExempt, Levels: pins, ExemptGuaranteed: cfg.CgroupExemptGuaranteed, Logger: log})
+			Exempt: cfg.CgroupExempt, Levels: pins, ExemptGuaranteed: cfg.CgroupExemptGuaranteed,
+			KubeletLogs: cfg.CgroupKubeletLogs, Logger: log})
 	}
 	return nil, fmt.Errorf("source %q: want auto, docker or cgroup", kind)
 }

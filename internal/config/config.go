@@ -81,6 +81,10 @@ type Config struct {
 	// CgroupExemptGuaranteed exempts the containers of Guaranteed pods
 	// (cgroup_layout kubepods).
 	CgroupExemptGuaranteed bool `yaml:"cgroup_exempt_guaranteed"`
+	// CgroupKubeletLogs is the kubelet's directory of container log links
+	// (/var/log/containers), which name the kubepods layout's containers
+	// namespace/pod/container; "" names them by id (pod<uid>/<id>).
+	CgroupKubeletLogs string `yaml:"cgroup_kubelet_logs"`
 	// DockerHost is the engine's API URL. Empty in Default(); Load and
 	// FromArgs fill it from $DOCKER_HOST, else DefaultDockerHost.
 	DockerHost string `yaml:"docker_host"`
@@ -205,6 +209,7 @@ func Default() Config {
 	c := Config{
 		Source:              SourceAuto,
 		CgroupLayout:        "auto",
+		CgroupKubeletLogs:   "/var/log/containers",
 		Interval:            time.Second,
 		PolicyMode:          PolicyMode(policy.ModeRecent),
 		UsageWindow:         pc.Window,

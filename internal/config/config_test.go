@@ -168,6 +168,7 @@ cgroup_layout: children
 cgroup_exempt: ["system-*", "pod*/*"]
 cgroup_levels: ["db-*=1", "a=b=4"]
 cgroup_exempt_guaranteed: true
+cgroup_kubelet_logs: ""
 interval: 500ms
 thresholds: [4MiB, 16777216, 64M, 0.25GiB]
 weights:

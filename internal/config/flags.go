@@ -30,7 +30,7 @@ var flagDefs = []flagDef{
 		get:  func(c *Config) string { return c.CgroupParent },
 		set:  func(c *Config, s string) error { c.CgroupParent = s; return nil }},
 	{name: "cgroup-layout", key: "cgroup_layout", arg: "auto|children|kubepods|lxc|podman",
-		help: "with --source cgroup: where the workloads are below --cgroup-parent: each child directory; each container of the kubelet's pods (pod<uid>/<id>, QoS class known); lxc: each lxc.payload.NAME, named NAME (--cgroup-parent defaults to /, or lxc.cgroup.dir); podman: each libpod-<id>[.scope], named by its short id; auto is kubepods for a parent named kubepods or kubepods.slice, lxc for / or a parent holding lxc.payload.*, podman for libpod_parent or a parent holding libpod-*",
+		help: "with --source cgroup: where the workloads are below --cgroup-parent: each child directory; each container of the kubelet's pods (id pod<uid>/<id>, named namespace/pod/container by --cgroup-kubelet-logs, QoS class known); lxc: each lxc.payload.NAME, named NAME (--cgroup-parent defaults to /, or lxc.cgroup.dir); podman: each libpod-<id>[.scope], named by its short id; auto is kubepods for a parent named kubepods or kubepods.slice, lxc for / or a parent holding lxc.payload.*, podman for libpod_parent or a parent holding libpod-*",
 		get:  func(c *Config) string { return c.CgroupLayout },
 		set:  func(c *Config, s string) error { c.CgroupLayout = s; return nil }},
 	{name: "cgroup-exempt", key: "cgroup_exempt", arg: "GLOB,...",
@@ -67,6 +67,10 @@ var flagDefs = []flagDef{
 			}
 			return err
 		}},
+	{name: "cgroup-kubelet-logs", key: "cgroup_kubelet_logs", arg: "DIR",
+		help: "with --cgroup-layout kubepods: the kubelet's container log links, whose names (<pod>_<namespace>_<container>-<id>.log) name containers namespace/pod/container; empty: by id, pod<uid>/<id>",
+		get:  func(c *Config) string { return c.CgroupKubeletLogs },
+		set:  func(c *Config, s string) error { c.CgroupKubeletLogs = s; return nil }},
 	{name: "docker-host", key: "docker_host", arg: "URL",
 		help: "the Docker engine API: unix:///path or tcp://host:port (default $DOCKER_HOST, else " + DefaultDockerHost + ")",
 		get:  func(c *Config) string { return c.DockerHost },

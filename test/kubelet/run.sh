@@ -21,6 +21,16 @@
 #   KUBE_WAIT             seconds to wait for Running (default 180)
 #   KUBE_PORT             kubelet's read-only port on 127.0.0.1 (default 10255)
 #   KUBE_CGROUP_ROOT      kubelet's --cgroup-root (default /)
+#   KUBE_SERVE=FILE       for a test (cmd/ddiskqos's TestRealKubelet*): start
+#                         containerd and the kubelet, run no pods of its own,
+#                         write STATE, MANIFESTS and RO_PORT lines (KEY=VALUE)
+#                         into FILE once the kubelet answers, and stay until
+#                         SIGTERM or SIGINT (then tear down, exit 0) or until
+#                         the kubelet exits (tear down, exit 1); the caller
+#                         puts its pod manifests (*.yaml) into MANIFESTS
+#   KUBE_IMAGE_FILES      files (space-separated paths) added to the pause
+#                         image at / beside /pause, e.g. a static workload binary
+#   KUBE_NO_BUILD=1       fail (exit 3) instead of building what is not cached
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -75,6 +85,11 @@ build_containerd() {
 	log "built containerd in $((SECONDS - t0)) s"
 }
 mkdir -p "$CACHE"
+if [ "${KUBE_NO_BUILD:-}" = 1 ]; then
+	for b in "$KBIN/kubelet" "$CBIN/containerd" "$CBIN/ctr" "$CBIN/containerd-shim-runc-v2"; do
+		[ -x "$b" ] || { log "FAIL: $b not built (KUBE_BUILD_ONLY=1 bash $0)"; exit 3; }
+	done
+fi
 build_kubelet
 build_containerd
 [ "${KUBE_BUILD_ONLY:-}" = 1 ] && { log "built: $KBIN $CBIN"; exit 0; }
@@ -111,9 +126,18 @@ our_pids() { # processes whose command line names our state dir (our shims among
 
 teardown() {
 	local rc=$?
-	trap - EXIT INT TERM
+	trap - EXIT
+	if [ -n "${KUBE_SERVE:-}" ]; then
+		# Not to be cut short: when a multithreaded caller (a Go test) dies,
+		# PR_SET_PDEATHSIG signals us once per thread of it that exits
+		# (the kernel reparents us to the next one each time); a second
+		# SIGTERM killed the teardown and left kubelet and containerd.
+		trap '' INT TERM
+	else
+		trap - INT TERM
+	fi
 	set +e
-	if [ "${KUBE_KEEP:-}" = 1 ] && [ $rc = 0 ]; then
+	if [ "${KUBE_KEEP:-}" = 1 ] && [ $rc = 0 ] && [ -z "${KUBE_SERVE:-}" ]; then
 		log "KUBE_KEEP=1: left running; state $STATE; kill $KUBELET_PID $CTRD_PID, then run this script's teardown by hand"
 		return
 	fi
@@ -179,7 +203,15 @@ teardown() {
 	exit $rc
 }
 trap teardown EXIT
-trap 'exit 130' INT TERM
+if [ -n "${KUBE_SERVE:-}" ]; then
+	trap 'exit 0' INT TERM # the caller's stop: a clean teardown
+	# Should the caller die (its SIGTERM then comes from PR_SET_PDEATHSIG),
+	# the pipes it read our output from are closed: a log line must not
+	# kill the teardown with SIGPIPE (seen: kubelet and containerd left).
+	trap '' PIPE
+else
+	trap 'exit 130' INT TERM
+fi
 
 # ---- containerd -------------------------------------------------------------
 mkdir -p "$STATE"/{containerd,kubelet,manifests,logs,pods,cni/net.d,opt}
@@ -239,6 +271,10 @@ for _ in $(seq 50); do "${CTR[@]}" version >/dev/null 2>&1 && break; sleep 0.2; 
 PCTX=$STATE/pause-ctx; mkdir -p "$PCTX"
 (cd "$HERE/pause" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$PCTX/pause" .)
 cp "$HERE/pause/Dockerfile" "$PCTX/"
+for f in ${KUBE_IMAGE_FILES:-}; do
+	cp "$f" "$PCTX/"
+	printf 'COPY %s /%s\n' "${f##*/}" "${f##*/}" >>"$PCTX/Dockerfile"
+done
 docker build -q -t "$PAUSE_IMAGE" "$PCTX" >/dev/null 2>"$STATE/docker-build.log" || { cat "$STATE/docker-build.log" >&2; die "docker build"; }
 docker save "$PAUSE_IMAGE" -o "$STATE/pause.tar"
 docker rmi "$PAUSE_IMAGE" >/dev/null 2>&1 || true
@@ -283,6 +319,23 @@ log "starting kubelet $KUBE_VERSION (standalone, cgroupfs, root $CGROUP_ROOT)"
 	--cert-dir "$STATE/kubelet/pki" --hostname-override ddiskqos-kube --v 2 "${extra[@]}" \
 	>"$STATE/kubelet.log" 2>&1 &
 KUBELET_PID=$!
+
+if [ -n "${KUBE_SERVE:-}" ]; then
+	t0=$SECONDS
+	until curl -fsS "http://127.0.0.1:$RO_PORT/pods" >/dev/null 2>&1; do
+		kill -0 "$KUBELET_PID" 2>/dev/null || { tail -40 "$STATE/kubelet.log" >&2; die "kubelet exited"; }
+		[ $((SECONDS - t0)) -ge "$WAIT" ] && die "kubelet's read-only port $RO_PORT did not answer within $WAIT s"
+		sleep 0.2
+	done
+	printf 'STATE=%s\nMANIFESTS=%s\nRO_PORT=%s\n' "$STATE" "$STATE/manifests" "$RO_PORT" >"$KUBE_SERVE.tmp"
+	mv "$KUBE_SERVE.tmp" "$KUBE_SERVE"
+	log "serving: kubelet answers on 127.0.0.1:$RO_PORT after $((SECONDS - t0)) s; manifests go to $STATE/manifests"
+	# sleep in the background and wait for it, so that SIGTERM runs the
+	# trap at once rather than after the sleep.
+	while kill -0 "$KUBELET_PID" 2>/dev/null; do sleep 1 & wait $!; done
+	tail -40 "$STATE/kubelet.log" >&2
+	die "kubelet exited"
+fi
 
 # ---- static pods, one per QoS class ----------------------------------------
 pod() { # name, resources block

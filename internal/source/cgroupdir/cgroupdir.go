@@ -5,11 +5,13 @@
 // default) is the LXC container NAME; with the podman layout every
 // libpod-<id>[.scope] is a podman container. With the kubepods
 // layout the parent is the kubelet's cgroup root (kubepods or
-// kubepods.slice) and every container of every pod is a workload named
-// pod<uid>/<container id>, labelled with its pod's uid and QoS class.
+// kubepods.slice) and every container of every pod is a workload with the
+// id pod<uid>/<container id>, labelled with its pod's uid and QoS class,
+// and named namespace/pod/container where the kubelet's log links say so
+// (Options.KubeletLogs, kubenames.go), else by its id.
 //
 // Since only Docker has labels, pins and exemptions come from globs on the
-// workload names (Options.Exempt, Options.Levels, and for Kubernetes
+// workload names or ids (Options.Exempt, Options.Levels, and for Kubernetes
 // Options.ExemptGuaranteed); they are expressed as the ddiskqos.exempt and
 // ddiskqos.level labels, so the policy treats them exactly as Docker's.
 //
@@ -103,6 +105,12 @@ type Options struct {
 	// (LayoutKubepods): their requests equal their limits, the operator
 	// promised them their resources.
 	ExemptGuaranteed bool
+	// KubeletLogs is the kubelet's directory of container log links,
+	// /var/log/containers on a node (LayoutKubepods): a container it links
+	// is named <namespace>/<pod>/<container>, one of a linked pod that
+	// has no link of its own (the sandbox) <namespace>/<pod>/<short id>.
+	// "" or a directory that cannot be read: pod<uid>/<id>, the id.
+	KubeletLogs string
 	// Rescan is the period of the safety-net rescan; 0 means DefaultRescan.
 	// While the inotify watch is in place it is watchedFactor times longer.
 	Rescan time.Duration
@@ -114,15 +122,17 @@ type Options struct {
 
 // Source reports the workload cgroups below one parent.
 type Source struct {
-	parent string // cleaned, absolute inside the hierarchy
-	dir    string // parent's directory on disk
-	layout Layout // LayoutChildren or LayoutKubepods
-	exempt []string
-	levels []LevelGlob
-	exGuar bool
-	rescan time.Duration
-	notify bool
-	log    *slog.Logger
+	parent  string // cleaned, absolute inside the hierarchy
+	dir     string // parent's directory on disk
+	layout  Layout // LayoutChildren or LayoutKubepods
+	exempt  []string
+	levels  []LevelGlob
+	exGuar  bool
+	kube    *kubeNames // LayoutKubepods with KubeletLogs, else nil
+	kubeErr string     // the last error reading kube's directory, logged once
+	rescan  time.Duration
+	notify  bool
+	log     *slog.Logger
 }
 
 var _ source.Source = (*Source)(nil)
@@ -201,6 +211,9 @@ func New(o Options) (*Source, error) {
 	if s.rescan == 0 {
 		s.rescan = DefaultRescan
 	}
+	if layout == LayoutKubepods && o.KubeletLogs != "" {
+		s.kube = newKubeNames(filepath.Clean(o.KubeletLogs))
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -245,10 +258,10 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 			defer w.close()
 		}
 	}
-	// The workloads reported Added, by their path below the parent; a
-	// Workload is rebuilt from it (workload), so the map holds no second
-	// copy of 10,000 records.
-	known := map[string]struct{}{}
+	// The workloads reported Added, by their path below the parent, with
+	// the name reported; a Workload is rebuilt from the path (workload),
+	// so the map holds no second copy of 10,000 records.
+	known := map[string]string{}
 	rels, watched, err := s.scanArmed(w)
 	if err != nil {
 		return err
@@ -337,6 +350,18 @@ func (s *Source) scan() (rels, dirs []string, err error) {
 		return rels, []string{s.dir}, nil
 	}
 	dirs = []string{s.dir}
+	if s.kube != nil {
+		s.kube.read()
+		if e := fmt.Sprint(s.kube.err); s.kube.err != nil && e != s.kubeErr {
+			s.log.Info("cannot read the kubelet's container log links: containers named pod<uid>/<id> until they can be read",
+				"dir", s.kube.dir, "err", s.kube.err)
+		}
+		s.kubeErr = ""
+		if s.kube.err != nil {
+			s.kubeErr = s.kube.err.Error()
+		}
+		dirs = append(dirs, s.kube.dir)
+	}
 	pods := func(rel string) {
 		d := filepath.Join(s.dir, rel)
 		ents, err := subdirs(d)
@@ -386,9 +411,11 @@ func subdirs(dir string) ([]string, error) {
 	return names, nil // ReadDir sorts by name
 }
 
-// report sends Removed for known workloads not in rels and Added for new
-// ones, in order, and updates known. It returns ctx's error if ctx ends.
-func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[string]struct{}, rels []string) error {
+// report sends Removed for known workloads not in rels, Added for new
+// ones and Updated for known ones whose name changed (the kubelet linked
+// a container's log), in order, and updates known. It returns ctx's error
+// if ctx ends.
+func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[string]string, rels []string) error {
 	present := make(map[string]bool, len(rels))
 	for _, n := range rels {
 		present[n] = true
@@ -408,18 +435,26 @@ func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[
 		delete(known, n)
 	}
 	for _, n := range rels {
-		if _, ok := known[n]; ok {
-			continue
+		was, ok := known[n]
+		if ok && s.kube == nil {
+			continue // the name is the path's: it cannot change
 		}
-		wl, ok := s.workload(n)
-		if !ok {
+		wl, valid := s.workload(n)
+		if !valid {
 			s.log.Debug("skipping a cgroup whose name leaves the parent", "parent", s.parent, "name", n)
 			continue
 		}
-		if err := source.Send(ctx, out, source.Event{Kind: source.Added, Workload: wl}); err != nil {
+		kind := source.Added
+		if ok {
+			if wl.Name == was {
+				continue
+			}
+			kind = source.Updated
+		}
+		if err := source.Send(ctx, out, source.Event{Kind: kind, Workload: wl}); err != nil {
 			return err
 		}
-		known[n] = struct{}{}
+		known[n] = wl.Name
 	}
 	return nil
 }
@@ -473,9 +508,19 @@ func (s *Source) workload(rel string) (source.Workload, bool) {
 		if !ok1 || !ok2 {
 			return source.Workload{}, false
 		}
-		name := "pod" + uid + "/" + id
-		wl = source.Workload{ID: name, Name: name, Cgroup: cg,
+		wl = source.Workload{ID: "pod" + uid + "/" + id, Name: "pod" + uid + "/" + id, Cgroup: cg,
 			Labels: map[string]string{LabelPodUID: uid, LabelQoSClass: qos}}
+		if s.kube != nil {
+			if l, linked, ok := s.kube.name(uid, id); ok {
+				c := shortID(id)
+				if linked {
+					c = l.container
+					wl.Labels[LabelContainer] = l.container
+				}
+				wl.Name = l.namespace + "/" + l.pod + "/" + c
+				wl.Labels[LabelPodNamespace], wl.Labels[LabelPodName] = l.namespace, l.pod
+			}
+		}
 	}
 	set := func(k, v string) {
 		if wl.Labels == nil {
@@ -484,17 +529,23 @@ func (s *Source) workload(rel string) (source.Workload, bool) {
 		wl.Labels[k] = v
 	}
 	switch {
-	case s.exGuar && qos == QoSGuaranteed, s.matches(wl.Name):
+	case s.exGuar && qos == QoSGuaranteed, s.matches(wl.Name), wl.ID != wl.Name && s.matches(wl.ID):
 		set(policy.LabelExempt, "true")
 	default:
 		for _, l := range s.levels {
-			if ok, _ := path.Match(l.Glob, wl.Name); ok {
+			if ok, _ := path.Match(l.Glob, wl.Name); ok || wl.ID != wl.Name && globMatch(l.Glob, wl.ID) {
 				set(policy.LabelLevel, strconv.Itoa(l.Level))
 				break
 			}
 		}
 	}
 	return wl, true
+}
+
+// globMatch is path.Match without its error (the globs were checked in New).
+func globMatch(glob, name string) bool {
+	ok, _ := path.Match(glob, name)
+	return ok
 }
 
 // matches reports whether name matches an exempt glob.
