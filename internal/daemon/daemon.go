@@ -6,10 +6,10 @@
 // daemon.go is the tick (step) and what it keeps per workload; options.go
 // is what configures a Daemon and the Observer it reports to; events.go
 // applies the source's events; proceed.go drives the actuator; publish.go
-// builds the snapshot; fds.go keeps the open-file budget; health.go runs
-// the storage-health sensors. The
-// stages themselves are their packages: sensor, policy, actuate, snapshot,
-// and state for the state file.
+// builds the snapshot; fds.go keeps the open-file budget; health.go opens
+// the device sensors and the storage-health stage. The stages themselves
+// are their packages: sensor, policy, actuate, health, snapshot, and state
+// for the state file.
 package daemon
 
 import (
@@ -26,6 +26,8 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/control"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/health"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
@@ -56,7 +58,7 @@ type tracked struct {
 	ph policy.Handle
 	ah actuate.Handle
 
-	dstate int32 // its tasks in D state when last looked at (health.go)
+	dstate int32 // its tasks in D state when last looked at (health.Stage.DState)
 
 	// kio is what the kernel's maps saw its cgroups complete at the tick
 	// kioTick-1 (latency.go): the sensing stage's reading from them.
@@ -132,10 +134,11 @@ type Daemon struct {
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	hl   health           // the storage-health stage (health.go)
-	lat  *latency.Stage   // the I/O latency stage (internal/sensor/latency)
-	latw latWork          // its input (latency.go)
-	ctl  []control.Device // per actuated device: its latency controller (control.go)
+	sensors devsensor.Set    // the actuated devices' sensors, indexed like them (health.go)
+	hl      *health.Stage    // the storage-health stage (internal/health)
+	lat     *latency.Stage   // the I/O latency stage (internal/sensor/latency)
+	latw    latWork          // its input (latency.go)
+	ctl     []control.Device // per actuated device: its latency controller (control.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -371,7 +374,7 @@ func (d *Daemon) step() {
 	// negative (a prometheus counter panics on that).
 	read, kern, skipped := 0, 0, 0
 	kernOK := d.kernelReadings()
-	d.healthTickStart()
+	d.hl.TickStart(d.tick)
 	for _, t := range d.order {
 		if t.gone {
 			continue
@@ -401,7 +404,9 @@ func (d *Daemon) step() {
 			Weight: cgroupfs.Weight(dec.weight), Exempt: dec.exempt, Active: t.c.Active, Handle: &t.ah})
 	}
 	d.sortOrder()
-	d.healthTick(start)
+	for range d.hl.Tick(start) {
+		d.countErr(snapshot.CauseSense)
+	}
 	d.obs.ObserveSense(read, kern, skipped)
 	d.proceed(start, dt)
 	if err := d.store.Save(); err != nil {
@@ -453,7 +458,7 @@ func (d *Daemon) senseKernel(now time.Time, dt float64, id string, t *tracked) {
 // sensed follows one reading of a workload's counters (its files' or the
 // kernel's maps'): its tasks' D state, its detail files, the policy.
 func (d *Daemon) sensed(now time.Time, id string, t *tracked, rd sensor.Reading) {
-	d.senseDState(t, rd.Delta > 0)
+	t.dstate = d.hl.DState(t.cg, rd.Delta > 0, t.dstate)
 	// The descriptors of the detail files follow the polling: kept while
 	// the counters move, given back once they have stood still long
 	// enough to be polled least often (not at the first still reading:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/health"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -83,8 +84,8 @@ type Options struct {
 	// NoFile is RLIMIT_NOFILE's soft limit, the open-file budget; 0 means
 	// raise the soft limit to the hard one at Run and use that.
 	NoFile uint64
-	// Health configures the storage-health sensors (health.go).
-	Health HealthOptions
+	// Health configures the storage-health stage (internal/health).
+	Health health.Options
 	// Latency configures the I/O latency sensor (latency.go).
 	Latency LatencyOptions
 	// Activity, when set, says which cgroups did I/O: a quiet workload it

@@ -70,7 +70,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 	if d.opts.HostPressure != "" {
 		s.HostPressure = d.hostPressure()
 	}
-	s.Health = d.healthSnapshot()
+	s.Health = d.hl.Snapshot()
 	s.Latency = d.lat.Snapshot()
 	if old, _ := d.rd.Store(s); old != nil {
 		d.rt.RetireList(old.Workloads)
