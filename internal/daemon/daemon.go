@@ -95,10 +95,7 @@ type Daemon struct {
 	// thrPanic is a panic of a throttle's loop (actuate.Config.OnPanic),
 	// handed to Run.
 	thrPanic chan *PanicError
-	// hostPSI is Options.HostPressure kept open (publish); hostPSIErr: it
-	// could not be opened, so it is not tried again.
-	hostPSI    *cgroupfs.HostPressureFile
-	hostPSIErr bool
+	hostPSI  sensor.HostPressure // Options.HostPressure (publish)
 
 	work      map[string]*tracked
 	order     []*tracked // d.work sorted by name, then id (the snapshot's order)
@@ -152,7 +149,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
 		events: make(chan source.Event, 4096), work: map[string]*tracked{},
-		refused: map[string]refusal{}}
+		refused: map[string]refusal{}, hostPSI: sensor.HostPressure{Path: opts.HostPressure}}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -325,7 +322,7 @@ func (d *Daemon) shutdown() error {
 	}
 	d.closeHealth()
 	d.lat.Close()
-	d.closeHostPressure()
+	d.hostPSI.Close()
 	if err := d.store.Write(nil); err != nil {
 		errs = append(errs, err)
 	}

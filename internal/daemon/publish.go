@@ -7,7 +7,6 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
-	"github.com/ddiskqos/ddiskqos/internal/sensor"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
@@ -68,7 +67,7 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		s.SourceError = h.Health()
 	}
 	if d.opts.HostPressure != "" {
-		s.HostPressure = d.hostPressure()
+		s.HostPressure = d.hostPSI.Read()
 	}
 	s.Health = d.hl.Snapshot()
 	s.Latency = d.lat.Snapshot()
@@ -169,33 +168,4 @@ func (d *Daemon) devString(devs []actuate.Device, dev cgroupfs.Dev) string {
 		}
 	}
 	return dev.String()
-}
-
-// hostPressure reads the host's PSI file (Options.HostPressure), kept open
-// between ticks; nil when it cannot be read (PSI off).
-func (d *Daemon) hostPressure() *snapshot.Pressure {
-	if d.hostPSI == nil {
-		if d.hostPSIErr {
-			return nil
-		}
-		f, err := cgroupfs.OpenHostPressure(d.opts.HostPressure)
-		if err != nil {
-			d.hostPSIErr = true // PSI does not come on while the host runs
-			return nil
-		}
-		d.hostPSI = f
-	}
-	p, err := d.hostPSI.Read()
-	if err != nil {
-		return nil
-	}
-	return sensor.PressureOf(p)
-}
-
-// closeHostPressure closes the host's PSI file.
-func (d *Daemon) closeHostPressure() {
-	if d.hostPSI != nil {
-		d.hostPSI.Close()
-		d.hostPSI = nil
-	}
 }
