@@ -120,8 +120,8 @@ type Daemon struct {
 	devStrs    []string
 	appScratch []snapshot.Applied
 	// appShared: the Applied lists of one uncapped device shared by the
-	// published records (sharedApplied).
-	appShared map[snapshot.Applied][]snapshot.Applied
+	// published records.
+	appShared reuse.AppliedLists
 
 	rd reuse.Readers // the published snapshot and its readers (reuse.go)
 	rt reuse.Retired // records replaced, for reuse (reuse.go)

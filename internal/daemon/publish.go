@@ -125,7 +125,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 		// entries rather than copy them per tick.
 		sw.Applied = t.pub.Applied
 	case len(apps) == 1 && !apps[0].Throttled && apps[0].Error == "":
-		sw.Applied = d.sharedApplied(apps[0])
+		sw.Applied = d.appShared.Of(apps[0])
 	case len(apps) > 0:
 		sw.Applied = slices.Clone(apps)
 	}
@@ -137,27 +137,6 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	t.pub, t.labelsNew = pub, false
 	return pub
 }
-
-// sharedApplied is a published (never modified) Applied list of a alone,
-// the same for every workload that has it: most workloads have one
-// device, nothing capped there and no error, and so one of a few lists
-// (one per weight and whether they used the device). At 10,000 workloads
-// a list each was 1 MB of the live heap. Caps and errors vary
-// too much to be worth keeping: those lists are the workload's own.
-func (d *Daemon) sharedApplied(a snapshot.Applied) []snapshot.Applied {
-	if l, ok := d.appShared[a]; ok {
-		return l
-	}
-	if d.appShared == nil || len(d.appShared) >= maxSharedApplied {
-		d.appShared = map[snapshot.Applied][]snapshot.Applied{} // bounded: most ticks find theirs
-	}
-	l := []snapshot.Applied{a}
-	d.appShared[a] = l
-	return l
-}
-
-// maxSharedApplied bounds the lists sharedApplied keeps.
-const maxSharedApplied = 64
 
 // devString is dev as MAJ:MIN, without formatting it again when it is one
 // of the actuated devices.
