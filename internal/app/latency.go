@@ -10,25 +10,25 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/config"
-	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 )
 
 // latencyOptions is the I/O latency stage of `run` and the benchmarks: the
 // eBPF sensor (internal/iolat) with the host's BTF; where it cannot run,
 // the daemon logs why once and runs without it. When it runs, its per-tick
-// read is also the sensing stage's activity source (the daemon's
-// activity.go): a quiet workload is read at the tick after it did I/O, and
-// its counters are otherwise read every 64 s
+// read is also the sensing stage's activity source
+// (internal/sensor/latency/activity.go): a quiet workload is read at the
+// tick after it did I/O, and its counters are otherwise read every 64 s
 // (daemon.DefaultActiveQuietMax) instead of every DefaultQuietTicks ticks.
 // With latency: off it is never opened (no BPF, no activity source, no
 // latency controller).
-func latencyOptions(mode config.LatencyMode, roots host.Roots) daemon.LatencyOptions {
+func latencyOptions(mode config.LatencyMode, roots host.Roots) latency.Options {
 	if mode == config.LatencyModeOff {
-		return daemon.LatencyOptions{SysRoot: roots.Sys, Off: true}
+		return latency.Options{SysRoot: roots.Sys, Off: true}
 	}
-	return daemon.LatencyOptions{SysRoot: roots.Sys, Open: func() (daemon.LatencySensor, error) {
+	return latency.Options{SysRoot: roots.Sys, Open: func() (latency.Sensor, error) {
 		r, err := iolat.OpenReader(iolat.Options{SysRoot: roots.Sys, ProcRoot: roots.Proc})
 		if err != nil {
 			return nil, err

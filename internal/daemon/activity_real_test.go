@@ -12,6 +12,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
@@ -57,7 +58,7 @@ func kernelDaemon(t *testing.T, r rig, name, cg string) (d *Daemon, step func())
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	opts.Interval, opts.Now, opts.NoFile = time.Second, func() time.Time { return now }, 1<<20
 	opts.NewActuator = func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil }
-	opts.Latency = LatencyOptions{Open: func() (LatencySensor, error) {
+	opts.Latency = latency.Options{Open: func() (latency.Sensor, error) {
 		s, err := iolat.OpenReader(iolat.Options{})
 		if err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
@@ -176,7 +177,7 @@ func TestKernelActivity(t *testing.T) {
 		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
 		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
 		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-		Latency: LatencyOptions{Open: func() (LatencySensor, error) { return lat, nil }},
+		Latency: latency.Options{Open: func() (latency.Sensor, error) { return lat, nil }},
 	})
 	if err != nil {
 		t.Fatal(err)

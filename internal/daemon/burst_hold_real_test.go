@@ -13,6 +13,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
+	"github.com/ddiskqos/ddiskqos/internal/health"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -87,7 +88,7 @@ func TestRealV2BurstHold(t *testing.T) {
 				Throttle: throttle.Config{Shares: throttle.DefaultShares(), Min: 8 << 20, MaxBurst: throttle.DefaultBurst}},
 			Interval: time.Second, StateFile: filepath.Join(t.TempDir(), "state.json"),
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-			Health: HealthOptions{SysRoot: "/sys", ProcRoot: "/proc", Models: map[string]devhealth.Model{name: model},
+			Health: health.Options{SysRoot: "/sys", ProcRoot: "/proc", Models: map[string]devhealth.Model{name: model},
 				HoldBelow: holdBelow, HoldFromLevel: 2}})
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
@@ -87,7 +88,7 @@ func TestControlSteers(t *testing.T) {
 			NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return act, nil },
 			Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
 			Actuator: actuate.Config{Throttle: throttle.Config{MaxBurst: throttle.DefaultBurst}},
-			Latency:  LatencyOptions{SysRoot: t.TempDir(), Open: func() (LatencySensor, error) { return fake, nil }, NoControl: off, NoConserve: !conserve},
+			Latency:  latency.Options{SysRoot: t.TempDir(), Open: func() (latency.Sensor, error) { return fake, nil }, NoControl: off, NoConserve: !conserve},
 		})
 		if err != nil {
 			t.Fatal(err)

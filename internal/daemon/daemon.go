@@ -6,10 +6,10 @@
 // daemon.go is the tick (step) and what it keeps per workload; options.go
 // is what configures a Daemon and the Observer it reports to; events.go
 // applies the source's events; proceed.go drives the actuator; publish.go
-// builds the snapshot; fds.go keeps the open-file budget; health.go runs
-// the storage-health sensors. The
-// stages themselves are their packages: sensor, policy, actuate, snapshot,
-// and state for the state file.
+// builds the snapshot; fds.go keeps the open-file budget; health.go opens
+// the device sensors and the storage-health stage. The stages themselves
+// are their packages: sensor, policy, actuate, health, snapshot, and state
+// for the state file.
 package daemon
 
 import (
@@ -26,6 +26,8 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/control"
+	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/health"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
@@ -56,7 +58,7 @@ type tracked struct {
 	ph policy.Handle
 	ah actuate.Handle
 
-	dstate int32 // its tasks in D state when last looked at (health.go)
+	dstate int32 // its tasks in D state when last looked at (health.Stage.DState)
 
 	// kio is what the kernel's maps saw its cgroups complete at the tick
 	// kioTick-1 (latency.go): the sensing stage's reading from them.
@@ -93,10 +95,7 @@ type Daemon struct {
 	// thrPanic is a panic of a throttle's loop (actuate.Config.OnPanic),
 	// handed to Run.
 	thrPanic chan *PanicError
-	// hostPSI is Options.HostPressure kept open (publish); hostPSIErr: it
-	// could not be opened, so it is not tried again.
-	hostPSI    *cgroupfs.HostPressureFile
-	hostPSIErr bool
+	hostPSI  sensor.HostPressure // Options.HostPressure (publish)
 
 	work      map[string]*tracked
 	order     []*tracked // d.work sorted by name, then id (the snapshot's order)
@@ -121,8 +120,8 @@ type Daemon struct {
 	devStrs    []string
 	appScratch []snapshot.Applied
 	// appShared: the Applied lists of one uncapped device shared by the
-	// published records (sharedApplied).
-	appShared map[snapshot.Applied][]snapshot.Applied
+	// published records.
+	appShared reuse.AppliedLists
 
 	rd reuse.Readers // the published snapshot and its readers (reuse.go)
 	rt reuse.Retired // records replaced, for reuse (reuse.go)
@@ -132,10 +131,11 @@ type Daemon struct {
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	hl   health           // the storage-health stage (health.go)
-	lat  *latency.Stage   // the I/O latency stage (internal/sensor/latency)
-	latw latWork          // its input (latency.go)
-	ctl  []control.Device // per actuated device: its latency controller (control.go)
+	sensors devsensor.Set    // the actuated devices' sensors, indexed like them (health.go)
+	hl      *health.Stage    // the storage-health stage (internal/health)
+	lat     *latency.Stage   // the I/O latency stage (internal/sensor/latency)
+	latw    latWork          // its input (latency.go)
+	ctl     []control.Device // per actuated device: its latency controller (control.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
@@ -149,7 +149,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, obs: opts.Observer, now: opts.Now,
 		events: make(chan source.Event, 4096), work: map[string]*tracked{},
-		refused: map[string]refusal{}}
+		refused: map[string]refusal{}, hostPSI: sensor.HostPressure{Path: opts.HostPressure}}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -322,7 +322,7 @@ func (d *Daemon) shutdown() error {
 	}
 	d.closeHealth()
 	d.lat.Close()
-	d.closeHostPressure()
+	d.hostPSI.Close()
 	if err := d.store.Write(nil); err != nil {
 		errs = append(errs, err)
 	}
@@ -371,7 +371,7 @@ func (d *Daemon) step() {
 	// negative (a prometheus counter panics on that).
 	read, kern, skipped := 0, 0, 0
 	kernOK := d.kernelReadings()
-	d.healthTickStart()
+	d.hl.TickStart(d.tick)
 	for _, t := range d.order {
 		if t.gone {
 			continue
@@ -401,7 +401,9 @@ func (d *Daemon) step() {
 			Weight: cgroupfs.Weight(dec.weight), Exempt: dec.exempt, Active: t.c.Active, Handle: &t.ah})
 	}
 	d.sortOrder()
-	d.healthTick(start)
+	for range d.hl.Tick(start) {
+		d.countErr(snapshot.CauseSense)
+	}
 	d.obs.ObserveSense(read, kern, skipped)
 	d.proceed(start, dt)
 	if err := d.store.Save(); err != nil {
@@ -453,7 +455,7 @@ func (d *Daemon) senseKernel(now time.Time, dt float64, id string, t *tracked) {
 // sensed follows one reading of a workload's counters (its files' or the
 // kernel's maps'): its tasks' D state, its detail files, the policy.
 func (d *Daemon) sensed(now time.Time, id string, t *tracked, rd sensor.Reading) {
-	d.senseDState(t, rd.Delta > 0)
+	t.dstate = d.hl.DState(t.cg, rd.Delta > 0, t.dstate)
 	// The descriptors of the detail files follow the polling: kept while
 	// the counters move, given back once they have stood still long
 	// enough to be polled least often (not at the first still reading:

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/health"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -53,7 +54,7 @@ func TestRealV1HealthNoFalseAlarmUnderOwnCaps(t *testing.T) {
 	opts.Policy.BoostAfter = 8 * time.Second
 	opts.Actuator.SysRoot = "/sys"
 	opts.Actuator.Throttle = throttle.Config{Shares: throttle.DefaultShares(), Min: 8 << 20, MaxBurst: throttle.DefaultBurst}
-	opts.Health = HealthOptions{SysRoot: "/sys", ProcRoot: "/proc"}
+	opts.Health = health.Options{SysRoot: "/sys", ProcRoot: "/proc"}
 	var logs testkit.SyncBuffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	d, err := New(opts)

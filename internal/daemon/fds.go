@@ -3,8 +3,6 @@ package daemon
 import (
 	"slices"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
@@ -55,12 +53,7 @@ func (d *Daemon) admit(w source.Workload, charge bool) bool {
 	first := len(d.refused) == 0
 	d.refused[w.ID] = refusal{w: w, charge: charge}
 	d.countErr(snapshot.CauseFDLimit)
-	n := len(d.work) + len(d.refused)
-	err := &host.FDLimitError{Workloads: n, Need: host.FDBudget(n), Soft: d.noFile, Hard: d.noFile}
-	var rl unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
-		err.Hard = rl.Max
-	}
+	err := host.NewFDLimitError(len(d.work)+len(d.refused), d.noFile)
 	if first || len(d.refused)%100 == 0 {
 		d.log.Error("workload not tracked", "workload", w.Name, "untracked", len(d.refused), "err", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
+	"github.com/ddiskqos/ddiskqos/internal/health"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
@@ -60,7 +61,7 @@ func TestHealthStage(t *testing.T) {
 		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
 		Actuator: actuate.Config{DryRun: true, Devices: []actuate.Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechBFQWeight}}},
 		Interval: time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20, Logger: log,
-		Health: HealthOptions{SysRoot: sys, ProcRoot: proc, Models: map[string]devhealth.Model{"loop0": model}, DStateWorkloads: 4},
+		Health: health.Options{SysRoot: sys, ProcRoot: proc, Models: map[string]devhealth.Model{"loop0": model}, DStateWorkloads: 4},
 	}
 	bad := opts
 	bad.Health.Models = map[string]devhealth.Model{"sdz": model}
@@ -150,7 +151,7 @@ func TestHealthHoldStage(t *testing.T) {
 			Devices: []actuate.Device{{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: host.MechThrottle}}},
 		StateFile: filepath.Join(root, "state.json"),
 		Interval:  time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Health: HealthOptions{SysRoot: sys, Models: map[string]devhealth.Model{"loop0": model}, HoldBelow: 0.5, HoldFromLevel: 3},
+		Health: health.Options{SysRoot: sys, Models: map[string]devhealth.Model{"loop0": model}, HoldBelow: 0.5, HoldFromLevel: 3},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,13 +9,6 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
-// LatencySensor and LatencyOptions are the latency stage's
-// (internal/sensor/latency): its sensor and what configures it.
-type (
-	LatencySensor  = latency.Sensor
-	LatencyOptions = latency.Options
-)
-
 // latWork is the latency stage's input: the tracked workloads with a known
 // inode, in d.order, and their stage records (latWs, rebuilt when latStale,
 // their levels set every tick).
@@ -25,13 +18,20 @@ type latWork struct {
 	stale bool
 }
 
-// initLatency opens the latency stage, hands its bio counters to the
-// actuator, and makes it the activity source when no other was given.
+// initLatency opens the latency stage (internal/sensor/latency), hands its
+// bio counters to the actuator's throttles, and makes it the activity
+// source when no other was given.
 func (d *Daemon) initLatency() {
 	d.lat = latency.Open(d.opts.Latency, d.log, d.rt.LatencyList)
 	d.latw.stale = true
-	if sen := d.lat.Sensor(); sen != nil {
-		d.useBios(sen)
+	// The throttles' fast loop then reads a map entry per demoted workload
+	// instead of its counter file, and knows a better level's I/O without
+	// reading the parents (internal/throttle/bios.go).
+	if u, ok := d.act.(bioUser); ok {
+		if b := d.lat.Bios(); b != nil {
+			u.SetBios(b)
+			d.log.Info("throttle: the demoted workloads' bytes counted in the kernel (bio counters), not read from their files")
+		}
 	}
 	if d.opts.Activity != nil {
 		return
@@ -43,31 +43,9 @@ func (d *Daemon) initLatency() {
 	}
 }
 
-// bioSource is a latency sensor with the kernel's bio counters
-// (*iolat.Reader).
-type bioSource interface{ Bios() *iolat.Bios }
-
-// bioUser is an actuator whose throttles can count bytes with them
-// (*actuate.Actuator).
+// bioUser is an actuator whose throttles can count bytes with the latency
+// sensor's bio counters (*actuate.Actuator).
 type bioUser interface{ SetBios(throttle.BioCounter) }
-
-// useBios gives the actuator's throttles the sensor's bio counters: their
-// fast loop then reads a map entry per demoted workload instead of its
-// counter file, and knows a better level's I/O without reading the parents
-// (internal/throttle/bios.go).
-func (d *Daemon) useBios(sen LatencySensor) {
-	src, ok := sen.(bioSource)
-	if !ok {
-		return
-	}
-	b := src.Bios()
-	u, ok := d.act.(bioUser)
-	if b == nil || !ok {
-		return
-	}
-	u.SetBios(b)
-	d.log.Info("throttle: the demoted workloads' bytes counted in the kernel (bio counters), not read from their files")
-}
 
 // latencyTick runs the latency stage on the tracked workloads: it reads
 // what the kernel timed since the last tick and charges it to them and

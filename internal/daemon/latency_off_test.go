@@ -9,6 +9,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 )
 
 // TestLatencyOff: with the sensor off by configuration the daemon never
@@ -21,7 +22,7 @@ func TestLatencyOff(t *testing.T) {
 		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Source: idleSource{}, Policy: policy.DefaultConfig(),
 		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
 		Interval:    time.Second, NoFile: 1 << 20,
-		Latency: LatencyOptions{Off: true, Open: func() (LatencySensor, error) {
+		Latency: latency.Options{Off: true, Open: func() (latency.Sensor, error) {
 			opened = true
 			return nil, errors.New("opened")
 		}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
@@ -40,7 +41,7 @@ func latencyInSnapshot(t *testing.T) {
 	cg := r.child(t, "web")
 	opts := r.options(t, filepath.Join(t.TempDir(), "state.json"))
 	opts.Interval = 250 * time.Millisecond
-	opts.Latency = LatencyOptions{Open: func() (LatencySensor, error) {
+	opts.Latency = latency.Options{Open: func() (latency.Sensor, error) {
 		s, err := iolat.OpenReader(iolat.Options{})
 		if err != nil {
 			return nil, err

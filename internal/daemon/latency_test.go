@@ -79,7 +79,7 @@ func TestLatencyCharged(t *testing.T) {
 		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
 		NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
 		Interval:    time.Second, Now: func() time.Time { return now }, NoFile: 1 << 20,
-		Latency: LatencyOptions{SysRoot: sys, Open: func() (LatencySensor, error) { return fake, nil }},
+		Latency: latency.Options{SysRoot: sys, Open: func() (latency.Sensor, error) { return fake, nil }},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +149,9 @@ func TestLatencyUnavailable(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
-		open func() (LatencySensor, error)
+		open func() (latency.Sensor, error)
 	}{
-		{"unavailable", func() (LatencySensor, error) {
+		{"unavailable", func() (latency.Sensor, error) {
 			return nil, &iolat.UnavailableError{Why: iolat.WhyNoBTF, Fix: "boot a kernel with BTF", Err: errors.New("no vmlinux")}
 		}},
 		{"not asked", nil},
@@ -159,7 +159,7 @@ func TestLatencyUnavailable(t *testing.T) {
 		d, err := New(Options{
 			Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Source: idleSource{}, Policy: policy.DefaultConfig(),
 			NewActuator: func(actuate.Config, []actuate.Original) (Actuator, error) { return nullActuator{}, nil },
-			Interval:    time.Second, NoFile: 1 << 20, Latency: LatencyOptions{Open: c.open},
+			Interval:    time.Second, NoFile: 1 << 20, Latency: latency.Options{Open: c.open},
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)

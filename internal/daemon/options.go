@@ -6,8 +6,10 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/health"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
@@ -19,9 +21,9 @@ type Observer interface {
 	ObserveTick(d time.Duration)
 	// ObserveSense: after each tick's sensing, how many workloads'
 	// counters were read from their files, how many were taken from the
-	// kernel's maps instead (the I/O latency sensor's, activity.go), and
-	// how many were left for a later tick because they have been quiet
-	// (see Options.QuietMax).
+	// kernel's maps instead (the I/O latency sensor's,
+	// internal/sensor/latency), and how many were left for a later tick
+	// because they have been quiet (see Options.QuietMax).
 	ObserveSense(read, kernel, skipped int)
 	// Error: one error of the loop, by cause.
 	Error(cause snapshot.ErrorCause)
@@ -83,14 +85,14 @@ type Options struct {
 	// NoFile is RLIMIT_NOFILE's soft limit, the open-file budget; 0 means
 	// raise the soft limit to the hard one at Run and use that.
 	NoFile uint64
-	// Health configures the storage-health sensors (health.go).
-	Health HealthOptions
-	// Latency configures the I/O latency sensor (latency.go).
-	Latency LatencyOptions
+	// Health configures the storage-health stage (internal/health).
+	Health health.Options
+	// Latency configures the I/O latency stage (internal/sensor/latency).
+	Latency latency.Options
 	// Activity, when set, says which cgroups did I/O: a quiet workload it
 	// saw is read at the next tick (sensor.Activity). nil: the I/O latency
-	// sensor's per-tick deltas when it is attached (activity.go), else
-	// polling alone.
+	// sensor's per-tick deltas when it is attached
+	// (internal/sensor/latency), else polling alone.
 	Activity sensor.Activity
 	// ActiveQuietMax is QuietMax for a workload whose cgroup the Activity
 	// source vouches for at the tick (it sees every request of it, so a

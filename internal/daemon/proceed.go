@@ -61,7 +61,7 @@ func (d *Daemon) newActuator(ac actuate.Config, adopted []actuate.Original) erro
 	ac.Sensors = d.openSensors(ac.Devices)
 	var err error
 	if d.act, err = mk(ac, adopted); err != nil {
-		d.closeSensors()
+		d.sensors.Close()
 		return err
 	}
 	return nil

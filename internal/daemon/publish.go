@@ -7,7 +7,6 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
-	"github.com/ddiskqos/ddiskqos/internal/sensor"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
@@ -68,9 +67,9 @@ func (d *Daemon) publish(at time.Time, dt float64, took time.Duration) {
 		s.SourceError = h.Health()
 	}
 	if d.opts.HostPressure != "" {
-		s.HostPressure = d.hostPressure()
+		s.HostPressure = d.hostPSI.Read()
 	}
-	s.Health = d.healthSnapshot()
+	s.Health = d.hl.Snapshot()
 	s.Latency = d.lat.Snapshot()
 	if old, _ := d.rd.Store(s); old != nil {
 		d.rt.RetireList(old.Workloads)
@@ -126,7 +125,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 		// entries rather than copy them per tick.
 		sw.Applied = t.pub.Applied
 	case len(apps) == 1 && !apps[0].Throttled && apps[0].Error == "":
-		sw.Applied = d.sharedApplied(apps[0])
+		sw.Applied = d.appShared.Of(apps[0])
 	case len(apps) > 0:
 		sw.Applied = slices.Clone(apps)
 	}
@@ -139,27 +138,6 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	return pub
 }
 
-// sharedApplied is a published (never modified) Applied list of a alone,
-// the same for every workload that has it: most workloads have one
-// device, nothing capped there and no error, and so one of a few lists
-// (one per weight and whether they used the device). At 10,000 workloads
-// a list each was 1 MB of the live heap. Caps and errors vary
-// too much to be worth keeping: those lists are the workload's own.
-func (d *Daemon) sharedApplied(a snapshot.Applied) []snapshot.Applied {
-	if l, ok := d.appShared[a]; ok {
-		return l
-	}
-	if d.appShared == nil || len(d.appShared) >= maxSharedApplied {
-		d.appShared = map[snapshot.Applied][]snapshot.Applied{} // bounded: most ticks find theirs
-	}
-	l := []snapshot.Applied{a}
-	d.appShared[a] = l
-	return l
-}
-
-// maxSharedApplied bounds the lists sharedApplied keeps.
-const maxSharedApplied = 64
-
 // devString is dev as MAJ:MIN, without formatting it again when it is one
 // of the actuated devices.
 func (d *Daemon) devString(devs []actuate.Device, dev cgroupfs.Dev) string {
@@ -169,33 +147,4 @@ func (d *Daemon) devString(devs []actuate.Device, dev cgroupfs.Dev) string {
 		}
 	}
 	return dev.String()
-}
-
-// hostPressure reads the host's PSI file (Options.HostPressure), kept open
-// between ticks; nil when it cannot be read (PSI off).
-func (d *Daemon) hostPressure() *snapshot.Pressure {
-	if d.hostPSI == nil {
-		if d.hostPSIErr {
-			return nil
-		}
-		f, err := cgroupfs.OpenHostPressure(d.opts.HostPressure)
-		if err != nil {
-			d.hostPSIErr = true // PSI does not come on while the host runs
-			return nil
-		}
-		d.hostPSI = f
-	}
-	p, err := d.hostPSI.Read()
-	if err != nil {
-		return nil
-	}
-	return sensor.PressureOf(p)
-}
-
-// closeHostPressure closes the host's PSI file.
-func (d *Daemon) closeHostPressure() {
-	if d.hostPSI != nil {
-		d.hostPSI.Close()
-		d.hostPSI = nil
-	}
 }

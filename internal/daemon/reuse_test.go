@@ -13,6 +13,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
+	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 )
@@ -347,7 +348,7 @@ func writeIOStat(t *testing.T, mount, name string, rbytes int) uint64 {
 // newTestDaemon is a daemon on the v2 tree at mount with no devices, its
 // clock *now, lat its latency sensor (nil: none); shut down at the test's
 // end.
-func newTestDaemon(t *testing.T, mount string, now *time.Time, lat LatencySensor) *Daemon {
+func newTestDaemon(t *testing.T, mount string, now *time.Time, lat latency.Sensor) *Daemon {
 	t.Helper()
 	opts := Options{
 		Hierarchy: cgroupfs.Hierarchy{Version: 2, Mount: mount}, Source: idleSource{}, Policy: policy.DefaultConfig(),
@@ -355,7 +356,7 @@ func newTestDaemon(t *testing.T, mount string, now *time.Time, lat LatencySensor
 		Interval:    time.Second, Now: func() time.Time { return *now }, NoFile: 1 << 20,
 	}
 	if lat != nil {
-		opts.Latency = LatencyOptions{SysRoot: t.TempDir(), Open: func() (LatencySensor, error) { return lat, nil }}
+		opts.Latency = latency.Options{SysRoot: t.TempDir(), Open: func() (latency.Sensor, error) { return lat, nil }}
 	}
 	d, err := New(opts)
 	if err != nil {

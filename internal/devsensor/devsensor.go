@@ -143,3 +143,42 @@ func (d *Device) Close() error {
 	d.closed = true
 	return d.f.Close()
 }
+
+// Set is the sensors of a list of devices, indexed like it; a nil entry:
+// none for that device.
+type Set []*Device
+
+// OpenSet opens the sensor of each device of names under sysRoot (Open,
+// with minGap); a device whose counters cannot be opened gets a nil
+// entry, and failed is called with its name and the error.
+func OpenSet(sysRoot string, names []string, minGap time.Duration, failed func(name string, err error)) Set {
+	s := make(Set, len(names))
+	for i, name := range names {
+		sen, err := Open(sysRoot, name, minGap)
+		if err != nil {
+			failed(name, err)
+			continue
+		}
+		s[i] = sen
+	}
+	return s
+}
+
+// Named is the sensor of the device named name, nil if none.
+func (s Set) Named(name string) *Device {
+	for _, d := range s {
+		if d != nil && d.name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// Close closes every sensor of s.
+func (s Set) Close() {
+	for _, d := range s {
+		if d != nil {
+			d.Close()
+		}
+	}
+}

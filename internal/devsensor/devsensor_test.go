@@ -91,6 +91,38 @@ func TestOpenBadInput(t *testing.T) {
 	}
 }
 
+// TestOpenSet: each device gets its sensor at its index, one whose
+// counters cannot be opened a nil entry and a call of failed naming it;
+// Named finds a sensor by its device's name; Close closes them all.
+func TestOpenSet(t *testing.T) {
+	sys := t.TempDir()
+	writeStat(t, sys, "sdy", 1)
+	writeStat(t, sys, "sdz", 2)
+	var failed []string
+	s := OpenSet(sys, []string{"sdy", "sdq", "sdz"}, 0, func(name string, err error) {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %v does not name %s", err, name)
+		}
+		failed = append(failed, name)
+	})
+	if len(s) != 3 || s[0] == nil || s[0].Name() != "sdy" || s[1] != nil || s[2] == nil || s[2].Name() != "sdz" {
+		t.Fatalf("set %v, want sdy, none, sdz", s)
+	}
+	if len(failed) != 1 || failed[0] != "sdq" {
+		t.Errorf("failed %v, want [sdq]", failed)
+	}
+	if s.Named("sdz") != s[2] || s.Named("sdq") != nil || s.Named("sdx") != nil {
+		t.Errorf("Named: sdz %v, sdq %v, sdx %v", s.Named("sdz"), s.Named("sdq"), s.Named("sdx"))
+	}
+	s.Close()
+	for _, d := range []*Device{s[0], s[2]} {
+		if _, err := d.Read(time.Now()); err == nil {
+			t.Errorf("%s read after the set was closed", d.Name())
+		}
+	}
+	Set(nil).Close()
+}
+
 // TestRealDeviceCounts: on a real loop device, a reading after 1 MiB of
 // O_DIRECT reads counts them.
 func TestRealDeviceCounts(t *testing.T) {

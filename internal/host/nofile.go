@@ -75,6 +75,17 @@ type FDLimitError struct {
 	Soft, Hard uint64 // RLIMIT_NOFILE
 }
 
+// NewFDLimitError is the error of workloads falling short of the soft
+// limit soft, with the hard limit read now (soft when it cannot be).
+func NewFDLimitError(workloads int, soft uint64) *FDLimitError {
+	err := &FDLimitError{Workloads: workloads, Need: FDBudget(workloads), Soft: soft, Hard: soft}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		err.Hard = rl.Max
+	}
+	return err
+}
+
 func (e *FDLimitError) Error() string {
 	return fmt.Sprintf("open-file limit too low: %d workloads need %d descriptors (%d each + %d), "+
 		"RLIMIT_NOFILE is soft %d, hard %d (room for %d workloads): set LimitNOFILE=%d in the service, or ulimit -n %d before starting",

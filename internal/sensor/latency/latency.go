@@ -169,6 +169,16 @@ func Open(opts Options, log *slog.Logger, list func(n int) []snapshot.WorkloadLa
 // Sensor is the open sensor, nil if none.
 func (l *Stage) Sensor() Sensor { return l.sen }
 
+// Bios are the open sensor's bio counters (*iolat.Reader has them), with
+// which a throttle counts the bytes of the workloads it demoted; nil when
+// there is no sensor or it has none.
+func (l *Stage) Bios() *iolat.Bios {
+	if src, ok := l.sen.(interface{ Bios() *iolat.Bios }); ok {
+		return src.Bios()
+	}
+	return nil
+}
+
 // Failing reports whether the last read failed.
 func (l *Stage) Failing() bool { return l.failing }
 

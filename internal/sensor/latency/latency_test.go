@@ -90,3 +90,36 @@ func TestStageStep(t *testing.T) {
 		t.Fatalf("kernel readings %+v", kio)
 	}
 }
+
+// biosSensor is a sensor with bio counters.
+type biosSensor struct {
+	fakeSensor
+	b *iolat.Bios
+}
+
+func (f *biosSensor) Bios() *iolat.Bios { return f.b }
+
+// TestStageBios: the stage hands out its sensor's bio counters, none when
+// the sensor has none or there is no sensor.
+func TestStageBios(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	b := &iolat.Bios{}
+	for _, c := range []struct {
+		name string
+		sen  Sensor
+		want *iolat.Bios
+	}{
+		{"with bio counters", &biosSensor{b: b}, b},
+		{"without", &fakeSensor{}, nil},
+		{"none", nil, nil},
+	} {
+		opts := Options{SysRoot: t.TempDir()}
+		if c.sen != nil {
+			opts.Open = func() (Sensor, error) { return c.sen, nil }
+		}
+		if got := Open(opts, log, nil).Bios(); got != c.want {
+			t.Errorf("%s: bios %p, want %p", c.name, got, c.want)
+		}
+	}
+}

@@ -1,7 +1,8 @@
 // Package reuse is the published snapshot, who reads which generation of
 // it, and the reuse of the records a tick replaced once no reader can see
 // them: the daemon publishes through Readers and builds its records from
-// Retired.
+// Retired, and shares the Applied lists most records have alike
+// (AppliedLists).
 package reuse
 
 import (
@@ -204,4 +205,31 @@ func (f *fifo[T]) get(bound uint64) (T, bool) {
 		f.q, f.head = f.q[:0], 0
 	}
 	return v, true
+}
+
+// maxShared bounds the lists AppliedLists keeps.
+const maxShared = 64
+
+// AppliedLists are published (never modified) Applied lists of one entry,
+// each the same for every workload that has it: most workloads have one
+// device, nothing capped there and no error, and so one of a few lists
+// (one per weight and whether they used the device). At 10,000 workloads
+// a list each was 1 MB of the live heap. Caps and errors vary too much to
+// be worth keeping: those lists are the workload's own, the caller's to
+// tell apart. The zero AppliedLists is ready; the loop alone uses it.
+type AppliedLists struct {
+	m map[snapshot.Applied][]snapshot.Applied
+}
+
+// Of is the shared list of a alone.
+func (s *AppliedLists) Of(a snapshot.Applied) []snapshot.Applied {
+	if l, ok := s.m[a]; ok {
+		return l
+	}
+	if s.m == nil || len(s.m) >= maxShared {
+		s.m = map[snapshot.Applied][]snapshot.Applied{} // bounded: most ticks find theirs
+	}
+	l := []snapshot.Applied{a}
+	s.m[a] = l
+	return l
 }

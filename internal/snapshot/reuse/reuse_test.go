@@ -1,6 +1,11 @@
 package reuse
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/ddiskqos/ddiskqos/internal/snapshot"
+)
 
 // TestFIFOBound: retired records wait in order, are taken only once their
 // generation is within the bound, and no more than maxRetired wait.
@@ -37,5 +42,32 @@ func TestFIFOBound(t *testing.T) {
 	}
 	if _, ok := f.get(99); ok {
 		t.Fatal("an empty queue gave a value")
+	}
+}
+
+// TestAppliedLists: the list of one Applied is the same slice for every
+// caller that has it, another for another; no more than maxShared are
+// kept, and a list handed out stays as it was.
+func TestAppliedLists(t *testing.T) {
+	t.Parallel()
+	var s AppliedLists
+	a := snapshot.Applied{Device: "sda", Dev: "8:0", Weight: 100}
+	l1, l2 := s.Of(a), s.Of(a)
+	if len(l1) != 1 || l1[0] != a || unsafe.SliceData(l1) != unsafe.SliceData(l2) {
+		t.Fatalf("lists %v, %v: want one shared list of a", l1, l2)
+	}
+	b := a
+	b.Weight = 50
+	if lb := s.Of(b); len(lb) != 1 || lb[0] != b || unsafe.SliceData(lb) == unsafe.SliceData(l1) {
+		t.Fatalf("list of b %v, want its own", lb)
+	}
+	for i := range maxShared + 1 {
+		s.Of(snapshot.Applied{Device: "sda", Weight: i + 1000})
+	}
+	if len(s.m) > maxShared {
+		t.Errorf("%d lists kept, want at most %d", len(s.m), maxShared)
+	}
+	if l1[0] != a {
+		t.Errorf("a list handed out changed: %v", l1)
 	}
 }
