@@ -1,8 +1,10 @@
 package control
 
 import (
+	"slices"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 )
 
@@ -81,4 +83,52 @@ func (d *Device) State() (State, bool) {
 		return State{}, false
 	}
 	return d.c.State(), true
+}
+
+// Set is the controllers of a list of devices (the actuator's, in its
+// order), each found by its device number.
+type Set struct {
+	devs []cgroupfs.Dev
+	d    []Device
+}
+
+// Begin starts a tick's input on devs: a list of another length starts
+// the controllers over.
+func (s *Set) Begin(devs []cgroupfs.Dev) {
+	if len(devs) != len(s.d) {
+		s.d = make([]Device, len(devs))
+	}
+	s.devs = devs
+	for i := range s.d {
+		s.d[i].Begin()
+	}
+}
+
+// Add charges one delta of the latency sensor to its device's input (none
+// of the list: not charged); protected(i) says whether its cgroup is a
+// tracked workload's that no cap held on device i (asked only for small
+// requests, the measure).
+func (s *Set) Add(dl *iolat.Delta, protected func(i int) bool) {
+	if dl.Count == 0 {
+		return
+	}
+	i := slices.Index(s.devs, dl.Dev)
+	if i < 0 {
+		return
+	}
+	s.d[i].Add(dl, dl.Bytes/dl.Count <= SmallRequest && protected(i))
+}
+
+// Len is the number of devices.
+func (s *Set) Len() int { return len(s.d) }
+
+// Device is device i's controller (0 <= i < Len).
+func (s *Set) Device(i int) *Device { return &s.d[i] }
+
+// State is device i's controller's state; ok false when it has none.
+func (s *Set) State(i int) (State, bool) {
+	if i < 0 || i >= len(s.d) {
+		return State{}, false
+	}
+	return s.d[i].State()
 }

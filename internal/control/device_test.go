@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 )
 
@@ -87,4 +88,40 @@ func tickHist(d time.Duration, n uint32) iolat.TickHist {
 	var h iolat.TickHist
 	h[iolat.Bucket(uint64(d))] = n
 	return h
+}
+
+// TestSet: a delta goes to its device's input by its device number, a
+// device not in the list is not charged, and protected is asked only of
+// small requests; another list length starts over.
+func TestSet(t *testing.T) {
+	t.Parallel()
+	a, b := cgroupfs.Dev{Major: 7, Minor: 1}, cgroupfs.Dev{Major: 253, Minor: 0}
+	var s Set
+	s.Begin([]cgroupfs.Dev{a, b})
+	delta := func(dev cgroupfs.Dev, n, bytes uint64) *iolat.Delta {
+		dl := &iolat.Delta{Key: iolat.Key{Dev: dev}, Count: n, Bytes: bytes}
+		dl.Hist[iolat.Bucket(uint64(time.Millisecond))] = uint32(n)
+		return dl
+	}
+	var asked []int
+	prot := func(i int) bool { asked = append(asked, i); return true }
+	s.Add(delta(b, 20, 20*4096), prot)
+	s.Add(delta(cgroupfs.Dev{Major: 8}, 20, 20*4096), prot)
+	s.Add(delta(a, 5, 5<<20), prot) // large: the measure is small requests
+	if len(asked) != 1 || asked[0] != 1 {
+		t.Fatalf("protected asked for devices %v, want [1] (b's small requests only)", asked)
+	}
+	if got := s.Device(1).hist.Count(); got != 20 || s.Device(0).hist.Count() != 0 {
+		t.Fatalf("protected requests: a %d, b %d; want 0 and 20", s.Device(0).hist.Count(), got)
+	}
+	if s.Device(0).rest != 5<<20 {
+		t.Fatalf("a's other bytes %d, want %d", s.Device(0).rest, 5<<20)
+	}
+	if _, ok := s.State(2); ok {
+		t.Fatal("State of a device beyond the list: ok")
+	}
+	s.Begin([]cgroupfs.Dev{a})
+	if s.Len() != 1 || s.Device(0).rest != 0 {
+		t.Fatalf("after Begin on one device: Len %d, rest %d; want 1 and 0", s.Len(), s.Device(0).rest)
+	}
 }

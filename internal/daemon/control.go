@@ -16,31 +16,12 @@ import (
 // the throttle keeps its fixed share.
 
 // controlBegin starts a tick's input.
-func (d *Daemon) controlBegin() {
-	if n := len(d.act.Devices()); len(d.ctl) != n {
-		d.ctl = make([]control.Device, n)
-	}
-	for i := range d.ctl {
-		d.ctl[i].Begin()
-	}
-}
+func (d *Daemon) controlBegin() { d.ctl.Begin(devsOf(d.act.Devices())) }
 
 // controlAdd charges one delta of the sensor to its device's input; t is
 // its workload (nil: no tracked workload).
 func (d *Daemon) controlAdd(t *tracked, dl *iolat.Delta) {
-	if dl.Count == 0 {
-		return
-	}
-	devs := d.act.Devices()
-	i := 0
-	for i < len(devs) && devs[i].Dev != dl.Dev {
-		i++
-	}
-	if i == len(devs) || i >= len(d.ctl) {
-		return
-	}
-	// cappedOn only for a small request: the large ones are not the measure.
-	d.ctl[i].Add(dl, t != nil && dl.Bytes/dl.Count <= control.SmallRequest && !d.cappedOn(t, i))
+	d.ctl.Add(dl, func(i int) bool { return t != nil && !d.cappedOn(t, i) })
 }
 
 // cappedOn reports whether t had a cap of the throttle on device i at the
@@ -61,8 +42,8 @@ func (d *Daemon) controlTick(now, prev time.Time) {
 	if d.lat.Sensor() == nil || d.opts.Latency.NoControl {
 		return
 	}
-	for i := range d.ctl {
-		c := &d.ctl[i]
+	for i := range d.ctl.Len() {
+		c := d.ctl.Device(i)
 		if c.Off() || i >= len(d.devStatus) || !d.devStatus[i].Capping {
 			continue
 		}
@@ -91,9 +72,4 @@ func (d *Daemon) controlConfig() control.Config {
 }
 
 // controlState is device i's controller's state; ok false when it has none.
-func (d *Daemon) controlState(i int) (control.State, bool) {
-	if i >= len(d.ctl) {
-		return control.State{}, false
-	}
-	return d.ctl[i].State()
-}
+func (d *Daemon) controlState(i int) (control.State, bool) { return d.ctl.State(i) }

@@ -131,11 +131,11 @@ type Daemon struct {
 	pendingInterval time.Duration // 0: none
 	store           state.Store   // the state file
 
-	sensors devsensor.Set    // the actuated devices' sensors, indexed like them (health.go)
-	hl      *health.Stage    // the storage-health stage (internal/health)
-	lat     *latency.Stage   // the I/O latency stage (internal/sensor/latency)
-	latw    latWork          // its input (latency.go)
-	ctl     []control.Device // per actuated device: its latency controller (control.go)
+	sensors devsensor.Set  // the actuated devices' sensors, indexed like them (health.go)
+	hl      *health.Stage  // the storage-health stage (internal/health)
+	lat     *latency.Stage // the I/O latency stage (internal/sensor/latency)
+	latw    latWork        // its input (latency.go)
+	ctl     control.Set    // per actuated device: its latency controller (control.go)
 }
 
 // New builds a Daemon: it loads the state file (adopting the originals and
