@@ -18,7 +18,6 @@ type Device struct {
 	c          *Controller // nil: not made yet (no throttle seen on the device)
 	off        bool        // the device cannot be steered (no throttle, or a bad config)
 	hist       iolat.Hist
-	alone      iolat.Hist // the protected requests the device served alone
 	prot, rest uint64 // bytes of the protected requests and of the others this tick
 }
 
@@ -32,7 +31,7 @@ type Throttle struct {
 
 // Begin starts a tick's input.
 func (d *Device) Begin() {
-	d.hist, d.alone, d.prot, d.rest = iolat.Hist{}, iolat.Hist{}, 0, 0
+	d.hist, d.prot, d.rest = iolat.Hist{}, 0, 0
 }
 
 // Add charges one delta of the latency sensor to the tick's input;
@@ -48,7 +47,6 @@ func (d *Device) Add(dl *iolat.Delta, protected bool) {
 		return
 	}
 	d.hist.AddTick(&dl.Hist)
-	d.alone.AddAlone(&dl.Alone)
 	d.prot += dl.Bytes
 }
 
@@ -72,7 +70,7 @@ func (d *Device) Step(at time.Time, th Throttle, cfg func() Config) (Input, Stat
 		}
 		d.c = c
 	}
-	in := Input{At: at, Hist: d.hist, Alone: d.alone, Capped: th.Capped, Held: th.Held, Quiet: d.rest <= d.prot, Max: th.Max,
+	in := Input{At: at, Hist: d.hist, Capped: th.Capped, Held: th.Held, Quiet: d.rest <= d.prot, Max: th.Max,
 		Contended: th.Contended, Used: th.Used, InForce: th.InForce}
 	return in, d.c.Step(in), nil
 }
