@@ -236,8 +236,11 @@ func (c *Controller) liftDue(in Input, measured bool, m, t time.Duration, s, mos
 		return false, false
 	}
 	room := !held || s >= most
-	if in.Hist.Count() >= c.cfg.MinSamples && float64(in.Hist.Quantile(0.99)) <= liftTick*float64(t) {
-		return room, !room
+	// A cap holding its neighbour back at the most share lifts on a
+	// window only (below): the neighbour wants more than the most, and
+	// one tick at it says little of no cap at all.
+	if in.Hist.Count() >= c.cfg.MinSamples && float64(in.Hist.Quantile(0.99)) <= liftTick*float64(t) && (!held || s < most) {
+		return !held, held
 	}
 	return measured && float64(m) <= raiseBelow*float64(t) && room, false
 }

@@ -397,3 +397,32 @@ func TestConserveCappedCutBoughtNothing(t *testing.T) {
 		t.Fatalf("a window at 7 ms, above the noise floor: %+v, want a cut", st)
 	}
 }
+
+// TestConserveHeldAtMost: a cap that holds its neighbour back at the most
+// share lifts on a full window, not on a tick: in the VM a tick at 60 %
+// of qemu's capped disk looked fine while its burst bucket drained, and
+// the lift it made cost the victim 160 ms reads a tick later (one pair in
+// two of TestRealV2LatencyEffect, 2026-12-02). Mutation checked: the tick
+// rule lifting there fails it.
+func TestConserveHeldAtMost(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Conserve: true, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	var st State
+	for i := range 4 + WindowTicks {
+		at = at.Add(time.Second)
+		in := capped(1 * ms)
+		in.At = at
+		st = c.Step(in)
+		if st.Lifted {
+			if st.Share != 1 || i < 4+WindowTicks-1 {
+				t.Fatalf("tick %d: lifted (%+v), want lifted only after a full window at the most share", i, st)
+			}
+			return
+		}
+	}
+	t.Fatalf("after %d ticks at a third of the target, held at the most share: %+v, want lifted on the window", 4+WindowTicks, st)
+}
