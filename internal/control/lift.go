@@ -62,6 +62,9 @@ const (
 	LiftCutDeep = 4.0
 	// liftTick: a tick whose p99 is at most this part of the target lifts.
 	liftTick = 0.5
+	// mostTicks: ticks well within the target in a row that lift a cap
+	// holding its neighbour at the most share (liftDue).
+	mostTicks = 2
 	// fewSlow: a lifted tick of fewer than MinSamples protected requests
 	// but at least this many, half of them above the target, cuts.
 	fewSlow = 2
@@ -84,6 +87,7 @@ type liftState struct {
 	cutShare float64 // the share a checked capped cut came from; 0: from lifted
 	noise    time.Duration
 	noiseAt  time.Time
+	atMost   int // ticks in a row well within the target, held at the most share
 }
 
 // A cut that buys nothing. A window whose p99 is a little above the
@@ -236,11 +240,21 @@ func (c *Controller) liftDue(in Input, measured bool, m, t time.Duration, s, mos
 		return false, false
 	}
 	room := !held || s >= most
-	// A cap holding its neighbour back at the most share lifts on a
-	// window only (below): the neighbour wants more than the most, and
-	// one tick at it says little of no cap at all.
-	if in.Hist.Count() >= c.cfg.MinSamples && float64(in.Hist.Quantile(0.99)) <= liftTick*float64(t) && (!held || s < most) {
-		return !held, held
+	// A cap holding its neighbour back at the most share lifts on
+	// mostTicks such ticks in a row or a window (below): the neighbour
+	// wants more than the most, and one tick at it says little of no cap
+	// at all.
+	if in.Hist.Count() >= c.cfg.MinSamples && float64(in.Hist.Quantile(0.99)) <= liftTick*float64(t) {
+		if !held || s < most {
+			c.lift.atMost = 0
+			return !held, held
+		}
+		if c.lift.atMost++; c.lift.atMost >= mostTicks {
+			c.lift.atMost = 0
+			return true, false
+		}
+	} else {
+		c.lift.atMost = 0
 	}
 	return measured && float64(m) <= raiseBelow*float64(t) && room, false
 }
