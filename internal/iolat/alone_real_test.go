@@ -2,13 +2,14 @@ package iolat_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
-	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -16,17 +17,30 @@ import (
 // the real kernel. A paced 4 KiB reader by itself on a loop device has
 // nearly all its requests served alone, with the same times as its
 // histogram; beside a streamer keeping four 256 KiB reads in flight on the
-// same device, almost none (measured 2026-12-02: 256 of 256, then 1 of
-// 256; an in-flight count that one missed completion left above 0 gave
-// 84 % in the first half, hence times).
+// same device, almost none. Mutations checked: counting every request as
+// alone fails the second half, counting none the first.
 func TestRealV1SensorAlone(t *testing.T) {
 	if testkit.InVM() {
 		t.Skip("a host test: the VM has no v1 blkio hierarchy")
 	}
-	rig := realcg.New(t, realcg.Options{Scheduler: "none"})
-	h, dev, disk := rig.H, rig.Dev, rig.Disk.Path
+	testkit.NeedRoot(t)
+	l, err := cgroupfs.DetectLayout("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := l.V1Controller("blkio")
+	testkit.Need(t, ok, "cgroup v1 blkio hierarchy not mounted (layout %s)", l.Mode)
+	h := cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}
 	r := openReal(t)
-	web, big := rig.Child(t, "web"), rig.Child(t, "big")
+	loop := testkit.LoopDevice(t, 64)
+	testkit.SetScheduler(t, loop.Name, "none")
+	dev := cgroupfs.Dev{Major: loop.Major, Minor: loop.Minor}
+	base := fmt.Sprintf("/ddiskqos-test-alone-%d", os.Getpid())
+	web, big := base+"-web", base+"-big"
+	for _, rel := range []string{web, big} {
+		dir, _ := h.Path(rel)
+		testkit.Cgroup(t, dir)
+	}
 	ino, err := h.DirIno(web)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +50,7 @@ func TestRealV1SensorAlone(t *testing.T) {
 	run := func(ctx context.Context, rel string, args ...string) (workload.Result, error) {
 		return workload.RunIn(ctx, os.Args[0], env, args, func(pid int) error { return h.AddProcess(rel, pid) })
 	}
-	reader := []string{"--wait-stdin", "--json", "--direct", "--bs", "4k", "--bytes", "1MiB", "--span", "16MiB", "--iops", "100", "randread", disk}
+	reader := []string{"--wait-stdin", "--json", "--direct", "--bs", "4k", "--bytes", "1MiB", "--span", "16MiB", "--iops", "100", "randread", loop.Path}
 
 	phase := func(name string, streamer bool) *iolat.Delta {
 		t.Helper()
@@ -47,7 +61,7 @@ func TestRealV1SensorAlone(t *testing.T) {
 		if streamer {
 			go func() {
 				_, err := run(sctx, big, "--wait-stdin", "--json", "--direct", "--bs", "256KiB", "--iodepth", "4",
-					"--duration", "60s", "--loop", "--offset", "20MiB", "read", disk)
+					"--duration", "60s", "--loop", "--offset", "20MiB", "read", loop.Path)
 				done <- err
 			}()
 			time.Sleep(500 * time.Millisecond)
