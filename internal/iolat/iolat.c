@@ -33,9 +33,9 @@
 // space deletes keys that stayed idle. A request that finds the table of
 // starts full is not timed (drops[1]).
 //
-// A request served alone is one made (allocated) after the disk's last
-// issued request (of the sensor's) had completed, and completed before any
-// other was issued: the disk served it unloaded, whatever its cgroup's neighbours were
+// A request served alone is one issued to a disk whose last issued request
+// (of the sensor's) had completed, and completed before any other was
+// issued: the disk served it unloaded, whatever its cgroup's neighbours were
 // doing (held by a cap, or between their requests). Each aggregate keeps a
 // second histogram of those (alone), so that user space learns a disk's
 // unloaded latency without idling anybody to probe it. A disk's last issue
@@ -354,11 +354,7 @@ int on_issue(__u64 *ctx)
 		return 0;
 	struct dev_state *d = dev_of(s.key.dev);
 	if (d) {
-		// Idle since before the request was made: it waited behind
-		// nothing, in the scheduler or the driver (its total time runs
-		// from its allocation).
-		__u64 from = s.alloc_ns && s.alloc_ns <= s.issue_ns ? s.alloc_ns : s.issue_ns;
-		s.alone = d->done_ns >= d->issue_ns && d->done_ns <= from;
+		s.alone = d->done_ns >= d->issue_ns;
 		s.gen = __sync_fetch_and_add(&d->gen, 1);
 		d->issue_ns = s.issue_ns;
 	}
