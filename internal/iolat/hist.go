@@ -42,34 +42,6 @@ func (h *TickHist) Add(o *TickHist) {
 	}
 }
 
-// AloneHist is a histogram of one read's requests served alone
-// (Delta.Alone): the first AloneBuckets buckets, the last holding every
-// time from its lower bound on.
-type AloneHist [AloneBuckets]uint32
-
-// Count is the number of requests in h.
-func (h *AloneHist) Count() uint64 {
-	var n uint64
-	for _, c := range h {
-		n += uint64(c)
-	}
-	return n
-}
-
-// Add adds o to h.
-func (h *AloneHist) Add(o *AloneHist) {
-	for i, c := range o {
-		h[i] += c
-	}
-}
-
-// AddAlone adds one read's histogram of requests served alone to h.
-func (h *Hist) AddAlone(o *AloneHist) {
-	for i, c := range o {
-		h[i] += uint64(c)
-	}
-}
-
 // AddTick adds one read's histogram to h.
 func (h *Hist) AddTick(o *TickHist) {
 	for i, c := range o {

@@ -19,7 +19,6 @@ const (
 	iolatMapAggregates  = "aggregates"
 	iolatMapBioCounts   = "bio_counts"
 	iolatMapBios        = "bios"
-	iolatMapDevs        = "devs"
 	iolatMapDrops       = "drops"
 	iolatMapStarts      = "starts"
 	iolatMapZero        = "zero"
@@ -86,7 +85,6 @@ type iolatMapSpecs struct {
 	Aggregates *ebpf.MapSpec `ebpf:"aggregates"`
 	BioCounts  *ebpf.MapSpec `ebpf:"bio_counts"`
 	Bios       *ebpf.MapSpec `ebpf:"bios"`
-	Devs       *ebpf.MapSpec `ebpf:"devs"`
 	Drops      *ebpf.MapSpec `ebpf:"drops"`
 	Starts     *ebpf.MapSpec `ebpf:"starts"`
 	Zero       *ebpf.MapSpec `ebpf:"zero"`
@@ -123,7 +121,6 @@ type iolatMaps struct {
 	Aggregates *ebpf.Map `ebpf:"aggregates"`
 	BioCounts  *ebpf.Map `ebpf:"bio_counts"`
 	Bios       *ebpf.Map `ebpf:"bios"`
-	Devs       *ebpf.Map `ebpf:"devs"`
 	Drops      *ebpf.Map `ebpf:"drops"`
 	Starts     *ebpf.Map `ebpf:"starts"`
 	Zero       *ebpf.Map `ebpf:"zero"`
@@ -134,7 +131,6 @@ func (m *iolatMaps) Close() error {
 		m.Aggregates,
 		m.BioCounts,
 		m.Bios,
-		m.Devs,
 		m.Drops,
 		m.Starts,
 		m.Zero,

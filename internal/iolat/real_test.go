@@ -57,7 +57,6 @@ func totals(t *testing.T, r *iolat.Reader, sums map[iolat.Key]*iolat.Delta) {
 		s.Queue += d.Queue
 		s.InFlight = d.InFlight
 		s.Hist.Add(&d.Hist)
-		s.Alone.Add(&d.Alone)
 	}
 }
 
