@@ -262,7 +262,7 @@ func (c *Controller) liftDue(in Input, measured bool, m, t time.Duration, s, mos
 // liftNow lifts the caps.
 func (c *Controller) liftNow(at time.Time) State {
 	c.st.Share, c.st.Lifted = 1, true
-	c.lift.liftedAt, c.lift.contendedAt = at, at
+	c.lift.liftedAt, c.lift.contendedAt, c.lift.atMost = at, at, 0
 	c.lift.pool, c.lift.poolTicks = iolat.Hist{}, 0
 	c.resetPool()
 	return c.st

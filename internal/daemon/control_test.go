@@ -119,9 +119,10 @@ func TestControlSteers(t *testing.T) {
 		if conserve {
 			// The probe, its share back at 5 %, then (the fake's caps
 			// hold their workloads back) doubled each tick to the
-			// levels' most (60 %) and lifted (1) for good: the victims'
+			// levels' most (60 %), held there two ticks, and lifted (1)
+			// for good: the victims'
 			// p99 stays at a third of the target.
-			want = []float64{0.002, 0.002, 0.05, 0.1, 0.2, 0.4, 0.6, 1, 1, 1, 1, 1, 1}
+			want = []float64{0.002, 0.002, 0.05, 0.1, 0.2, 0.4, 0.6, 0.6, 1, 1, 1, 1, 1}
 		}
 		if len(act.steers) != len(want) {
 			t.Fatalf("steered %v, want %v", act.steers, want)
