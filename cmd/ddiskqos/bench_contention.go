@@ -22,7 +22,8 @@ type benchContentionOptions struct {
 	dir, neighbours, configs string
 	scenario, scheduler      string
 	streamer, deviceClass    string
-	allowBusy                bool
+	summarize                string
+	allowBusy, noLoop        bool
 	warmup, victims          time.Duration
 }
 
@@ -38,6 +39,8 @@ var benchContentionCmd = &cli.Cmd[benchContentionOptions]{
 		f.StringVar(&o.scheduler, "scheduler", "default", "NAME", "host scenario: the scheduler of every cell, default (the device's) or bfq")
 		f.StringVar(&o.streamer, "streamer", "greedy", "NAME", "host scenario: the neighbour all along, greedy (1 MiB O_DIRECT reads, 32 in flight, unpaced) or paced-<MB/s>-qd<N> (a backup-like reader: paced-50-qd1, paced-200-qd4); a paced one is judged by the no-harm bars")
 		f.StringVar(&o.deviceClass, "device-class", "", "NAME", "host scenario: names the device class (what --dir sits on: vda-loop, tmpfs-loop, ...) in the report and its file name, contention-host-NAME[-STREAMER]")
+		f.StringVar(&o.summarize, "summarize", "", "DIR", "run nothing: read every host report in DIR (contention-host-*.json), judge each again by this binary's bars, and print the device matrix's summary (Markdown) on stdout", cli.Dirs)
+		f.BoolVar(&o.noLoop, "no-loop", "host scenario: no loop device: the files straight in a new directory under --dir, on the host's own disk as it is (its scheduler untouched; only the bench's own cgroups are capped)")
 		f.BoolVar(&o.allowBusy, "allow-busy", "host scenario: run and write the report although the host is not quiet (load average above 1, or idle far above the unloaded device); the report says so")
 		f.DurationVar(&o.warmup, "warmup", 0, "DUR", "the neighbour (streamer) alone before the victims, instead of the mode's")
 		f.DurationVar(&o.victims, "victims", 0, "DUR", "how long the web victim (host: the web and light victims) runs, instead of the mode's; at least 1s")
@@ -51,6 +54,18 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	usage := func(msg string) int { return cli.Usagef(stderr, "ddiskqos bench contention", "%s", msg) }
+	if o.summarize != "" {
+		if n := len(args); n > 2 || n == 2 && args[0] != "--summarize" {
+			return usage("--summarize reads reports and runs nothing: give it alone")
+		}
+		es, err := contention.ReadMatrix(o.summarize)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddiskqos bench contention: --summarize: %v\n", err)
+			return 1
+		}
+		contention.WriteMatrixMarkdown(stdout, es)
+		return 0
+	}
 	mode, err := o.mode()
 	if err != nil {
 		return usage(err.Error())
@@ -67,8 +82,8 @@ func runBenchContention(args []string, stdout, stderr io.Writer) int {
 		return usage("--scheduler is for --scenario host (the cell scenario runs its own schedulers per configuration)")
 	case o.allowBusy:
 		return usage("--allow-busy is for --scenario host")
-	case o.streamer != "greedy" || o.deviceClass != "":
-		return usage("--streamer and --device-class are for --scenario host")
+	case o.streamer != "greedy" || o.deviceClass != "" || o.noLoop:
+		return usage("--streamer, --device-class and --no-loop are for --scenario host")
 	case o.warmup < 0 || o.victims < 0 || (o.victims > 0 && o.victims < time.Second):
 		return usage(fmt.Sprintf("--warmup %s, --victims %s: want a warm-up of at least 0s and victims of at least 1s", o.warmup, o.victims))
 	}
@@ -150,6 +165,10 @@ func runBenchContentionHost(o *benchContentionOptions, mode contention.Mode, arg
 		return usage(fmt.Sprintf("--device-class %q: want letters, digits and dashes (it names the report's files)", o.deviceClass))
 	}
 	plan.Device = o.deviceClass
+	if o.noLoop && plan.Scheduler != "" {
+		return usage("--no-loop with --scheduler " + o.scheduler + ": the host's own disk keeps its scheduler")
+	}
+	plan.NoLoop = o.noLoop
 	c := contention.HostOptions{Plan: plan, Roots: host.Roots{Sys: "/sys", Proc: "/proc"}, Dir: o.dir, Progress: stderr,
 		Command: strings.TrimSpace("ddiskqos bench contention " + strings.Join(args, " ")), Build: report.Binary(), AllowBusy: o.allowBusy}
 	if c.Exe, c.ExeArgs, err = workload.Exe(); err != nil {

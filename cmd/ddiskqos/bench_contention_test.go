@@ -309,6 +309,9 @@ func TestBenchContentionUsage(t *testing.T) {
 		{[]string{"--scenario", "lab"}, `--scenario "lab": want cell or host`},
 		{[]string{"--scheduler", "bfq"}, "--scheduler is for --scenario host"},
 		{[]string{"--allow-busy"}, "--allow-busy is for --scenario host"},
+		{[]string{"--no-loop"}, "--no-loop are for --scenario host"},
+		{[]string{"--summarize", "docs", "--quick"}, "--summarize reads reports and runs nothing: give it alone"},
+		{[]string{"--scenario", "host", "--no-loop", "--scheduler", "bfq"}, "--no-loop with --scheduler bfq: the host's own disk keeps its scheduler"},
 		{[]string{"--victims", "10ms"}, "victims of at least 1s"},
 		{[]string{"--scenario", "host", "--neighbours", "seqread"}, "--neighbours is for --scenario cell"},
 		{[]string{"--scenario", "host", "--configs", "bfq"}, `unknown configuration "bfq" for the host scenario`},
@@ -455,8 +458,11 @@ func TestRealBenchContentionHostQuick(t *testing.T) {
 			}
 		}
 	}
-	// Contention, six bars of ddiskqos, the daemon, two frontiers; a goal.
-	if n := len(sum.Bars); n != 11 || strings.Count(string(md), "| met |")+strings.Count(string(md), "| **missed** |") != 10 {
+	// Contention, six bars of ddiskqos, the daemon, not dominated (web and
+	// light): ten verdicts; three goals past the bar (two frontiers, a
+	// share), reported and not counted.
+	if n := len(sum.Bars); n != 13 || strings.Count(string(md), "| met |")+strings.Count(string(md), "| **missed** |") != 10 ||
+		strings.Count(string(md), "| goal reached |")+strings.Count(string(md), "| goal not reached |") != 3 {
 		t.Errorf("%d bars, Markdown:\n%s", n, md)
 	}
 	if len(sum.NotQuiet) > 0 && !strings.Contains(string(md), "Not a quiet host") {
@@ -474,4 +480,37 @@ func TestRealBenchContentionHostQuick(t *testing.T) {
 	t.Logf("load %s→%s, not quiet: %q; unloaded p99 %.0f µs, idle web p99 %.0f µs", rep.LoadStart, rep.LoadEnd, sum.NotQuiet, rep.Unloaded.P99, sum.IdleWebP99us.Median)
 	t.Logf("no QoS: web p99 ÷ idle %.1f×, light %.1f×; ddiskqos: web %.1f×, light %.1f×, streamer during %.0f %%, after %.0f %%; %d of 10 bars missed (on this host, now)",
 		o.WebP99.Median, o.LightP99.Median, d.WebP99.Median, d.LightP99.Median, d.During.Median*100, d.After.Median*100, sum.Missed)
+}
+
+// TestBenchContentionSummarize: --summarize over the committed host
+// reports prints one row per report, each naming its report and build,
+// and a directory without any is an error naming it (exit 1, nothing on
+// stdout).
+func TestBenchContentionSummarize(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../../docs/bench/contention-host-*.json")
+	if len(files) < 5 {
+		t.Fatalf("%d host reports in docs/bench, want the matrix's (at least 5)", len(files))
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runBenchContention([]string{"--summarize", "../../docs/bench"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	md := stdout.String()
+	for _, f := range files {
+		base := strings.TrimSuffix(filepath.Base(f), ".json")
+		if strings.Count(md, "| ["+base+"]("+base+".md)") != 1 {
+			t.Errorf("no row for %s:\n%s", base, md)
+		}
+	}
+	if n := strings.Count(md, "\n| ") - 2; n != len(files) {
+		t.Errorf("%d rows for %d reports:\n%s", n, len(files), md)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	empty := t.TempDir()
+	if code := runBenchContention([]string{"--summarize", empty}, &stdout, &stderr); code != 1 || stdout.Len() > 0 ||
+		!strings.Contains(stderr.String(), empty+": no host report") {
+		t.Errorf("empty dir: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
 }

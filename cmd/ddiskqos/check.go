@@ -28,7 +28,9 @@ var checkCmd = &cli.Cmd[checkOptions]{
 		Summary: "host preflight: cgroup layout, per-device mechanism, PSI, Docker engine, scale limits",
 		Description: `Reads the host once and says whether ddiskqos can give containers disk-I/O
 QoS here, and how well: the cgroup layout, for every block device the
-mechanism that reaches it (bfq-weight, iocost-weight, cfq-weight, throttle),
+mechanism that reaches it (bfq-weight, iocost-weight, cfq-weight, throttle)
+and those the daemon runs beside it (the throttle beside a scheduler's
+weight, level-limit),
 pressure stall information, the Docker engine, and the kernel and daemon
 limits a host of 10,000 containers runs into. It changes nothing.
 
@@ -73,7 +75,7 @@ info, the devices and what is fine.`,
 		f.StringVar(&o.proc, "path-proc", "/proc", "PATH", "procfs root to read the mount table, limits, sysctls and PSI from", cli.Dirs)
 		f.Alias("proc", "path-proc")
 		f.StringVar(&o.dockerHost, "docker-host", "", "URL", "Docker engine to ask: unix:///path, tcp://host:port, or off (default $DOCKER_HOST, else "+host.DefaultDockerHost+")")
-		f.StringVar(&o.config, "config", "", "FILE", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped, its latency key whether the eBPF sensor is probed (--devices and --latency override them)", cli.Files)
+		f.StringVar(&o.config, "config", "", "FILE", "the daemon's config file: its devices key decides whether the disk under Docker's data root is shaped, its latency key whether the eBPF sensor is probed (--devices and --latency override them), its throttle_with_weights and level_limits what runs beside each device's mechanism (default: the daemon's defaults)", cli.Files)
 		f.StringVar(&o.devices, "devices", "", "GLOB,...", "the daemon's devices, as given to run --devices (sd*,nvme0n1): decides whether the disk under Docker's data root is shaped; empty = run's default, every target disk", cli.Devices)
 		f.StringVar(&o.latency, "latency", "", "auto|off", "the daemon's latency, as given to run --latency: off does not probe the eBPF sensor (no BPF is loaded) and says it is off; empty = the --config file's, else auto", cli.Values("auto", "off"))
 	},
@@ -92,17 +94,17 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var globs []string
-	latency := config.LatencyModeAuto
-	if o.config != "" && (o.devices == "" || o.latency == "") {
-		cfg, err := config.Load(o.config)
-		if err != nil {
+	cfg := config.Default()
+	if o.config != "" {
+		var err error
+		if cfg, err = config.Load(o.config); err != nil {
 			return cli.Usagef(stderr, "ddiskqos check", "--config: %v", err)
 		}
 		if o.devices == "" {
 			globs = cfg.Devices
 		}
-		latency = cfg.Latency
 	}
+	latency := cfg.Latency
 	if o.latency != "" {
 		m, err := config.ParseLatencyMode(o.latency)
 		if err != nil {
@@ -122,7 +124,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	facts := host.GatherWith(ctx, host.Roots{Sys: o.sys, Proc: o.proc}, ep, host.GatherOptions{LatencyOff: latency == config.LatencyModeOff})
+	facts := host.GatherWith(ctx, host.Roots{Sys: o.sys, Proc: o.proc}, ep,
+		host.GatherOptions{LatencyOff: latency == config.LatencyModeOff, Mechs: cfg.MechParams()})
 	facts.DeviceGlobs = globs
 	checks := host.Evaluate(facts)
 	report := host.BuildReport(facts, checks)

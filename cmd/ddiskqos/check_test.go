@@ -295,3 +295,42 @@ func TestCheckReal(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBeside: check names what the daemon's configuration runs
+// beside each device's mechanism, as the daemon chooses it — level-limit
+// where the throttle does not run, and why not where it does.
+func TestCheckBeside(t *testing.T) {
+	t.Parallel()
+	tr := hosttest.Sample(t)
+	check := func(config string, id string) (host.Check, bool) {
+		t.Helper()
+		cfg := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := runCheckT(t, "--path-sys", tr.Sys, "--path-proc", tr.Proc, "--docker-host", "off", "--config", cfg, "--json")
+		var r host.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("check --json: %v (exit %d, stderr %q)", err, code, errOut)
+		}
+		for _, c := range r.Checks {
+			if c.ID == id {
+				return c, true
+			}
+		}
+		return host.Check{}, false
+	}
+	const limits = "level_limits: [0, 0, 50MiB, 10MiB]\n"
+	if c, _ := check(limits+"throttle_with_weights: false\n", "device.sda.mechanism"); !strings.HasPrefix(c.Value, "bfq-weight+level-limit (") {
+		t.Errorf("level-limit beside bfq: %+v", c)
+	}
+	if c, _ := check(limits, "device.sda.mechanism"); !strings.HasPrefix(c.Value, "bfq-weight+throttle (") {
+		t.Errorf("the throttle beside bfq: %+v", c)
+	}
+	if c, ok := check(limits, "device.sda.level-limit"); !ok || c.Status != host.StatusWarn || !strings.Contains(c.Why, "the throttle runs on sda") {
+		t.Errorf("level-limit where the throttle runs: %+v", c)
+	}
+	if _, ok := check("throttle_with_weights: false\n", "device.sda.level-limit"); ok {
+		t.Error("level-limit not turned on, yet checked")
+	}
+}

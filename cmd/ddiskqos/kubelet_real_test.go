@@ -12,6 +12,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,12 +30,15 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
+	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
 const (
+	// kubeReadmePods is the kubelet's /pods in the README's command.
+	kubeReadmePods = "http://127.0.0.1:10255/pods"
 	// kubeDir holds run.sh and the wrapper modules that pin the versions.
 	kubeDir = "../../test/kubelet"
 	// kubeImage is run.sh's local pause image, which the workload
@@ -135,7 +139,7 @@ func startKubelet(t *testing.T, files ...string) *kubelet {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	k := &kubelet{logs: &testkit.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = k.logs, k.logs
-	if err := cmd.Start(); err != nil {
+	if err := testkit.StartHeld(t, cmd); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
@@ -237,9 +241,10 @@ type kubeContainer struct {
 // kubePod is a static pod of the test: its manifest's name, the QoS
 // class its resources make, and its containers.
 type kubePod struct {
-	name, qos  string
-	resources  string // each container's resources, as YAML flow
-	containers []kubeContainer
+	name, qos   string
+	resources   string // each container's resources, as YAML flow
+	containers  []kubeContainer
+	annotations string // the pod's, as YAML flow ("" none)
 }
 
 // manifest is p's static pod: host network (no CNI), the disk passed in
@@ -252,6 +257,7 @@ kind: Pod
 metadata:
   name: %s
   namespace: %s
+  annotations: %s
 spec:
   hostNetwork: true
   terminationGracePeriodSeconds: 2
@@ -259,7 +265,7 @@ spec:
   - name: disk
     hostPath: {path: %s, type: BlockDevice}
   containers:
-`, p.name, kubeNamespace, disk)
+`, p.name, kubeNamespace, cmp.Or(p.annotations, "{}"), disk)
 	for _, c := range p.containers {
 		args, _ := json.Marshal(append([]string{"/ddiskqos"}, c.args...))
 		fmt.Fprintf(&b, `  - name: %s
@@ -460,11 +466,11 @@ func TestRealKubeletStaticPods(t *testing.T) {
 	reader := []string{"workload", "--direct", "--iops", "10", "--duration", "1h", "randread", kubeDisk}
 	pods := []kubePod{
 		{"ddq-guaranteed", cgroupdir.QoSGuaranteed, "{requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 100m, memory: 64Mi}}",
-			[]kubeContainer{{"reader", reader}}},
+			[]kubeContainer{{"reader", reader}}, `{ddiskqos.level: "4"}`},
 		{"ddq-burstable", cgroupdir.QoSBurstable, "{requests: {cpu: 50m, memory: 32Mi}}",
-			[]kubeContainer{{"reader", reader}}},
+			[]kubeContainer{{"reader", reader}}, ""},
 		{"ddq-besteffort", cgroupdir.QoSBestEffort, "{}",
-			[]kubeContainer{{"streamer", []string{"workload", "--direct", "--iodepth", "8", "--loop", "read", kubeDisk}}}},
+			[]kubeContainer{{"streamer", []string{"workload", "--direct", "--iodepth", "8", "--loop", "read", kubeDisk}}}, `{ddiskqos.level: "3"}`},
 	}
 	for _, p := range pods {
 		if err := os.WriteFile(filepath.Join(k.manifests, p.name+".yaml"), []byte(p.manifest(r.loop.Path)), 0o644); err != nil {
@@ -649,19 +655,39 @@ func TestRealKubeletStaticPods(t *testing.T) {
 	t.Logf("after SIGTERM every blkio file of the %d container cgroups reads as before", len(before))
 
 	// A second daemon on the same pods: --cgroup-exempt-guaranteed leaves
-	// the Guaranteed pod's container and sandbox alone, and a
+	// the Guaranteed pod's container and sandbox alone (its pod's
+	// ddiskqos.level annotation notwithstanding: the flag wins), a
 	// --cgroup-levels glob on the names the kubelet's links gave pins the
-	// Burstable reader (the glob names namespace/pod/container, not ids).
+	// Burstable reader (the glob names namespace/pod/container, not ids),
+	// and with --cgroup-kubelet-pods the BestEffort pod's ddiskqos.level
+	// annotation, read from the kubelet's /pods, pins the streamer at 3
+	// (the first daemon, without the flag, put it at 4).
 	state2 := filepath.Join(t.TempDir(), "state.json")
 	pin := kubeNamespace + "/ddq-burstable-*/reader"
-	d2, _ := r.launch(t, "run", "--source", "cgroup", "--cgroup-parent", "/kubepods", "--cgroup-layout", "kubepods",
-		"--cgroup-exempt-guaranteed", "--cgroup-levels", pin+"=2",
-		"--listen", r.addr, "--state-file", state2, "--devices", r.loop.Name)
+	// The daemon is the README's Kubernetes command, with the rig's
+	// kubelet port for the README's 10255.
+	args := readmeCommand(t, "--cgroup-layout kubepods")
+	for i, a := range args {
+		if a == kubeReadmePods {
+			args[i] = "http://127.0.0.1:" + k.port + "/pods"
+		}
+	}
+	if !slices.Contains(args, "--cgroup-exempt-guaranteed") || !slices.Contains(args, "http://127.0.0.1:"+k.port+"/pods") {
+		t.Fatalf("the README's kubepods command %q lacks --cgroup-exempt-guaranteed or --cgroup-kubelet-pods %s", args, kubeReadmePods)
+	}
+	d2, _ := r.launch(t, append(args, "--cgroup-levels", pin+"=2",
+		"--listen", r.addr, "--state-file", state2, "--devices", r.loop.Name)...)
 	gpod := run["ddq-guaranteed/reader"].pod.Metadata.UID
-	s = waitSnapshot(t, r, "the Guaranteed pod exempt, the Burstable reader pinned at 2, the streamer at 4", time.Minute, func(s *snapshot.Snapshot) bool {
+	s = waitSnapshot(t, r, "the Guaranteed pod exempt, the Burstable reader pinned at 2, the streamer pinned at 3 by its pod's annotation", time.Minute, func(s *snapshot.Snapshot) bool {
 		ws, wb := at(s, streamer), at(s, byWhat["ddq-burstable/reader"])
-		return len(s.Workloads) == len(wants) && ws != nil && ws.Level == 4 && wb != nil && wb.Level == 2 && wb.Pinned
+		return len(s.Workloads) == len(wants) && ws != nil && ws.Level == 3 && ws.Pinned && wb != nil && wb.Level == 2 && wb.Pinned
 	})
+	if ws := at(s, streamer); ws.Labels[policy.LabelLevel] != "3" {
+		t.Errorf("streamer labelled %v, want %s=3 from its pod's annotation", ws.Labels, policy.LabelLevel)
+	}
+	if v, _ := r.weight(t, streamer); v != 250 {
+		t.Errorf("streamer pinned at level 3 by its pod's annotation: blkio.bfq.weight_device for %s is %d, want 250", r.loop.Name, v)
+	}
 	for _, w := range wants {
 		wl := at(s, w.cgroup)
 		if g := w.uid == gpod; wl == nil || wl.Exempt != g || g && wl.Weight != 0 {
@@ -674,7 +700,29 @@ func TestRealKubeletStaticPods(t *testing.T) {
 	stopWith(t, d2, syscall.SIGTERM)
 	checkRestored(t, before)
 	checkStateFile(t, state2)
-	t.Logf("second daemon: Guaranteed exempt, %s pinned at 2, restored; %s in all", pin, time.Since(began).Round(time.Millisecond))
+	t.Logf("second daemon: Guaranteed exempt, %s pinned at 2, the streamer at 3 by annotation, restored; %s in all", pin, time.Since(began).Round(time.Millisecond))
+}
+
+// readmeCommand is the README's one `ddiskqos run` command whose line
+// holds marker (a comment after # aside), as arguments after `ddiskqos`.
+func readmeCommand(t *testing.T, marker string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatalf("read README: %v", err)
+	}
+	var found [][]string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		f := strings.Fields(cmd)
+		if len(f) > 2 && f[0] == "ddiskqos" && f[1] == "run" && strings.Contains(cmd, marker) {
+			found = append(found, f[1:])
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("README.md has %d `ddiskqos run ... %s` commands, want exactly 1: %q", len(found), marker, found)
+	}
+	return found[0]
 }
 
 // subdirNames lists the child directories of dir.

@@ -393,27 +393,28 @@ func TestRealV1LatencyEffect(t *testing.T) {
 // neighbour — a backup-like 1 MiB O_DIRECT reader paced to 50 MB/s, one
 // request at a time, which leaves the victim near idle without any QoS —
 // beside the same 4 KiB reader at 100/s for 20 s: with the daemon (its
-// defaults) the neighbour keeps at least 45 % of its rate while the victim
-// reads and the victim is no worse than without the daemon (median p99
-// within 2× of without's, and within 5× idle). The first contention costs
-// the neighbour the probe that learns the target (two ticks at the least
-// cap, 8 MiB/s) and the slow start from 5 % of the device's capacity;
-// 65 % in a make test on 2026-12-02, 53-90 % with the builds before it
-// (a fresh machine whose disk gave the victim an idle p99 of 1.2-2.2 ms):
-// where the learned target is tight,
-// the share sits between half the target and the target for the rest of
-// the run. Three pairs: one pair in six or so keeps 28 % (the share held
-// at 16 MiB/s for the whole phase) where the others keep 65-82 %; two
-// pairs summed failed the 45 % bar in stop 43's CI, three sum such a pair
-// with two others (measured 2026-12-02: 55, 71, 80, 76 % over two pairs). With work_conserving false (the daemon before it) the
-// neighbour stayed at its 8 MiB/s cap, 17 %, and the test failed.
+// defaults) the neighbour keeps at least 80 % of its rate while the victim
+// reads (the bar is 90 %; the margin is for a pair hit by the
+// disk's own noise) and the victim is no worse than without the daemon
+// (median p99 within 2× of without's, and within 5× idle). Measured in
+// the make test of 2026-12-02 (the final controller): 97 %, the victim
+// 1.6× its p99 without the daemon (98 % and 97 % in two runs earlier that
+// evening, with a first target from one tick since reverted and helper
+// sessions open: hints only). Before the throttle's capacity took the
+// device's rate while busy, the backup alone set the capacity at its own
+// pace (~70 MB/s), counted as 70-86 % of the device, and stayed held back
+// at the controller's most share: 78-82 % (and 28 % in one pair in six,
+// when a tight target held the share low). With work_conserving false
+// (the daemon before it) the neighbour stayed at its 8 MiB/s cap, 17 %,
+// and the test failed: measured before the capacity's rate while busy,
+// not since (its start share is now 5 % of ~470 MB/s, not of ~70).
 func TestRealV1NoHarm(t *testing.T) {
 	r := newRunRig(t) // skips in the VM
 	testkit.SetScheduler(t, r.loop.Name, "none")
 	streamer, victim := effectSpecs(r.loop.Path, 384<<20, 1, 100, 20*time.Second)
 	streamer.RateLimit = 50e6
 	latencyEffect(t, r, effect{streamer: streamer, victim: victim, warm: 5 * time.Second, pairs: 3,
-		minShare: 0.45, maxIdle: 5, noWorse: 2})
+		minShare: 0.8, maxIdle: 5, noWorse: 2})
 }
 
 // TestRealV2LatencyEffect is the same on cgroup v2 (io.max) in the test VM,
@@ -439,20 +440,20 @@ func TestRealV2LatencyEffect(t *testing.T) {
 // TestRealV2NoHarm is TestRealV1NoHarm on cgroup v2 in the test VM: its
 // disk capped at 100 MiB/s by qemu, the neighbour paced to 20 MB/s (a
 // fifth of it, as 50 MB/s is a small part of the host's loop device); the
-// neighbour keeps at least 60 % (78 % and 82 % in two runs here; 89 % in
-// three on 2026-12-02). The victim no worse than 2.5x without the daemon
-// (the host's bar is 2x): in the TCG-emulated VM the daemon's fast loop
-// and the eBPF sensor's per-request programs share two emulated CPUs with
-// the victim, whose median itself rises 1.2-1.4 ms to 1.5-2.2 ms with the
-// daemon up; measured 1.6x, 1.7x and 2.1x without the daemon's p99 in three
-// runs on 2026-12-02 (the 2.1x failed the 2x bar).
+// neighbour keeps at least 80 % (96 % quiet on 2026-12-02; 78-89 % before
+// the capacity's rate while busy). The victim no worse than 2.5x without
+// the daemon (the host's bar is 2x): in the TCG-emulated VM the daemon's
+// fast loop and the eBPF sensor's per-request programs share two emulated
+// CPUs with the victim, whose median itself rises 1.2-1.4 ms to 1.5-2.2 ms
+// with the daemon up; measured 1.2x on 2026-12-02 (1.6-2.1x in three
+// earlier runs, the 2.1x failing a 2x bar).
 func TestRealV2NoHarm(t *testing.T) {
 	r := newV2RunRig(t, "noharm")
 	testkit.SetScheduler(t, r.loop.Name, "none")
 	streamer, victim := effectSpecs(r.loop.Path, 512<<20, 1, 100, 20*time.Second)
 	streamer.RateLimit = 20e6
 	latencyEffect(t, r, effect{streamer: streamer, victim: victim, warm: 4 * time.Second, pairs: 2,
-		minShare: 0.6, maxIdle: 5, noWorse: 2.5})
+		minShare: 0.8, maxIdle: 5, noWorse: 2.5})
 }
 
 // newV2RunRig is a runRig inside the cgroup-v2 test VM: its test disk, a

@@ -28,28 +28,6 @@ import (
 // lxcDisk is where the test's disk appears inside its containers.
 const lxcDisk = "/dev/ddq-disk"
 
-// readmeLXCCommand is the README's LXC command (the Quick start line with
-// --cgroup-layout lxc) as arguments after `ddiskqos`.
-func readmeLXCCommand(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	var found [][]string
-	for line := range strings.SplitSeq(string(b), "\n") {
-		cmd, _, _ := strings.Cut(line, "#")
-		f := strings.Fields(cmd)
-		if len(f) > 2 && f[0] == "ddiskqos" && f[1] == "run" && strings.Contains(cmd, "--cgroup-layout lxc") {
-			found = append(found, f[1:])
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("README.md has %d `ddiskqos run ... --cgroup-layout lxc` commands, want exactly 1: %q", len(found), found)
-	}
-	return found[0]
-}
-
 // lxcCmd runs one LXC tool and returns its error with its output.
 func lxcCmd(args ...string) error {
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
@@ -216,7 +194,7 @@ func lxcTest(t *testing.T, rig func(*testing.T) *runRig) {
 	if _, err := os.Stat("/usr/share/lxc/templates/lxc-busybox"); err != nil {
 		testkit.Need(t, false, "LXC's busybox template: %v (apt-get install -y lxc)", err)
 	}
-	readme := readmeLXCCommand(t)
+	readme := readmeCommand(t, "--cgroup-layout lxc")
 	cgdir := fmt.Sprintf("/ddq-lxc-%d", os.Getpid())
 	for _, tc := range []struct {
 		name string

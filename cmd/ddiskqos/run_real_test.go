@@ -107,7 +107,12 @@ func (r *runRig) launch(t *testing.T, args ...string) (*exec.Cmd, *testkit.SyncB
 	cmd.Env = r.env()
 	logs := &testkit.SyncBuffer{}
 	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
+	// A test binary killed (go test's timeout, ^C) runs no Cleanup: the
+	// kernel sends the daemon SIGTERM when the thread that started it goes,
+	// and it restores and exits as on any stop, instead of running on with
+	// its caps in force. The thread is held until the test ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := testkit.StartHeld(t, cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -1,6 +1,6 @@
 // Package actuate is the "proceeding" stage: it turns "workload W is at
 // level L" into writes on W's cgroup, per device, through the mechanisms in
-// force there (the registry, internal/actuate/mech): the weight the host
+// force there (the registry, internal/mech): the weight the host
 // layer found for the device — BFQ, iocost or CFQ — or, where no scheduler
 // honours weights, a work-conserving throttle; the throttle beside a weight;
 // io.latency's target.
@@ -20,9 +20,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
@@ -95,7 +95,12 @@ type Applied struct {
 	Device Device
 	Weight cgroupfs.Weight // weight mechanisms
 	Limits cgroupfs.Limits // throttle mechanism; zero = uncapped
-	Err    error           // last failure to apply, nil when in force
+	// Knobs are the values in force of the device's per-level mechanisms
+	// beside its weight or caps (Role Target), as text: "mechanism=value"
+	// in table order, joined by "; " ("level-limit=rbps=10485760
+	// wbps=10485760 riops=max wiops=max"); "" when none has a value.
+	Knobs string
+	Err   error // last failure to apply, nil when in force
 }
 
 // wstate is the actuator's memory of one workload.
@@ -351,6 +356,9 @@ func (a *Actuator) collectW(w *wstate) {
 				break
 			}
 		}
+		if a.devs[i].targets {
+			ap.Knobs = knobsText(a.devs[i].leveled, w.knobs[i], ap.Knobs)
+		}
 		if t := a.devs[i].thr; t != nil {
 			// The throttle writes (and fails to write) only caps
 			// whose original was recorded: others need no look-up.
@@ -388,6 +396,7 @@ func (a *Actuator) deviceStatus() []DeviceStatus {
 			st.CapacityBps, st.CapacityIOPS = t.Capacity()
 			st.Share, st.ShareMost, st.CappedAt, st.HeldAt = t.Load()
 			st.ContendedAt, st.Used, st.InForce = t.Contention()
+			st.RefusedAt, st.LiftQueues = t.RefusedAt(), t.LiftQueues()
 		}
 		a.status = append(a.status, st)
 	}

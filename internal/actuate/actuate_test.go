@@ -8,6 +8,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 )
 
@@ -182,5 +183,36 @@ func TestHandle(t *testing.T) {
 	}
 	if _, ok := hd.Applied(); ok {
 		t.Fatal("handle of a released workload still answers")
+	}
+}
+
+// TestAppliedKnobs: a per-level mechanism's value in force is in the
+// workload's Applied as text (what the snapshot, status and top show),
+// the same string while it stays, none at a level it does not cap.
+func TestAppliedKnobs(t *testing.T) {
+	t.Parallel()
+	h := cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}
+	dev := Device{Name: "loop0", Dev: cgroupfs.Dev{Major: 7}, Mech: mech.BFQWeight, Also: []mech.Name{mech.LevelLimit}}
+	a, err := New(Config{Hierarchy: h, DryRun: true, Devices: []Device{dev}, Params: mech.Params{LevelLimits: []uint64{0, 0, 0, 1 << 20}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(level int) Applied {
+		t.Helper()
+		if _, err := a.Apply(time.Unix(int64(level), 0), []Target{{ID: "c", Cgroup: "/c", Level: level, Weight: 100}}); err != nil {
+			t.Fatal(err)
+		}
+		ap := a.Applied("c")
+		if len(ap) != 1 {
+			t.Fatalf("applied %+v", ap)
+		}
+		return ap[0]
+	}
+	const want = "level-limit=rbps=1048576 wbps=1048576 riops=max wiops=max"
+	if ap := apply(4); ap.Knobs != want || ap.Weight != 100 {
+		t.Fatalf("level 4: %+v, want knobs %q", ap, want)
+	}
+	if ap := apply(2); ap.Knobs != "" {
+		t.Fatalf("level 2 is not capped: knobs %q", ap.Knobs)
 	}
 }

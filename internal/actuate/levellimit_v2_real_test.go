@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
+	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 )
 
@@ -46,7 +47,13 @@ func TestRealV2LevelLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := m.Probe(mech.Env{H: r.H, Dev: r.Dev, Name: r.Disk.Name, Scheduler: "bfq", Mechs: []mech.Name{mech.BFQWeight}}); !v.OK {
+	io, err := host.ProbeIOHierarchy(r.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offered := mech.Offer(io.Offered[mech.Throttle])
+	if v := m.Probe(mech.Env{H: r.H, Dev: r.Dev, Name: r.Disk.Name, Scheduler: "bfq", Mechs: []mech.Name{mech.BFQWeight},
+		Offered: map[mech.Name]mech.Offer{mech.Throttle: offered}}); !v.OK {
 		t.Fatalf("probe: %s", v.Reason)
 	}
 	dev := Device{Name: r.Disk.Name, Dev: r.Dev, Mech: mech.BFQWeight, Also: []mech.Name{mech.LevelLimit}}

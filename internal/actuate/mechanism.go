@@ -3,15 +3,16 @@ package actuate
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
 
-// The actuator's side of the mechanisms (internal/actuate/mech): which are
+// The actuator's side of the mechanisms (internal/mech): which are
 // in force on each device, and their knobs. A mechanism of Role Weight or
 // Target is written by Apply from each workload's level; the throttle (Role
 // Caps) decides its caps itself, in its loop (internal/throttle).
@@ -86,6 +87,13 @@ type DeviceStatus struct {
 	// ShareMost is the most a steered share gives the levels capped at
 	// the throttle's last period (their shares' largest; 0: none capped).
 	ShareMost float64
+	// RefusedAt is the last time the throttle's lift guard refused a
+	// lift of the caps (zero: never): the device's requests waited
+	// longer at once (internal/throttle's guard.go).
+	RefusedAt time.Time
+	// LiftQueues: lifting the caps in force would queue the let-go
+	// requests ahead of everyone's (the lift guard's prediction).
+	LiftQueues bool
 	// ContendedAt is the throttle's last period whose level rule capped a
 	// workload, in force or lifted by a share of 1 (the latency
 	// controller's work conservation); Used what those workloads moved
@@ -107,6 +115,7 @@ type devMech struct {
 type device struct {
 	Device
 	leveled []devMech          // written by Apply
+	targets bool               // a leveled one is of Role Target
 	thr     *throttle.Throttle // nil: no throttle on it
 	thrKnob string             // the throttle's Knob
 }
@@ -144,6 +153,7 @@ func newDevice(cfg Config, d Device, sen *devsensor.Device) (device, error) {
 			return out, fmt.Errorf("device %s: %s takes no level", d.Name, n)
 		}
 		out.leveled = append(out.leveled, devMech{m: m, knob: lk})
+		out.targets = out.targets || m.Role == mech.Target
 	}
 	return out, nil
 }
@@ -235,4 +245,25 @@ func (a *Actuator) SetBios(b throttle.BioCounter) {
 			t.SetBios(b)
 		}
 	}
+}
+
+// knobsText is Applied.Knobs of a workload's knobs ks of the leveled
+// mechanisms ms: was, when it says the same (no new string per tick).
+func knobsText(ms []devMech, ks []knobSet, was string) string {
+	var b strings.Builder
+	for j, k := range ks {
+		if ms[j].m.Role != mech.Target || !k.ok || k.v == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(string(ms[j].m.Name))
+		b.WriteByte('=')
+		b.WriteString(k.v)
+	}
+	if b.Len() == len(was) && b.String() == was {
+		return was
+	}
+	return b.String()
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Original is the value a knob had before ddiskqos first wrote it, as the
-// knob's mechanism reads it (text, see internal/actuate/mech).
+// knob's mechanism reads it (text, see internal/mech).
 type Original struct {
 	Cgroup string       `json:"cgroup"` // a container id for Docker's weight
 	Knob   string       `json:"knob"`   // the mechanism's Knob: bfq, throttle, io.latency, ...

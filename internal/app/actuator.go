@@ -1,13 +1,9 @@
 package app
 
 import (
-	"log/slog"
-
 	"github.com/moby/moby/client"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
-	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/config"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 )
@@ -30,29 +26,4 @@ func newActuator(cfg config.Config, engine func() (*client.Client, error)) (func
 	return func(ac actuate.Config, adopted []actuate.Original) (daemon.Actuator, error) {
 		return actuate.NewDocker(ac, cli, adopted)
 	}, nil
-}
-
-// alsoOn chooses the mechanisms that run on d beside its own: the throttle
-// beside a scheduler's weight (throttle_with_weights), and each mechanism
-// the configuration turns on (level_limits) where its probe lets it (else
-// a WARN says why not).
-func alsoOn(cfg config.Config, p mech.Params, h cgroupfs.Hierarchy, d actuate.Device, log *slog.Logger) []mech.Name {
-	var also []mech.Name
-	if cfg.ThrottleWithWeights && (d.Mech == mech.BFQWeight || d.Mech == mech.CFQWeight) {
-		also = append(also, mech.Throttle)
-	}
-	for _, m := range mech.All() {
-		if m.Role != mech.Target || m.On == nil || !m.On(p) {
-			continue
-		}
-		env := mech.Env{H: h, Dev: d.Dev, Name: d.Name, Scheduler: d.Scheduler, Mechs: append([]mech.Name{d.Mech}, also...)}
-		if v := m.Probe(env); !v.OK {
-			if log != nil {
-				log.Warn("mechanism not in force on this device", "mechanism", m.Name, "device", d.Name, "reason", v.Reason)
-			}
-			continue
-		}
-		also = append(also, m.Name)
-	}
-	return also
 }

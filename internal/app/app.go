@@ -73,7 +73,7 @@ func Build(ctx context.Context, p Params) (_ *Pipeline, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	hst, err := ReadHost(host.Roots{Sys: cfg.Paths.Sys, Proc: cfg.Paths.Proc}, cfg.Devices, log)
+	hst, err := ReadHost(host.Roots{Sys: cfg.Paths.Sys, Proc: cfg.Paths.Proc}, cfg.Devices, cfg.MechParams(), log)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/host/hosttest"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // sampleConfig is the default configuration over the sample tree, with no
@@ -114,7 +115,7 @@ func TestDaemonOptionsKernel(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tr.Proc, "sys", "kernel", "osrelease"), []byte("6.1.0-56-amd64\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hst, err := ReadHost(host.Roots{Sys: tr.Sys, Proc: tr.Proc}, nil, slog.New(slog.DiscardHandler))
+	hst, err := ReadHost(host.Roots{Sys: tr.Sys, Proc: tr.Proc}, nil, mech.Params{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/daemon"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // Devices is what the daemon needs to know of the host's block devices.
@@ -26,8 +27,10 @@ type Devices struct {
 
 // HostDevices reads the block devices under roots and picks those to
 // shape: every target device with a mechanism, or those whose names match
-// globs when any are given. It fails when none is left, or a glob is bad.
-func HostDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *slog.Logger) (Devices, error) {
+// globs when any are given, each with the mechanisms p runs beside its
+// own (a WARN says why one turned on cannot run). It fails when none is
+// left, or a glob is bad.
+func HostDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, p mech.Params, log *slog.Logger) (Devices, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -36,7 +39,7 @@ func HostDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *
 			return Devices{}, fmt.Errorf("devices pattern %q: %w", g, err)
 		}
 	}
-	all, err := host.Devices(roots, layout)
+	all, err := host.Devices(roots, layout, p)
 	if err != nil {
 		return Devices{}, err
 	}
@@ -57,7 +60,10 @@ func HostDevices(roots host.Roots, layout cgroupfs.Layout, globs []string, log *
 		}
 		log.Info("device", "name", d.Name, "dev", d.Dev, "scheduler", d.Scheduler, "mechanism", d.Mechanism,
 			"weights_effective", d.WeightsEffective)
-		out.Actuated = append(out.Actuated, actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism, Scheduler: d.Scheduler})
+		for _, r := range d.NotBeside {
+			log.Warn("mechanism not in force on this device", "mechanism", r.Mechanism, "device", d.Name, "reason", r.Reason)
+		}
+		out.Actuated = append(out.Actuated, actuate.Device{Name: d.Name, Dev: dev, Mech: d.Mechanism, Scheduler: d.Scheduler, Also: d.Also})
 	}
 	if len(out.Actuated) == 0 {
 		return Devices{}, fmt.Errorf("no block device to shape (devices %q): run `ddiskqos check` to see each device's mechanism", globs)
@@ -99,8 +105,8 @@ type Host struct {
 }
 
 // ReadHost reads the host's facts under roots; globs select the devices to
-// shape as in HostDevices.
-func ReadHost(roots host.Roots, globs []string, log *slog.Logger) (Host, error) {
+// shape, p their mechanisms, as in HostDevices.
+func ReadHost(roots host.Roots, globs []string, p mech.Params, log *slog.Logger) (Host, error) {
 	layout, err := host.Layout(roots)
 	if err != nil {
 		return Host{}, err
@@ -109,7 +115,7 @@ func ReadHost(roots host.Roots, globs []string, log *slog.Logger) (Host, error) 
 	if err != nil {
 		return Host{}, err
 	}
-	devs, err := HostDevices(roots, layout, globs, log)
+	devs, err := HostDevices(roots, layout, globs, p, log)
 	if err != nil {
 		return Host{}, err
 	}

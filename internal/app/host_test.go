@@ -10,6 +10,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/host/hosttest"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // HostDevices shapes what host.Shaped (`ddiskqos check`'s rule) says, counts
@@ -23,7 +24,7 @@ func TestHostDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := host.Devices(roots, layout)
+	all, err := host.Devices(roots, layout, mech.Params{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestHostDevices(t *testing.T) {
 
 	for _, globs := range [][]string{nil, {"sd*"}, {"vd*", "loop*"}, {"zram0", "loop1", "dm-?", "sd?"}} {
 		var buf bytes.Buffer
-		got, err := HostDevices(roots, layout, globs, slog.New(slog.NewTextHandler(&buf, nil)))
+		got, err := HostDevices(roots, layout, globs, mech.Params{}, slog.New(slog.NewTextHandler(&buf, nil)))
 		if err != nil {
 			t.Fatalf("globs %q: %v", globs, err)
 		}
@@ -72,7 +73,7 @@ func TestHostDevices(t *testing.T) {
 		{[]string{"nosuch*"}, "no block device to shape"},
 		{[]string{"sd["}, `devices pattern "sd["`},
 	} {
-		if _, err := HostDevices(roots, layout, tc.globs, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := HostDevices(roots, layout, tc.globs, mech.Params{}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("globs %q: err %v, want one saying %q", tc.globs, err, tc.want)
 		}
 	}
@@ -88,7 +89,7 @@ func TestHostDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	_, err = HostDevices(roots, layout, []string{"vd*"}, slog.New(slog.NewTextHandler(&buf, nil)))
+	_, err = HostDevices(roots, layout, []string{"vd*"}, mech.Params{}, slog.New(slog.NewTextHandler(&buf, nil)))
 	if err == nil || !strings.Contains(err.Error(), "no block device to shape") {
 		t.Errorf("v2 without io: err %v, want no block device to shape", err)
 	}

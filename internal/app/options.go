@@ -3,7 +3,6 @@ package app
 import (
 	"log/slog"
 	"path/filepath"
-	"slices"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/config"
@@ -36,13 +35,6 @@ func daemonOptions(cfg config.Config, hst Host, src source.Source, log *slog.Log
 	o.Latency.NoControl, o.Latency.Target, o.Latency.Multiple = cfg.LatencyTarget.Spec()
 	o.Latency.NoConserve = !cfg.WorkConserving
 	hst.Devices.Apply(&o)
-	for _, l := range cfg.LevelLimits {
-		o.Actuator.Params.LevelLimits = append(o.Actuator.Params.LevelLimits, uint64(l))
-	}
-	o.Actuator.Devices = slices.Clone(o.Actuator.Devices)
-	for i := range o.Actuator.Devices {
-		d := &o.Actuator.Devices[i]
-		d.Also = alsoOn(cfg, o.Actuator.Params, hst.Hierarchy, *d, log)
-	}
+	o.Actuator.Params = cfg.MechParams()
 	return o
 }

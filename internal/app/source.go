@@ -83,7 +83,7 @@ func newSource(ctx context.Context, cfg config.Config, hst Host, engine func() (
 		}
 		return cgroupdir.New(cgroupdir.Options{Hierarchy: h, Parent: parent, Layout: cgroupdir.Layout(cfg.CgroupLayout),
 			Exempt: cfg.CgroupExempt, Levels: pins, ExemptGuaranteed: cfg.CgroupExemptGuaranteed,
-			KubeletLogs: cfg.CgroupKubeletLogs, Logger: log})
+			KubeletLogs: cfg.CgroupKubeletLogs, KubeletPods: cfg.CgroupKubeletPods, Logger: log})
 	}
 	return nil, fmt.Errorf("source %q: want auto, docker or cgroup", kind)
 }

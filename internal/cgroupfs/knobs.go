@@ -92,7 +92,7 @@ func (h Hierarchy) knobPath(rel, file string) (string, error) {
 
 // ReadKnob reads the whole of the knob file of the cgroup rel: a missing
 // cgroup is ErrCgroupGone, a missing file in an existing cgroup
-// ErrNotAvailable. The mechanisms (internal/actuate/mech) own their files'
+// ErrNotAvailable. The mechanisms (internal/mech) own their files'
 // names and formats; this and WriteKnob are their access.
 func (h Hierarchy) ReadKnob(rel, file string) ([]byte, error) {
 	path, err := h.knobPath(rel, file)

@@ -500,6 +500,22 @@ type Limits struct {
 	RBps, WBps, RIOps, WIOps uint64
 }
 
+// Field is l's field named by io.max's key (rbps, wbps, riops, wiops);
+// nil for any other key.
+func (l *Limits) Field(key string) *uint64 {
+	switch key {
+	case "rbps":
+		return &l.RBps
+	case "wbps":
+		return &l.WBps
+	case "riops":
+		return &l.RIOps
+	case "wiops":
+		return &l.WIOps
+	}
+	return nil
+}
+
 // IsZero reports whether no limit is set.
 func (l Limits) IsZero() bool { return l == Limits{} }
 
@@ -539,17 +555,8 @@ func ParseIOMax(data []byte) (map[Dev]Limits, error) {
 			if !hasEq {
 				return nil, &ParseError{File: "io.max", Line: lineNo, Text: string(line), Msg: "want key=value"}
 			}
-			var p *uint64
-			switch string(key) {
-			case "rbps":
-				p = &l.RBps
-			case "wbps":
-				p = &l.WBps
-			case "riops":
-				p = &l.RIOps
-			case "wiops":
-				p = &l.WIOps
-			default:
+			p := l.Field(string(key))
+			if p == nil {
 				continue
 			}
 			if string(val) == "max" {

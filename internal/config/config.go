@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/devhealth"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/throttle"
 )
@@ -85,6 +86,10 @@ type Config struct {
 	// (/var/log/containers), which name the kubepods layout's containers
 	// namespace/pod/container; "" names them by id (pod<uid>/<id>).
 	CgroupKubeletLogs string `yaml:"cgroup_kubelet_logs"`
+	// CgroupKubeletPods is the URL of the kubelet's pod list
+	// (http://127.0.0.1:10255/pods), whose ddiskqos.* pod annotations
+	// become labels of the pods' containers; "" (the default): not read.
+	CgroupKubeletPods string `yaml:"cgroup_kubelet_pods"`
 	// DockerHost is the engine's API URL. Empty in Default(); Load and
 	// FromArgs fill it from $DOCKER_HOST, else DefaultDockerHost.
 	DockerHost string `yaml:"docker_host"`
@@ -285,3 +290,13 @@ func (s Source) String() string   { return string(s) }
 func (a Actuator) String() string { return string(a) }
 
 var _ fmt.Stringer = Size(0)
+
+// MechParams are the mechanisms' parameters c sets: what runs beside each
+// device's main mechanism, and level-limit's caps.
+func (c Config) MechParams() mech.Params {
+	p := mech.Params{ThrottleWithWeights: c.ThrottleWithWeights}
+	for _, l := range c.LevelLimits {
+		p.LevelLimits = append(p.LevelLimits, uint64(l))
+	}
+	return p
+}

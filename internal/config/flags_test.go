@@ -33,7 +33,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 	args := []string{
 		"--source", "cgroup", "--cgroup-parent", "/system.slice", "--cgroup-layout", "kubepods",
 		"--cgroup-exempt", "system-*, pod*/*", "--cgroup-levels", "db-*=1,batch-*=4", "--cgroup-exempt-guaranteed",
-		"--cgroup-kubelet-logs", "/host/var/log/containers", "--docker-host", "tcp://h:2375",
+		"--cgroup-kubelet-logs", "/host/var/log/containers", "--cgroup-kubelet-pods", "http://127.0.0.1:10255/pods", "--docker-host", "tcp://h:2375",
 		"--interval", "2s", "--thresholds", "1MiB, 2MiB,3MiB,4MiB", "--weights", "800,400,200,20",
 		"--boost-after", "1m", "--policy", "paper", "--usage-window", "5s", "--actuator", "cgroup", "--dry-run",
 		"--throttle-shares", "1,0.5,0.4,0.2", "--throttle-min", "1MiB", "--throttle-burst", "3ms", "--throttle-reads", "500", "--throttle-with-weights=false", "--work-conserving=false", "--level-limits", "0,0,4MiB,1MiB", "--reassert", "0s",
@@ -51,7 +51,7 @@ func TestFromArgsEveryFlag(t *testing.T) {
 	want := Config{
 		Source: SourceCgroup, CgroupParent: "/system.slice", CgroupLayout: "kubepods",
 		CgroupExempt: []string{"system-*", "pod*/*"}, CgroupLevels: []CgroupPin{{"db-*", 1}, {"batch-*", 4}},
-		CgroupExemptGuaranteed: true, CgroupKubeletLogs: "/host/var/log/containers", DockerHost: "tcp://h:2375",
+		CgroupExemptGuaranteed: true, CgroupKubeletLogs: "/host/var/log/containers", CgroupKubeletPods: "http://127.0.0.1:10255/pods", DockerHost: "tcp://h:2375",
 		Interval: 2 * time.Second, Thresholds: []Size{MiB, 2 * MiB, 3 * MiB, 4 * MiB},
 		Weights: []uint16{800, 400, 200, 20}, BoostAfter: time.Minute, Actuator: ActuatorCgroup,
 		PolicyMode: modePaper, UsageWindow: 5 * time.Second,

@@ -1,7 +1,8 @@
 // Package control is the per-device latency controller: it holds the
 // protected workloads' latency on a device within a target learned from the
 // device itself, and gives the throttle's capped workloads the largest
-// share of the device's capacity that keeps it (DESIGN.md's Controller).
+// share of the device's capacity that keeps it (docs/latency.md says why
+// this target and this rule).
 // It is pure: the daemon hands it, once per tick, what the latency sensor
 // timed; it returns the share. No file, no clock of its own.
 //
@@ -36,7 +37,14 @@
 //     (30 s) and before its first decision; the lower of their p99s is the
 //     unloaded latency (one tick's is noisy, and the first still drains
 //     what the capped workloads had queued), and the next tick is back at
-//     the share before it.
+//     the share before it. Where the device serves protected requests
+//     alone (Input.Alone: nothing else in flight from their issue to their
+//     completion, as beside a paced backup that leaves the device idle
+//     most of the time), those are its unloaded latency, learned the same
+//     way (the lower p99 of two pools, learnAlone) without a probe: no
+//     probe is due while they come, so a moderate neighbour is never idled
+//     to learn the target; a streamer that keeps the device busy leaves
+//     none, and is probed as above.
 //
 //   - Share (AIMD, only while a cap was in force and held a workload back
 //     in a tick of the window — a cap nobody runs into says nothing about
@@ -117,8 +125,8 @@ const (
 	// read is fast on every device class (docs/latency.md).
 	DefaultMinTarget = 500 * time.Microsecond
 	// KneeHold is how long a knee (the share a cut came from) bounds the
-	// raises: measured on the host's loop device (issue 20's host
-	// scenario), AIMD without it climbed back into the share that hurt
+	// raises: measured on the host's loop device (bench contention
+	// --scenario host), AIMD without it climbed back into the share that hurt
 	// every 5-10 s, each climb a second of victims at 5-20x their p99.
 	KneeHold = 20 * time.Second
 )
@@ -242,6 +250,10 @@ type Input struct {
 	At time.Time
 	// Hist: the protected requests' times (see the package doc).
 	Hist iolat.Hist
+	// Alone: those of them the device served alone (iolat.Delta.Alone:
+	// nothing else in flight from their issue to their completion), the
+	// device's unloaded latency whatever the neighbours do.
+	Alone iolat.Hist
 	// Capped: a cap of the throttle was in force on the device over the
 	// interval; Held: one held its workload back (it ran at its cap).
 	Capped, Held bool
@@ -269,6 +281,16 @@ type Input struct {
 	// disk at a 5 % share: doubling the share would raise the cap in force
 	// by a quarter).
 	InForce float64
+	// Refused: the throttle's lift guard refused the lift in force over
+	// the interval and set the share before it back (the device's
+	// requests waited longer at once, internal/throttle's guard.go): a
+	// failed lift (lift.go).
+	Refused bool
+	// Queues: the throttle predicts that lifting the caps in force would
+	// queue the let-go requests ahead of everyone's (its lift guard's
+	// reference against the device's latency with nothing capped): a cap
+	// that holds its neighbour back is not lifted (lift.go).
+	Queues bool
 }
 
 // State is what the controller shows (snapshot, metrics).
@@ -305,6 +327,12 @@ type Controller struct {
 	knee      float64 // the share the last cut came from (0: none)
 	kneeAt    time.Time
 	lift      liftState // Config.Conserve's (lift.go)
+	// The protected requests served alone (Input.Alone): the pool
+	// filling, its ticks, and the p99 of the first of a pair measured.
+	alonePool  iolat.Hist
+	aloneTicks int
+	aloneLast  uint64 // served alone in the last tick
+	aloneFirst time.Duration
 }
 
 // New returns a controller; an error names the bad value.
@@ -326,6 +354,7 @@ func (c *Controller) State() State { return c.st }
 // Step folds in one tick and returns the share the capped workloads get
 // until the next one.
 func (c *Controller) Step(in Input) State {
+	c.learnAlone(in)
 	probing := c.st.Probing
 	loaded := in.Capped && !probing
 	unloaded := !in.Capped && in.Quiet
@@ -411,12 +440,17 @@ func (c *Controller) Step(in Input) State {
 	if measured && c.cfg.Conserve && c.checkedCut(in.At, m) {
 		// The cut bought nothing (lift.go): undone. From lifted: lifted
 		// again, the wait it started undone; capped: the share before it,
-		// the knee it set forgotten.
+		// the knee it set forgotten, and lifted where the throttle does
+		// not predict that a lift queues and no failed lift is waited out
+		// (the caps may be what slows the victims: liftUntried).
 		if c.lift.cutShare == 0 {
 			c.lift.cutAt = time.Time{}
 			return c.liftNow(in.At)
 		}
 		c.st.Share, c.knee = max(c.st.Share, c.lift.cutShare), 0
+		if c.liftUntried(in) {
+			return c.liftNow(in.At)
+		}
 		return c.st
 	}
 	if !measured || t == 0 || !held {
@@ -489,11 +523,50 @@ func (c *Controller) dueProbe(at time.Time) bool {
 	if c.st.Baseline != 0 && at.Sub(c.learnedAt) < c.cfg.ProbeEvery {
 		return false
 	}
+	if c.aloneFirst != 0 || 2*c.aloneLast >= c.cfg.MinSamples {
+		return false // requests served alone are coming: they tell it
+	}
 	retry := c.cfg.ProbeEvery
 	if c.st.Baseline == 0 {
 		retry /= 10
 	}
 	return c.probeAt.IsZero() || at.Sub(c.probeAt) >= retry
+}
+
+// learnAlone pools the protected requests the device served alone
+// (Input.Alone) and learns the unloaded latency from them as a probe does:
+// the lower p99 of two pools of at least MinSamples each, every pool within
+// WindowTicks ticks (a pool that takes longer is dropped: under a
+// streamer a request served alone is rare, and the few that are may be
+// the fastest, which would learn the target tight). While they come, no
+// probe is due (a first pool measured, or half of MinSamples served alone
+// in the last tick; a trickle under a streamer does not put one off): a moderate neighbour, whose requests leave the device idle
+// most of the time, is never idled to learn the target.
+func (c *Controller) learnAlone(in Input) {
+	if c.cfg.Target != 0 {
+		return
+	}
+	c.aloneLast = in.Alone.Count()
+	if c.aloneLast == 0 && c.alonePool.Count() == 0 && c.aloneFirst == 0 {
+		c.aloneTicks = 0
+		return
+	}
+	c.alonePool.Add(&in.Alone)
+	c.aloneTicks++
+	if c.alonePool.Count() < c.cfg.MinSamples {
+		if c.aloneTicks >= WindowTicks {
+			c.alonePool, c.aloneTicks, c.aloneFirst = iolat.Hist{}, 0, 0
+		}
+		return
+	}
+	m := c.alonePool.Quantile(0.99)
+	c.alonePool, c.aloneTicks = iolat.Hist{}, 0
+	if c.aloneFirst == 0 {
+		c.aloneFirst = m
+		return
+	}
+	c.learn(in.At, min(m, c.aloneFirst))
+	c.aloneFirst = 0
 }
 
 // learn folds an unloaded measure into the baseline and the target.

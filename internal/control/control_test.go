@@ -423,3 +423,64 @@ func TestWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnAlone: a contention that begins where the protected requests are
+// served alone (a moderate neighbour, idle most of the time) learns the
+// target from them, with no probe; a trickle of them under a streamer puts
+// no probe off; a pool too slow to fill is dropped. Mutations checked:
+// learnAlone not called probes at the first loaded tick; the trickle rule
+// removed never probes.
+func TestLearnAlone(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Start: 0.05, Floor: 0.02, Max: 0.6, Conserve: true}
+	at := t0
+	stepOf := func(c *Controller) func(in Input) State {
+		return func(in Input) State {
+			at = at.Add(time.Second)
+			in.At = at
+			return c.Step(in)
+		}
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := stepOf(c)
+	// Capped from the victim's first request; 90 of its 100 requests a
+	// tick served alone at ~300 µs (the others beside the neighbour's).
+	in := Input{Hist: hist(300*time.Microsecond, 100), Alone: hist(300*time.Microsecond, 90), Capped: true, Held: true, Contended: true}
+	st := step(in)
+	if st.Probing || st.Target != 0 {
+		t.Fatalf("first tick of requests served alone: %+v, want no probe and no target yet (a pair of pools)", st)
+	}
+	st = step(in)
+	if st.Probing || !near(st.Baseline, 300*time.Microsecond) || st.Target != DefaultMinTarget && !near(st.Target, 900*time.Microsecond) {
+		t.Fatalf("second tick: %+v, want baseline ~300µs learned from the requests served alone, no probe", st)
+	}
+	if st.Share <= cfg.Start {
+		t.Fatalf("second tick, p99 at a third of the target: share %g, want the slow start's doubling from %g", st.Share, cfg.Start)
+	}
+	for range 40 {
+		if st = step(in); st.Probing {
+			t.Fatalf("probed at %v while requests served alone kept coming: %+v", at, st)
+		}
+	}
+
+	// A streamer: one request a tick served alone (the fastest) puts no
+	// probe off, and learns nothing.
+	c, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step = stepOf(c)
+	trickle := Input{Hist: hist(20*ms, 100), Alone: hist(100*time.Microsecond, 1), Capped: true, Held: true, Contended: true}
+	if st = step(trickle); !st.Probing {
+		t.Fatalf("a trickle served alone under a streamer: %+v, want the probe at the first loaded tick", st)
+	}
+	for range 8 {
+		step(trickle)
+	}
+	if b := c.State().Baseline; b != 0 && b < time.Millisecond {
+		t.Fatalf("baseline %v learned from a trickle of fast requests (the probe ticks were at 20ms)", b)
+	}
+}

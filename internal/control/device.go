@@ -18,20 +18,21 @@ type Device struct {
 	c          *Controller // nil: not made yet (no throttle seen on the device)
 	off        bool        // the device cannot be steered (no throttle, or a bad config)
 	hist       iolat.Hist
-	prot, rest uint64 // bytes of the protected requests and of the others this tick
+	alone      iolat.Hist // the protected requests the device served alone
+	prot, rest uint64     // bytes of the protected requests and of the others this tick
 }
 
 // Throttle is what a device's throttle did since the last tick (the
-// actuator's device status): Input's Capped, Held, Max, Contended, Used
-// and InForce.
+// actuator's device status): Input's Capped, Held, Max, Contended, Used,
+// InForce, Refused and Queues.
 type Throttle struct {
-	Capped, Held, Contended bool
-	Max, Used, InForce      float64
+	Capped, Held, Contended, Refused, Queues bool
+	Max, Used, InForce                       float64
 }
 
 // Begin starts a tick's input.
 func (d *Device) Begin() {
-	d.hist, d.prot, d.rest = iolat.Hist{}, 0, 0
+	d.hist, d.alone, d.prot, d.rest = iolat.Hist{}, iolat.Hist{}, 0, 0
 }
 
 // Add charges one delta of the latency sensor to the tick's input;
@@ -47,6 +48,7 @@ func (d *Device) Add(dl *iolat.Delta, protected bool) {
 		return
 	}
 	d.hist.AddTick(&dl.Hist)
+	d.alone.AddAlone(&dl.Alone)
 	d.prot += dl.Bytes
 }
 
@@ -70,8 +72,8 @@ func (d *Device) Step(at time.Time, th Throttle, cfg func() Config) (Input, Stat
 		}
 		d.c = c
 	}
-	in := Input{At: at, Hist: d.hist, Capped: th.Capped, Held: th.Held, Quiet: d.rest <= d.prot, Max: th.Max,
-		Contended: th.Contended, Used: th.Used, InForce: th.InForce}
+	in := Input{At: at, Hist: d.hist, Alone: d.alone, Capped: th.Capped, Held: th.Held, Quiet: d.rest <= d.prot, Max: th.Max,
+		Contended: th.Contended, Used: th.Used, InForce: th.InForce, Refused: th.Refused, Queues: th.Queues}
 	return in, d.c.Step(in), nil
 }
 

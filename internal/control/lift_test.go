@@ -369,32 +369,45 @@ func TestConserveCutBoughtNothing(t *testing.T) {
 
 // TestConserveCappedCutBoughtNothing: capped, a window a little above the
 // target cuts; when the next window is as slow, the share before the cut
-// comes back and windows at that latency no longer cut; one above the
-// noise floor does. Mutation checked: no armCheck on capped cuts fails it.
+// comes back and, where the throttle predicts that a lift would queue,
+// windows at that latency no longer cut while one above the noise floor
+// does; where it does not predict so, the caps are lifted (they may be
+// what slows the victims), lifted windows under the noise floor keep them
+// lifted and one above it cuts. Mutation checked: no armCheck on capped
+// cuts fails it; liftUntried always false fails the second half.
 func TestConserveCappedCutBoughtNothing(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{Start: 0.1, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true, Target: 3 * ms})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := t0
-	step := func(d time.Duration) State {
-		at = at.Add(time.Second)
-		return c.Step(Input{At: at, Hist: hist(d, 100), Capped: true, Held: true, Contended: true, InForce: 0.1, Used: 0.1})
-	}
-	if st := step(4 * ms); math.Abs(st.Share-0.07) > 1e-9 {
-		t.Fatalf("held at 10 %%, a window at 4 ms against 3 ms: %+v, want cut to 0.07", st)
-	}
-	if st := step(4 * ms); math.Abs(st.Share-0.1) > 1e-9 {
-		t.Fatalf("the window after the cut as slow: %+v, want the share before it, 0.1", st)
-	}
-	for i := range 5 {
-		if st := step(4400 * time.Microsecond); st.Share < 0.1-1e-9 {
-			t.Fatalf("window %d at 4.4 ms, under the noise floor: %+v, want no cut", i, st)
+	for _, queues := range []bool{true, false} {
+		c, err := New(Config{Start: 0.1, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true, Target: 3 * ms})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if st := step(7 * ms); st.Share >= 0.1 {
-		t.Fatalf("a window at 7 ms, above the noise floor: %+v, want a cut", st)
+		at := t0
+		step := func(d time.Duration) State {
+			at = at.Add(time.Second)
+			// A tail: the p99 at d, the p90 within the target (lifted, a
+			// tick's p90 above it is contention and cuts).
+			in := Input{At: at, Hist: mix(hist(1*ms, 95), hist(d, 5)), Capped: true, Held: true, Contended: true, InForce: 0.1, Used: 0.1, Queues: queues}
+			if c.State().Lifted {
+				in.Capped, in.Held, in.InForce = false, false, 0
+			}
+			return c.Step(in)
+		}
+		if st := step(4 * ms); math.Abs(st.Share-0.07) > 1e-9 {
+			t.Fatalf("queues %v: held at 10 %%, a window at 4 ms against 3 ms: %+v, want cut to 0.07", queues, st)
+		}
+		st := step(4 * ms)
+		if queues && (st.Lifted || math.Abs(st.Share-0.1) > 1e-9) || !queues && !st.Lifted {
+			t.Fatalf("queues %v: the window after the cut as slow: %+v, want the share before it, 0.1, lifted only where a lift does not queue", queues, st)
+		}
+		for i := range 5 {
+			if st := step(4400 * time.Microsecond); st.Lifted != !queues || st.Share < 0.1-1e-9 {
+				t.Fatalf("queues %v: window %d at 4.4 ms, under the noise floor: %+v, want no cut", queues, i, st)
+			}
+		}
+		if st := step(7 * ms); st.Lifted || st.Share >= 0.1 {
+			t.Fatalf("queues %v: a window at 7 ms, above the noise floor: %+v, want a cut", queues, st)
+		}
 	}
 }
 
@@ -406,17 +419,10 @@ func TestConserveCappedCutBoughtNothing(t *testing.T) {
 // rule lifting there fails it.
 func TestConserveHeldAtMost(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Conserve: true, Target: 3 * ms})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := t0
+	_, step := heldAtThird(t)
 	var st State
 	for i := range 4 + mostTicks {
-		at = at.Add(time.Second)
-		in := capped(1 * ms)
-		in.At = at
-		st = c.Step(in)
+		st = step(nil)
 		if st.Lifted {
 			if st.Share != 1 || i < 4+mostTicks-1 {
 				t.Fatalf("tick %d: lifted (%+v), want lifted only after %d ticks at the most share", i, st, mostTicks)
@@ -425,4 +431,73 @@ func TestConserveHeldAtMost(t *testing.T) {
 		}
 	}
 	t.Fatalf("after %d ticks at a third of the target, held at the most share: %+v, want lifted", 4+mostTicks, st)
+}
+
+// heldAtThird is a work-conserving controller with a fixed 3 ms target
+// and a step that feeds it the next second's tick of a cap holding its
+// neighbour, the victims at a third of the target.
+// mod, when not nil, changes the tick first.
+func heldAtThird(t *testing.T) (*Controller, func(mod func(*Input)) State) {
+	t.Helper()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Conserve: true, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	return c, func(mod func(*Input)) State {
+		at = at.Add(time.Second)
+		in := capped(1 * ms)
+		in.At = at
+		if mod != nil {
+			mod(&in)
+		}
+		return c.Step(in)
+	}
+}
+
+// TestRefusedLift: the throttle's refusal of a lift (Input.Refused) is a
+// failed lift: the share it came from, not lifted, and no lift again
+// before the doubled wait.
+func TestRefusedLift(t *testing.T) {
+	t.Parallel()
+	_, step := heldAtThird(t)
+	var st State
+	for range 20 {
+		if st = step(nil); st.Lifted {
+			break
+		}
+	}
+	if !st.Lifted {
+		t.Fatalf("not lifted after 20 ticks at a third of the target: %+v", st)
+	}
+	if st = step(func(in *Input) { in.Refused, in.Capped, in.Held = true, false, false }); st.Lifted || st.Share != 0.6 {
+		t.Fatalf("refused lift: %+v, want not lifted, back at the most share 0.6 it came from", st)
+	}
+	for i := range int(2*LiftBackoff/time.Second) - 1 {
+		if st = step(nil); st.Lifted {
+			t.Fatalf("lifted again %d s after a refused lift, want not before the doubled wait %v", i+1, 2*LiftBackoff)
+		}
+	}
+}
+
+// TestConserveQueuesHeld: where the throttle predicts a lift would queue
+// the let-go requests (Input.Queues), a cap holding its neighbour back at
+// the most share is not lifted, however long the victims are well within
+// the target; not held, it is. Mutation checked: ignoring Queues in
+// liftDue lifts at the third tick at the most share.
+func TestConserveQueuesHeld(t *testing.T) {
+	t.Parallel()
+	_, step := heldAtThird(t)
+	for i := range 30 {
+		if st := step(func(in *Input) { in.Queues = true }); st.Lifted || st.Share > 0.6 {
+			t.Fatalf("tick %d: %+v, want held at most at 0.6 and never lifted", i, st)
+		}
+	}
+	var st State
+	for range WindowTicks + 1 { // the window still holds the held ticks
+		if st = step(func(in *Input) { in.Queues, in.Held = true, false }); st.Lifted {
+			return
+		}
+	}
+	t.Fatalf("a cap nobody runs into, %d ticks at a third of the target: %+v, want lifted", WindowTicks+1, st)
 }

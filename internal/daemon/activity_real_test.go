@@ -11,6 +11,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/sensor"
 	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/source"
@@ -47,7 +48,7 @@ func kernelDaemon(t *testing.T, r rig, name, cg string) (d *Daemon, step func())
 	opts := r.options(t, "")
 	// The disk under the loop device (host): its requests repeat the
 	// loop's in the v1 counters, which the sensor counts once.
-	if devs, err := host.BlockDevices(host.DefaultRoots(), host.IOHierarchy{}); err == nil {
+	if devs, err := host.BlockDevices(host.DefaultRoots(), host.IOHierarchy{}, mech.Params{}); err == nil {
 		if lows := host.Lowers(host.DefaultRoots(), devs)[r.dev.Dev.String()]; len(lows) == 1 {
 			if lower, err := cgroupfs.ParseDev(lows[0]); err == nil {
 				opts.SenseDevices = []cgroupfs.Dev{lower}

@@ -49,7 +49,8 @@ func (d *Daemon) controlTick(now, prev time.Time) {
 		}
 		st := d.devStatus[i]
 		in, out, err := c.Step(now, control.Throttle{Capped: st.CappedAt.After(prev), Held: st.HeldAt.After(prev),
-			Max: st.ShareMost, Contended: st.ContendedAt.After(prev), Used: st.Used, InForce: st.InForce}, d.controlConfig)
+			Max: st.ShareMost, Contended: st.ContendedAt.After(prev), Used: st.Used, InForce: st.InForce,
+			Refused: st.RefusedAt.After(prev), Queues: st.LiftQueues}, d.controlConfig)
 		if err != nil {
 			d.log.Warn("latency controller not run: the throttle keeps its fixed share", "device", st.Device.Name, "err", err)
 			continue

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/sensor/latency"
 	"github.com/ddiskqos/ddiskqos/internal/source"

@@ -103,7 +103,7 @@ func (d *Daemon) record(t *tracked, devs []actuate.Device) *snapshot.Workload {
 	}
 	for _, ap := range applied {
 		a := snapshot.Applied{Device: ap.Device.Name, Dev: d.devString(devs, ap.Device.Dev), Mechanism: ap.Device.Mechanisms(),
-			ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, ReadIOPS: ap.Limits.RIOps, WriteIOPS: ap.Limits.WIOps, Throttled: !ap.Limits.IsZero(), Used: t.c.Used(ap.Device.Dev)}
+			ReadBps: ap.Limits.RBps, WriteBps: ap.Limits.WBps, ReadIOPS: ap.Limits.RIOps, WriteIOPS: ap.Limits.WIOps, Throttled: !ap.Limits.IsZero(), Knobs: ap.Knobs, Used: t.c.Used(ap.Device.Dev)}
 		if ap.Device.Weighted() {
 			a.Weight = int(ap.Weight)
 		}

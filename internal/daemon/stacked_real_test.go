@@ -9,6 +9,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
@@ -23,7 +24,7 @@ func TestRealStackedLoopCountsOnce(t *testing.T) {
 		t.Skip("v1 host test: the VM's disk is no loop device")
 	}
 	r := newRig(t, "none", host.MechThrottle)
-	devs, err := host.BlockDevices(host.DefaultRoots(), host.IOHierarchy{})
+	devs, err := host.BlockDevices(host.DefaultRoots(), host.IOHierarchy{}, mech.Params{})
 	if err != nil {
 		t.Fatal(err)
 	}

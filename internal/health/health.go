@@ -191,11 +191,14 @@ func (s *Stage) TickStart(tick uint64) {
 // count when last looked at, is not 0) and the rotating budget allows,
 // else last.
 func (s *Stage) DState(tasks Tasks, moved bool, last int32) int32 {
-	if s.budget == 0 || s.opts.ProcRoot == "" || (!moved && last == 0) {
+	if s.opts.ProcRoot == "" || (!moved && last == 0) {
 		return last
 	}
+	// Every candidate counts in seen, over the budget too: the next
+	// tick's stride is candidates / budget (seen stopping at the budget
+	// left the stride at 1, and each tick read the same first ones).
 	s.seen++
-	if (s.seen+int(s.tick))%s.stride != 0 {
+	if s.budget == 0 || (s.seen+int(s.tick))%s.stride != 0 {
 		return last
 	}
 	tc, buf, err := tasks.CountDState(s.opts.ProcRoot, s.opts.DStateTasks, s.buf)

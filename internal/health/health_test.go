@@ -48,6 +48,55 @@ func (f *fakeTasks) CountDState(_ string, max int, buf []byte) (cgroupfs.TaskCou
 	return cgroupfs.TaskCount{D: f.d, Seen: max}, buf, nil
 }
 
+// TestDStateRotates: with more candidates than the budget, the budget
+// rotates: every candidate is read within a few ticks, each tick reads at
+// most the budget. Mutation checked: counting seen only within the budget
+// (the stride stuck at 1) reads the same first 4 of 10 every tick.
+func TestDStateRotates(t *testing.T) {
+	t.Parallel()
+	proc := t.TempDir()
+	write(t, filepath.Join(proc, "stat"), "procs_blocked 0\n")
+	s, err := New(Options{ProcRoot: proc, DStateWorkloads: 4}, Env{Hold: noHold, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ws := make([]*fakeTasks, 10)
+	for i := range ws {
+		ws[i] = &fakeTasks{d: 1}
+	}
+	for tick := range uint64(6) {
+		s.TickStart(tick)
+		before := 0
+		for _, w := range ws {
+			before += w.reads
+		}
+		for _, w := range ws {
+			s.DState(w, true, 0)
+		}
+		after := 0
+		for _, w := range ws {
+			after += w.reads
+		}
+		if after-before > 4 {
+			t.Fatalf("tick %d read %d workloads, budget 4", tick, after-before)
+		}
+	}
+	for i, w := range ws {
+		if w.reads == 0 {
+			t.Errorf("candidate %d of 10 never read in 6 ticks at a budget of 4 (reads: %v)", i, reads(ws))
+		}
+	}
+}
+
+func reads(ws []*fakeTasks) []int {
+	var r []int
+	for _, w := range ws {
+		r = append(r, w.reads)
+	}
+	return r
+}
+
 func noHold(cgroupfs.Dev, devhealth.Ceiling) error { return errors.New("no throttle") }
 
 // TestDState: a workload is a candidate when it did I/O or had tasks in D

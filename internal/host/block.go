@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // Device is one block device (a whole disk: cgroup I/O control works per
@@ -54,21 +55,27 @@ type Device struct {
 	Verified         string       `json:"verified,omitempty"`
 	Reason           string       `json:"reason"`
 	Fix              string       `json:"fix,omitempty"`
+	// Also are the mechanisms that run beside Mechanism as configured
+	// (the throttle beside a scheduler's weight, level-limit); NotBeside
+	// those turned on that cannot run on the device, and why.
+	Also      []Mechanism    `json:"also,omitempty"`
+	NotBeside []mech.Refusal `json:"not_beside,omitempty"`
 }
 
 // Devices lists the block devices of /sys/block sorted by name, each with
-// the mechanism the I/O hierarchy of layout offers on it. Without any I/O
-// hierarchy the devices are still listed, with mechanism "none".
-func Devices(r Roots, layout cgroupfs.Layout) ([]Device, error) {
+// the mechanisms the I/O hierarchy of layout offers on it as p configures
+// them. Without any I/O hierarchy the devices are still listed, with
+// mechanism "none".
+func Devices(r Roots, layout cgroupfs.Layout, p mech.Params) ([]Device, error) {
 	h, err := ProbeIOHierarchy(layout)
 	if err != nil && !errors.Is(err, cgroupfs.ErrNoIOHierarchy) {
 		return nil, err
 	}
-	return BlockDevices(r, h)
+	return BlockDevices(r, h, p)
 }
 
 // BlockDevices is Devices for an already probed hierarchy.
-func BlockDevices(r Roots, h IOHierarchy) ([]Device, error) {
+func BlockDevices(r Roots, h IOHierarchy, p mech.Params) ([]Device, error) {
 	dir := r.sys("block")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -88,10 +95,11 @@ func BlockDevices(r Roots, h IOHierarchy) ([]Device, error) {
 			m, ok := cgroupfs.FindCostModel(h.IOCostModel, cgroupfs.Dev{Major: d.Major, Minor: d.Minor})
 			d.IOCostCalibrated = ok && m.Ctrl == "user"
 		}
-		c := chooseMechanism(h, d)
+		c := mech.Choose(mechEnv(h, d), p)
 		d.Mechanism, d.WeightsEffective = c.Mechanism, c.WeightsEffective
 		d.WeightFile, d.WeightDeviceFile, d.Weight = c.WeightFile, c.WeightDeviceFile, c.Weight
 		d.Verified, d.Reason, d.Fix = c.Verified, c.Reason, c.Fix
+		d.Also, d.NotBeside = c.Also, c.NotBeside
 		out = append(out, d)
 	}
 	slices.SortFunc(out, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })

@@ -214,6 +214,10 @@ func deviceChecks(f Facts) []Check {
 			c.Status = StatusWarn
 		}
 		cs = append(cs, c)
+		for _, r := range d.NotBeside {
+			cs = append(cs, Check{ID: "device." + d.Name + "." + string(r.Mechanism), Status: StatusWarn,
+				Value: string(r.Mechanism) + " turned on but not in force", Why: r.Reason})
+		}
 		if d.IOCost && !d.IOCostCalibrated {
 			cs = append(cs, Check{ID: "device." + d.Name + ".iocost_model", Status: StatusWarn,
 				Value: "iocost on with the kernel's default model (io.cost.model ctrl=auto)",
@@ -249,23 +253,6 @@ func deviceChecks(f Facts) []Check {
 			Why: "listed in the JSON with target=false but not shaped: nothing behind them, or memory-backed with no disk time to share"})
 	}
 	return cs
-}
-
-func deviceValue(d Device) string {
-	sched := d.Scheduler
-	if sched == "" {
-		sched = "no scheduler"
-	} else {
-		sched = "scheduler " + sched
-	}
-	v := fmt.Sprintf("%s (%s, %s", d.Mechanism, d.Dev, sched)
-	if d.IOCost {
-		v += ", iocost on"
-	}
-	if d.WeightDeviceFile != "" {
-		v += ", " + d.WeightDeviceFile
-	}
-	return v + ")"
 }
 
 func psiChecks(f Facts) []Check {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -102,7 +103,7 @@ func TestRealDataRootOnLoop(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	devs, err := BlockDevices(DefaultRoots(), IOHierarchy{})
+	devs, err := BlockDevices(DefaultRoots(), IOHierarchy{}, mech.Params{})
 	if err != nil {
 		t.Fatal(err)
 	}

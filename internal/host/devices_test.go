@@ -9,6 +9,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host/hosttest"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 func devicesOf(t *testing.T, tr *hosttest.Tree) map[string]Device {
@@ -18,7 +19,7 @@ func devicesOf(t *testing.T, tr *hosttest.Tree) map[string]Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := Devices(r, l)
+	ds, err := Devices(r, l, mech.Params{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestLayoutReroot(t *testing.T) {
 
 func TestNoBlockDir(t *testing.T) {
 	t.Parallel()
-	_, err := BlockDevices(Roots{Sys: t.TempDir(), Proc: t.TempDir()}, IOHierarchy{})
+	_, err := BlockDevices(Roots{Sys: t.TempDir(), Proc: t.TempDir()}, IOHierarchy{}, mech.Params{})
 	if err == nil {
 		t.Fatal("no error without sys/block")
 	}

@@ -11,7 +11,7 @@
 //
 // Reading is split from deciding. Gather, Devices and ProbeIOHierarchy read
 // files below Roots (never a hard-coded /sys or /proc); the choice of a
-// device's mechanism (each mechanism's probe, in internal/actuate/mech) and
+// device's mechanism (each mechanism's probe, in internal/mech) and
 // Evaluate are pure and table-tested; every parser of kernel text takes an
 // io.Reader and is fuzzed. A file that exists only when a kernel feature is
 // on (PSI, iocost, a sysctl) being absent is "no data", not an error.

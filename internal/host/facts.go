@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // Facts is everything ddiskqos knows about a host, read once. Each part
@@ -60,6 +61,9 @@ type GatherOptions struct {
 	// LatencyOff is the daemon's latency: off: the I/O latency sensor is
 	// not probed (no BPF is loaded), and latency.ebpf says it is off.
 	LatencyOff bool
+	// Mechs are the mechanisms' parameters as the daemon's configuration
+	// sets them: what runs beside each device's main mechanism.
+	Mechs mech.Params
 }
 
 // Gather reads the facts of the host under r. It asks the Docker engine at
@@ -81,7 +85,7 @@ func GatherWith(ctx context.Context, r Roots, docker *DockerEndpoint, o GatherOp
 	if f.IOErr != nil {
 		io = IOHierarchy{}
 	}
-	f.Devices, f.DevErr = BlockDevices(r, io)
+	f.Devices, f.DevErr = BlockDevices(r, io, o.Mechs)
 
 	// Missing (no CONFIG_PSI) or refusing reads (psi=0 at boot) is "off",
 	// not an error: cgroupfs.ErrNotAvailable.

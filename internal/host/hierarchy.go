@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // Probe says whether a cgroup interface file is offered by the kernel, and
@@ -44,10 +45,14 @@ type IOHierarchy struct {
 	// Enabled is false on cgroup v2 when "io" is not in the root's
 	// cgroup.controllers (the io controller is bound to a v1 hierarchy, or
 	// the kernel lacks it). Always true for a mounted v1 blkio.
-	Enabled  bool  `json:"enabled"`
-	Throttle Probe `json:"throttle"`
-	BFQ      Probe `json:"bfq"`
-	CFQ      Probe `json:"cfq"`
+	Enabled bool `json:"enabled"`
+	// Offered is what the kernel offers of each mechanism's files
+	// (mech.Mech.Needs); Throttle, BFQ, CFQ and IOCost show it in check's
+	// JSON.
+	Offered  map[mech.Name]Probe `json:"-"`
+	Throttle Probe               `json:"throttle"`
+	BFQ      Probe               `json:"bfq"`
+	CFQ      Probe               `json:"cfq"`
 	// IOCost is v2 only: the root's io.cost.qos (CONFIG_BLK_CGROUP_IOCOST).
 	IOCost Probe `json:"iocost"`
 	// IOCostQoS are the devices listed in io.cost.qos, IOCostModel those
@@ -84,50 +89,46 @@ func ProbeIOHierarchy(layout cgroupfs.Layout) (IOHierarchy, error) {
 	if err != nil {
 		return IOHierarchy{}, err
 	}
+	conclusive := true // on v1 every cgroup has every blkio file
+	why := ""          // why nothing is offered
 	if h.Version == 1 {
 		h.Enabled = true
-		h.Throttle = probeFile(hier.Mount, "blkio.throttle.read_bps_device", nil, children, true)
-		h.BFQ = probeFile(hier.Mount, "blkio.bfq.weight", []string{"blkio.bfq.io_service_bytes", "blkio.bfq.io_serviced"}, children, true)
-		h.CFQ = probeFile(hier.Mount, "blkio.weight", []string{"blkio.leaf_weight", "blkio.time", "blkio.sectors"}, children, true)
-		h.IOCost = Probe{File: "io.cost.qos", Known: true, How: "iocost exists only on cgroup v2; this host controls I/O through v1 blkio"}
-		return h, nil
-	}
-
-	ctl, err := readWords(filepath.Join(hier.Mount, "cgroup.controllers"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return IOHierarchy{}, err
-	}
-	h.Enabled = slices.Contains(ctl, "io")
-	sub, err := readWords(filepath.Join(hier.Mount, "cgroup.subtree_control"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return IOHierarchy{}, err
-	}
-	// A first-level child has the io files exactly when the root delegates
-	// io, so only then does a child lacking a file prove it is not offered.
-	conclusive := slices.Contains(sub, "io")
-	h.Memory = slices.Contains(sub, "memory")
-	if !h.Enabled {
-		why := "io is not in " + filepath.Join(hier.Mount, "cgroup.controllers")
-		for _, p := range []*Probe{&h.Throttle, &h.BFQ, &h.CFQ, &h.IOCost} {
-			*p = Probe{Known: true, How: why}
+	} else {
+		ctl, err := readWords(filepath.Join(hier.Mount, "cgroup.controllers"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return IOHierarchy{}, err
 		}
-		h.Throttle.File, h.BFQ.File, h.CFQ.File, h.IOCost.File = "io.max", "io.bfq.weight", "io.weight", "io.cost.qos"
+		h.Enabled = slices.Contains(ctl, "io")
+		sub, err := readWords(filepath.Join(hier.Mount, "cgroup.subtree_control"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return IOHierarchy{}, err
+		}
+		// A first-level child has the io files exactly when the root
+		// delegates io, so only then does a child lacking a file prove it
+		// is not offered.
+		conclusive = slices.Contains(sub, "io")
+		h.Memory = slices.Contains(sub, "memory")
+		if !h.Enabled {
+			why = "io is not in " + filepath.Join(hier.Mount, "cgroup.controllers")
+		}
+	}
+	// Each mechanism of the registry says which file shows it offered.
+	h.Offered = map[mech.Name]Probe{}
+	for _, m := range mech.All() {
+		if m.Needs != nil {
+			h.Offered[m.Name] = probeNeed(hier, *m.Needs, why, children, conclusive)
+		}
+	}
+	h.Throttle, h.BFQ, h.CFQ, h.IOCost = h.Offered[mech.Throttle], h.Offered[mech.BFQWeight], h.Offered[mech.CFQWeight], h.Offered[mech.IOCostWeight]
+	if h.Version == 1 || !h.Enabled {
 		return h, nil
 	}
-	h.Throttle = probeFile(hier.Mount, "io.max", nil, children, conclusive)
-	h.BFQ = probeFile(hier.Mount, "io.bfq.weight", nil, children, conclusive)
-	// cfq (kernels < 5.0, before iocost existed) also offered io.weight on v2.
-	h.CFQ = probeFile(hier.Mount, "io.weight", nil, children, conclusive)
-	qosPath := filepath.Join(hier.Mount, "io.cost.qos")
-	qos, err := hier.ReadCostQoS()
-	switch {
-	case errors.Is(err, cgroupfs.ErrNotAvailable):
-		h.IOCost = Probe{File: "io.cost.qos", Known: true, How: "no " + qosPath + ": kernel built without CONFIG_BLK_CGROUP_IOCOST"}
-	case err != nil:
-		return IOHierarchy{}, err
-	default:
+	if h.IOCost.Present {
+		qos, err := hier.ReadCostQoS()
+		if err != nil && !errors.Is(err, cgroupfs.ErrNotAvailable) {
+			return IOHierarchy{}, err
+		}
 		h.IOCostQoS = qos
-		h.IOCost = Probe{File: "io.cost.qos", Present: true, Known: true, How: "seen: " + qosPath}
 		model, err := hier.ReadCostModel()
 		if err != nil && !errors.Is(err, cgroupfs.ErrNotAvailable) {
 			return IOHierarchy{}, err
@@ -142,6 +143,29 @@ func ProbeIOHierarchy(layout cgroupfs.Layout) (IOHierarchy, error) {
 func (h IOHierarchy) iocostEnabled(major, minor uint32) bool {
 	q, ok := cgroupfs.FindCostQoS(h.IOCostQoS, cgroupfs.Dev{Major: major, Minor: minor})
 	return ok && q.Enable
+}
+
+// probeNeed is what the hierarchy offers of what n needs: nothing, for
+// why, when why is not "".
+func probeNeed(hier cgroupfs.Hierarchy, n mech.Needs, why string, children []string, conclusive bool) Probe {
+	need := n.On(hier.Version)
+	file := need.File
+	if file == "" { // none on this version: the other's names it
+		file = n.On(3 - hier.Version).File
+	}
+	switch {
+	case why != "":
+		return Probe{File: file, Known: true, How: why}
+	case need.File == "":
+		return Probe{File: file, Known: true, How: need.Absent}
+	case need.RootOnly:
+		path := filepath.Join(hier.Mount, need.File)
+		if exists(path) {
+			return Probe{File: file, Present: true, Known: true, How: "seen: " + path}
+		}
+		return Probe{File: file, Known: true, How: "no " + path + ": " + need.Absent}
+	}
+	return probeFile(hier.Mount, need.File, need.Markers, children, conclusive)
 }
 
 func probeFile(mount, file string, markers, children []string, childConclusive bool) Probe {

@@ -1,12 +1,14 @@
 package host
 
 import (
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
+	"fmt"
+
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // Mechanism is how the I/O of a cgroup on one device can be shaped: a name
-// of the mechanism registry (internal/actuate/mech), which defines them.
+// of the mechanism registry (internal/mech), which defines them.
 type Mechanism = mech.Name
 
 // The mechanisms the registry chooses among for a device (mech.Choose).
@@ -25,25 +27,40 @@ type WeightRange = mech.WeightRange
 // needs to use it.
 type Choice = mech.Choice
 
-// chooseMechanism picks d's mechanism in h: the host's facts handed to the
-// registry, whose mechanisms each probe the device (mech.Choose).
-func chooseMechanism(h IOHierarchy, d Device) Choice {
-	return mech.Choose(mechEnv(h, d))
-}
-
 // mechEnv is what the registry's probes look at for d in h.
 func mechEnv(h IOHierarchy, d Device) mech.Env {
 	return mech.Env{
 		H: h.Hierarchy(), Enabled: h.Enabled,
-		Offered: map[mech.Name]mech.Offer{
-			mech.IOCostWeight: mech.Offer(h.IOCost),
-			mech.BFQWeight:    mech.Offer(h.BFQ),
-			mech.CFQWeight:    mech.Offer(h.CFQ),
-			mech.Throttle:     mech.Offer(h.Throttle),
-		},
-		Dev:  cgroupfs.Dev{Major: d.Major, Minor: d.Minor},
-		Name: d.Name, Kind: d.Kind,
+		Offered: offers(h.Offered),
+		Dev:     cgroupfs.Dev{Major: d.Major, Minor: d.Minor},
+		Name:    d.Name, Kind: d.Kind,
 		Scheduler: d.Scheduler, Schedulers: d.Schedulers, Slaves: d.Slaves,
 		IOCostOn: d.IOCost,
 	}
+}
+
+// offers are the host's probes as the registry's Env takes them.
+func offers(ps map[mech.Name]Probe) map[mech.Name]mech.Offer {
+	out := make(map[mech.Name]mech.Offer, len(ps))
+	for n, p := range ps {
+		out[n] = mech.Offer(p)
+	}
+	return out
+}
+
+func deviceValue(d Device) string {
+	sched := d.Scheduler
+	if sched == "" {
+		sched = "no scheduler"
+	} else {
+		sched = "scheduler " + sched
+	}
+	v := fmt.Sprintf("%s (%s, %s", mech.Join(append([]Mechanism{d.Mechanism}, d.Also...)), d.Dev, sched)
+	if d.IOCost {
+		v += ", iocost on"
+	}
+	if d.WeightDeviceFile != "" {
+		v += ", " + d.WeightDeviceFile
+	}
+	return v + ")"
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -23,7 +24,7 @@ func TestRealLoopDevice(t *testing.T) {
 
 	get := func() Device {
 		t.Helper()
-		ds, err := BlockDevices(r, h)
+		ds, err := BlockDevices(r, h, mech.Params{})
 		if err != nil {
 			t.Fatal(err)
 		}

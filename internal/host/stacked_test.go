@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -26,7 +27,7 @@ func TestRealLowersLoop(t *testing.T) {
 		t.Skip("host test")
 	}
 	loop := testkit.LoopDevice(t, 8)
-	devs, err := BlockDevices(DefaultRoots(), IOHierarchy{})
+	devs, err := BlockDevices(DefaultRoots(), IOHierarchy{}, mech.Params{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,20 @@ func (h *TickHist) Add(o *TickHist) {
 	}
 }
 
+// AloneHist is a histogram of one read's requests served alone
+// (Delta.Alone): the first AloneBuckets buckets, the last holding every
+// time from its lower bound on.
+type AloneHist [AloneBuckets]uint32
+
+// Count is the number of requests in h.
+func (h *AloneHist) Count() uint64 { return sum(h[:]) }
+
+// Add adds o to h.
+func (h *AloneHist) Add(o *AloneHist) { addTo(h[:], o[:]) }
+
+// AddAlone adds one read's histogram of requests served alone to h.
+func (h *Hist) AddAlone(o *AloneHist) { addTo(h[:AloneBuckets], o[:]) }
+
 // AddTick adds one read's histogram to h.
 func (h *Hist) AddTick(o *TickHist) {
 	for i, c := range o {
@@ -83,12 +97,22 @@ func Bounds(b int) (lo, hi float64) {
 // Count is the number of requests in h.
 func (h *Hist) Count() uint64 { return count((*[NumBuckets]uint64)(h)) }
 
-func count[T uint32 | uint64](h *[NumBuckets]T) uint64 {
+func count[T uint32 | uint64](h *[NumBuckets]T) uint64 { return sum(h[:]) }
+
+// sum is the sum of counters h.
+func sum[T uint32 | uint64](h []T) uint64 {
 	var n uint64
 	for _, c := range h {
 		n += uint64(c)
 	}
 	return n
+}
+
+// addTo adds src's counters to dst's (dst at least as long).
+func addTo[D uint32 | uint64, S uint32](dst []D, src []S) {
+	for i, c := range src {
+		dst[i] += D(c)
+	}
 }
 
 // Add adds o to h.

@@ -131,3 +131,25 @@ func TestCumulative(t *testing.T) {
 		t.Errorf("count %d, want 8", n)
 	}
 }
+
+// TestAloneHist: a histogram of requests served alone counts, adds, and
+// folds into a Hist bucket for bucket (the kernel's buckets up to the
+// last).
+func TestAloneHist(t *testing.T) {
+	var a, b AloneHist
+	a[Bucket(uint64(300*time.Microsecond))] = 3
+	b[AloneBuckets-1] = 2
+	a.Add(&b)
+	if a.Count() != 5 {
+		t.Fatalf("count %d, want 5", a.Count())
+	}
+	var h Hist
+	h[0] = 1
+	h.AddAlone(&a)
+	if h.Count() != 6 || h[AloneBuckets-1] != 2 || h[Bucket(uint64(300*time.Microsecond))] != 3 {
+		t.Fatalf("after AddAlone: count %d, last alone bucket %d", h.Count(), h[AloneBuckets-1])
+	}
+	if q := h.Quantile(0.5); q < 250*time.Microsecond || q > 375*time.Microsecond {
+		t.Fatalf("median %v, want ~300µs", q)
+	}
+}

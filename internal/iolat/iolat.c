@@ -33,6 +33,21 @@
 // space deletes keys that stayed idle. A request that finds the table of
 // starts full is not timed (drops[1]).
 //
+// A request served alone is one made (allocated) after the disk's last
+// issued request (of the sensor's) had completed, and completed before any
+// other was issued: the disk served it unloaded, whatever its cgroup's neighbours were
+// doing (held by a cap, or between their requests). Each aggregate keeps a
+// second histogram of those (alone), so that user space learns a disk's
+// unloaded latency without idling anybody to probe it. A disk's last issue
+// and completion times and its issue generation live in devs. Times, not an
+// in-flight count: a completion the sensor misses (a few in a thousand, see
+// internal/iolat/real_test.go's lost) would leave a count above 0 for good
+// and no request alone again; a missed completion here only makes the next
+// request look loaded. The price: a request issued when an older request
+// is still in flight but a newer one completed first looks alone, unless
+// that older one's neighbour issues again before it completes (a streamer
+// does, within microseconds of each completion).
+//
 // events counts every change to an aggregate's request counters (an issue,
 // a retirement, a completion), made after the change: user space reads it
 // first and skips reading the table when it has not moved, so that an idle
@@ -133,6 +148,10 @@ struct request {
 // with HIST_SLOTS - 1 is one the verifier of older kernels (6.1) can see
 // is in bounds; the slots from NUM_BUCKETS on stay 0.
 #define HIST_SLOTS 128
+// The histogram of requests served alone has the same buckets up to
+// ALONE_SLOTS - 1, which also holds every time from its lower bound on
+// (6 << 23 ns, 50.3 ms): an unloaded small request is far faster.
+#define ALONE_SLOTS 64
 
 #define OP_READ 0
 #define OP_WRITE 1
@@ -151,14 +170,25 @@ struct value {
 	__u64 total_ns;   // sum of the total times
 	__u64 queue_ns;   // sum of the queue times
 	__u32 hist[HIST_SLOTS];
+	__u32 alone[ALONE_SLOTS]; // the requests served alone (see above)
 };
 
 struct start {
 	__u64 issue_ns;
 	__u64 alloc_ns;
+	__u64 gen; // the disk's issue generation at this issue
 	struct key key;
 	__u32 bytes;
-	__u32 pad;
+	__u32 alone; // 1: the disk's last issued request had completed at its issue
+};
+
+// dev_state: one disk's last issue and last completion (ktime ns) of the
+// requests the sensor times, and its issue generation (every timed issue
+// adds one).
+struct dev_state {
+	__u64 issue_ns;
+	__u64 done_ns;
+	__u64 gen;
 };
 
 struct {
@@ -175,6 +205,13 @@ struct {
 	__type(key, __u64); // the request's address
 	__type(value, struct start);
 } starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); // the disk, as in struct key
+	__type(value, struct dev_state);
+} devs SEC(".maps");
 
 // drops: [0] requests not counted (aggregates full), [1] not timed (starts full).
 struct {
@@ -268,6 +305,18 @@ static __always_inline struct value *aggregate(struct key *k)
 	return v;
 }
 
+// dev_of returns the disk's state, made at its first request (0: the table
+// is full; its requests are then never alone).
+static __always_inline struct dev_state *dev_of(__u32 dev)
+{
+	struct dev_state *d = bpf_map_lookup_elem(&devs, &dev);
+	if (d)
+		return d;
+	struct dev_state z = {};
+	bpf_map_update_elem(&devs, &dev, &z, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&devs, &dev);
+}
+
 SEC("tp_btf/block_rq_issue")
 int on_issue(__u64 *ctx)
 {
@@ -303,6 +352,16 @@ int on_issue(__u64 *ctx)
 	struct value *v = aggregate(&s.key);
 	if (!v)
 		return 0;
+	struct dev_state *d = dev_of(s.key.dev);
+	if (d) {
+		// Idle since before the request was made: it waited behind
+		// nothing, in the scheduler or the driver (its total time runs
+		// from its allocation).
+		__u64 from = s.alloc_ns && s.alloc_ns <= s.issue_ns ? s.alloc_ns : s.issue_ns;
+		s.alone = d->done_ns >= d->issue_ns && d->done_ns <= from;
+		s.gen = __sync_fetch_and_add(&d->gen, 1);
+		d->issue_ns = s.issue_ns;
+	}
 	if (bpf_map_update_elem(&starts, &id, &s, BPF_ANY)) {
 		drop(1);
 		return 0;
@@ -339,6 +398,14 @@ int on_complete(__u64 *ctx)
 	__u64 issue = s->issue_ns, from = s->alloc_ns;
 	__u32 bytes = s->bytes;
 	struct key k = s->key;
+	// Served alone: the disk idle at its issue, nothing issued since (the
+	// generation moved by its own issue only).
+	int alone = 0;
+	struct dev_state *d = bpf_map_lookup_elem(&devs, &k.dev);
+	if (d) {
+		alone = s->alone && d->gen == s->gen + 1;
+		d->done_ns = now;
+	}
 	bpf_map_delete_elem(&starts, &id);
 	if (from == 0 || from > issue)
 		from = issue;
@@ -355,6 +422,12 @@ int on_complete(__u64 *ctx)
 	asm volatile("" : "+r"(b));
 	b &= HIST_SLOTS - 1;
 	__sync_fetch_and_add(&v->hist[b], 1);
+	if (alone) {
+		__u32 a = b < ALONE_SLOTS ? b : ALONE_SLOTS - 1;
+		asm volatile("" : "+r"(a));
+		a &= ALONE_SLOTS - 1;
+		__sync_fetch_and_add(&v->alone[a], 1);
+	}
 	__sync_fetch_and_add(&v->total_ns, total);
 	__sync_fetch_and_add(&v->queue_ns, issue - from);
 	__sync_fetch_and_add(&v->bytes, bytes);

@@ -19,6 +19,7 @@ const (
 	iolatMapAggregates  = "aggregates"
 	iolatMapBioCounts   = "bio_counts"
 	iolatMapBios        = "bios"
+	iolatMapDevs        = "devs"
 	iolatMapDrops       = "drops"
 	iolatMapStarts      = "starts"
 	iolatMapZero        = "zero"
@@ -85,6 +86,7 @@ type iolatMapSpecs struct {
 	Aggregates *ebpf.MapSpec `ebpf:"aggregates"`
 	BioCounts  *ebpf.MapSpec `ebpf:"bio_counts"`
 	Bios       *ebpf.MapSpec `ebpf:"bios"`
+	Devs       *ebpf.MapSpec `ebpf:"devs"`
 	Drops      *ebpf.MapSpec `ebpf:"drops"`
 	Starts     *ebpf.MapSpec `ebpf:"starts"`
 	Zero       *ebpf.MapSpec `ebpf:"zero"`
@@ -121,6 +123,7 @@ type iolatMaps struct {
 	Aggregates *ebpf.Map `ebpf:"aggregates"`
 	BioCounts  *ebpf.Map `ebpf:"bio_counts"`
 	Bios       *ebpf.Map `ebpf:"bios"`
+	Devs       *ebpf.Map `ebpf:"devs"`
 	Drops      *ebpf.Map `ebpf:"drops"`
 	Starts     *ebpf.Map `ebpf:"starts"`
 	Zero       *ebpf.Map `ebpf:"zero"`
@@ -131,6 +134,7 @@ func (m *iolatMaps) Close() error {
 		m.Aggregates,
 		m.BioCounts,
 		m.Bios,
+		m.Devs,
 		m.Drops,
 		m.Starts,
 		m.Zero,

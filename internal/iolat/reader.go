@@ -19,6 +19,12 @@ type Delta struct {
 	InFlight uint64
 	// Hist is the histogram of the completed requests' total times.
 	Hist TickHist
+	// Alone is the histogram of those of them the disk served alone:
+	// issued with no other request in flight on it and completed before
+	// another was issued (iolat.c), the disk's unloaded latency whatever
+	// its neighbours do. Its buckets are Hist's up to the last
+	// (AloneBuckets), which holds every time from its lower bound on.
+	Alone AloneHist
 }
 
 // table is the kernel's side as the reader sees it (*Sensor; a fake in the
@@ -146,6 +152,9 @@ func (r *Reader) Read(dst []Delta) ([]Delta, Drops, error) {
 		d := &dst[len(dst)-1]
 		for b := range NumBuckets {
 			d.Hist[b] = v.Hist[b] - p.v.Hist[b] // 32-bit counters wrap; a tick adds less
+		}
+		for b := range AloneBuckets {
+			d.Alone[b] = v.Alone[b] - p.v.Alone[b]
 		}
 		p.v = *v
 		p.changed = r.reads

@@ -15,6 +15,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
@@ -57,6 +58,7 @@ func totals(t *testing.T, r *iolat.Reader, sums map[iolat.Key]*iolat.Delta) {
 		s.Queue += d.Queue
 		s.InFlight = d.InFlight
 		s.Hist.Add(&d.Hist)
+		s.Alone.Add(&d.Alone)
 	}
 }
 
@@ -307,7 +309,7 @@ func TestRealV1Sensor(t *testing.T) {
 
 	loop := testkit.LoopDevice(t, 64)
 	dev := cgroupfs.Dev{Major: loop.Major, Minor: loop.Minor}
-	devs, err := host.BlockDevices(host.DefaultRoots(), host.IOHierarchy{})
+	devs, err := host.BlockDevices(host.DefaultRoots(), host.IOHierarchy{}, mech.Params{})
 	if err != nil {
 		t.Fatal(err)
 	}

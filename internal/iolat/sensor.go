@@ -30,7 +30,7 @@ import (
 
 // DefaultMaxKeys bounds the kernel's table of aggregates: one key per
 // (cgroup, disk, operation) that did I/O and was not yet found idle. At
-// 560 bytes a key (allocated as keys appear), 32,768 keys are 17.5 MiB of
+// 816 bytes a key (allocated as keys appear), 32,768 keys are 25.5 MiB of
 // kernel memory at most: 10,000 containers reading and writing one disk
 // each, with room for the host's own cgroups.
 const DefaultMaxKeys = 32768
@@ -96,11 +96,17 @@ type rawValue struct {
 	Count, Bytes, Issued, Retired uint64
 	TotalNs, QueueNs              uint64
 	Hist                          [histSlots]uint32 // NumBuckets used
+	Alone                         [AloneBuckets]uint32
 }
 
 // histSlots is iolat.c's HIST_SLOTS: the histogram's array, a power of two
 // long for the verifier's sake.
 const histSlots = 128
+
+// AloneBuckets is iolat.c's ALONE_SLOTS: the histogram of the requests
+// served alone (Delta.Alone) has the histogram's buckets up to the last,
+// which holds every time from its lower bound on (50.3 ms).
+const AloneBuckets = 64
 
 func (k rawKey) key() Key {
 	return Key{Cgroup: k.Cgroup, Dev: cgroupfs.Dev{Major: k.Dev >> 20, Minor: k.Dev & (1<<20 - 1)}, Op: Op(k.Op)}

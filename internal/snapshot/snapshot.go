@@ -102,7 +102,12 @@ type Applied struct {
 	ReadIOPS  uint64 `json:"read_iops_limit,omitempty"`
 	WriteIOPS uint64 `json:"write_iops_limit,omitempty"`
 	Throttled bool   `json:"throttled,omitempty"`
-	Error     string `json:"error,omitempty"` // last failure to apply
+	// Knobs are the values in force of the per-level mechanisms beside
+	// the weight or caps, each as the mechanism writes it:
+	// "mechanism=value", joined by "; " ("level-limit=rbps=10485760
+	// wbps=10485760 riops=max wiops=max"); "" when none has a value.
+	Knobs string `json:"knobs,omitempty"`
+	Error string `json:"error,omitempty"` // last failure to apply
 	// Used: the workload's own counters show I/O on the device (the
 	// kernel's totals for its cgroup). What is set on a device it never
 	// touched does nothing to it.

@@ -25,8 +25,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
@@ -34,7 +34,7 @@ import (
 // still read: version 2 kept an original's value as a union of fields
 // ("had", "native", "limits"), version 1 also had its names as plain JSON
 // strings and no inodes. Version 3 keeps the value as its mechanism's text
-// ("value", see internal/actuate/mech), so a knob of a new shape changes
+// ("value", see internal/mech), so a knob of a new shape changes
 // no format.
 const Version = 3
 

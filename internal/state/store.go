@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // Store is the daemon's use of the state file: what a previous run left

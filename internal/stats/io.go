@@ -6,6 +6,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 func (r *Reader) readIO(s *Stats, rel string) {
@@ -66,7 +67,7 @@ func (r *Reader) stacked() map[string][]string {
 	if r.lowers == nil {
 		roots := host.Roots{Sys: r.sysfs(), Proc: r.procfs()}
 		r.lowers = map[string][]string{}
-		if devs, err := host.Devices(roots, r.Layout); err == nil {
+		if devs, err := host.Devices(roots, r.Layout, mech.Params{}); err == nil {
 			r.lowers = host.Lowers(roots, devs)
 		}
 	}

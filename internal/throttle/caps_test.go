@@ -167,6 +167,12 @@ func TestCapacityEstimate(t *testing.T) {
 			[]step{{100, 1000, 200, 1, w, false}, {50, 500, 200, 2, w, true}}, want{500, 5000}},
 		{"less demand (shallower, requests no slower): not followed",
 			[]step{{100, 1000, 200, 4, w, false}, {50, 500, 200, 2, w, false}}, want{500, 5000}},
+		{"a paced stream busy a quarter of the window: the rate while busy",
+			[]step{{10, 10, 50, 1, w, false}}, want{200, 200}},
+		{"the paced stream with a cap in force (a burst device's bucket full): the window's rate only",
+			[]step{{10, 10, 50, 1, w, true}}, want{50, 50}},
+		{"busy too little to judge (io_ticks in jiffies): the window's rate only",
+			[]step{{1, 1, 10, 1, w, false}}, want{5, 5}},
 		{"idle half the window: not followed",
 			[]step{{100, 1000, 200, 1, w, false}, {50, 500, 100, 4, w, false}}, want{500, 5000}},
 	} {

@@ -60,6 +60,18 @@ func (r *realThrottle) release(cg string) error {
 	return r.Knob().Write(cg, "")
 }
 
+// accountedV1 is a real v1 rig over a brand-new loop device of mib MiB on
+// scheduler none, with the device's v1 I/O accounting on (the throttle's
+// counters).
+func accountedV1(t *testing.T, mib int) *realcg.Rig {
+	t.Helper()
+	r := realcg.V1(t, realcg.Options{LoopMiB: mib, Scheduler: "none"})
+	if err := r.H.EnableV1Accounting(r.Dev); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestRealV1ThrottleFastLoop: on a real v1 cgroup tree and a brand-new loop
 // device with scheduler none, a demoted stream runs uncapped while nobody
 // better does I/O; one 4 KiB read by a level-1 cgroup puts its cap on
@@ -68,10 +80,7 @@ func (r *realThrottle) release(cg string) error {
 // and a stream demoted right after a boost does not cap itself with its own
 // level-1 past.
 func TestRealV1ThrottleFastLoop(t *testing.T) {
-	r := realcg.V1(t, realcg.Options{LoopMiB: 16, Scheduler: "none"})
-	if err := r.H.EnableV1Accounting(r.Dev); err != nil {
-		t.Fatal(err)
-	}
+	r := accountedV1(t, 16)
 	hi, lo := r.Child(t, "hi"), r.Child(t, "lo")
 	th := newRealThrottle(t, Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}, r.H, r.Disk.Name, r.Dev)
 	limits := func(cg string) cgroupfs.Limits {
@@ -192,10 +201,7 @@ func TestRealV1ThrottleFastLoop(t *testing.T) {
 // alone measured, generous for a loaded host) instead of sliding period
 // after period with the caps.
 func TestRealV1ThrottleCapacityBesideReader(t *testing.T) {
-	r := realcg.V1(t, realcg.Options{LoopMiB: 16, Scheduler: "none"})
-	if err := r.H.EnableV1Accounting(r.Dev); err != nil {
-		t.Fatal(err)
-	}
+	r := accountedV1(t, 16)
 	hi, lo := r.Child(t, "hi"), r.Child(t, "lo")
 	th := newRealThrottle(t, Config{Shares: DefaultShares(), Min: 1 << 20}, r.H, r.Disk.Name, r.Dev)
 	th.apply(hi, 1, lo, 4)
@@ -258,10 +264,7 @@ func TestRealV1ThrottleCapacityBesideReader(t *testing.T) {
 // reader never has a cap, looked at every millisecond for 3 s — it used
 // to be capped to protect the level-1 reader, for being at level 2.
 func TestRealV1ThrottleCapsWhoMakesOthersWait(t *testing.T) {
-	r := realcg.V1(t, realcg.Options{LoopMiB: 16, Scheduler: "none"})
-	if err := r.H.EnableV1Accounting(r.Dev); err != nil {
-		t.Fatal(err)
-	}
+	r := accountedV1(t, 16)
 	hi, light, lo := r.Child(t, "hi"), r.Child(t, "light"), r.Child(t, "lo")
 	th := newRealThrottle(t, Config{Shares: DefaultShares(), Min: 8 << 20, MaxBurst: DefaultBurst}, r.H, r.Disk.Name, r.Dev)
 	th.apply(hi, 1, light, 2, lo, 4)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
-	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 )
 
 // TestRealV1ThrottleSteer: the latency controller's output where it
@@ -25,10 +24,7 @@ import (
 // its cap computation (capCalc.share unset) keeps 30 % throughout and
 // fails at the first share.
 func TestRealV1ThrottleSteer(t *testing.T) {
-	r := realcg.V1(t, realcg.Options{LoopMiB: 16, Scheduler: "none"})
-	if err := r.H.EnableV1Accounting(r.Dev); err != nil {
-		t.Fatal(err)
-	}
+	r := accountedV1(t, 16)
 	hi, lo := r.Child(t, "hi"), r.Child(t, "lo")
 	th := newRealThrottle(t, Config{Shares: [4]float64{1, 0.6, 0.45, 0.3}, Min: 1 << 20}, r.H, r.Disk.Name, r.Dev)
 	limits := func() cgroupfs.Limits {

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // One period of the fast loop: the counters read (the parents', the
@@ -21,6 +21,7 @@ func (t *Throttle) step() time.Duration {
 	now := t.now()
 	t.steps++
 	t.measure(now)
+	t.guardLift(now)
 	defer t.account(now)
 	if t.demoted == 0 {
 		// Nobody to cap: nothing to read but the device's capacity, and

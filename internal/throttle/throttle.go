@@ -26,9 +26,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/devsensor"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 )
 
@@ -94,6 +94,7 @@ type Throttle struct {
 	// caps then, the same way (0: none in force).
 	contendedAt    time.Time
 	used, capShare float64
+	guard          liftGuard // guard.go
 	// base is the last exact value of the parents' bytes minus the
 	// demoted workloads' bytes: the better levels' I/O so far.
 	base   int64
@@ -312,7 +313,9 @@ func (t *Throttle) ObservePeak(bps float64) {
 func (t *Throttle) Steer(share float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.share = max(0, min(share, 1))
+	next := max(0, min(share, 1))
+	t.guard.lifting(t.share, next, t.now())
+	t.share = next
 }
 
 // Contention returns the last period the level rule capped a workload

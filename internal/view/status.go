@@ -188,7 +188,8 @@ func Status(w io.Writer, s *snapshot.Snapshot, ws []*snapshot.Workload, addr, fi
 }
 
 // workloadNotes are what status says under the table about wl: tasks in
-// D state, a wrong label, a failure to apply.
+// D state, a wrong label, the per-level mechanisms' values in force on the
+// disks it used, a failure to apply.
 func workloadNotes(wl *snapshot.Workload) []string {
 	var notes []string
 	if wl.DTasks > 0 {
@@ -198,6 +199,9 @@ func workloadNotes(wl *snapshot.Workload) []string {
 		notes = append(notes, fmt.Sprintf("%s: label: %s", Cell(wl.Name), Cell(wl.LabelError)))
 	}
 	for _, a := range wl.Applied {
+		if a.Knobs != "" && a.Used {
+			notes = append(notes, fmt.Sprintf("%s: on %s: %s", Cell(wl.Name), Cell(a.Device), Cell(a.Knobs)))
+		}
 		if a.Error != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s on %s: %s", Cell(wl.Name), Cell(a.Mechanism),
 				Cell(a.Device), Cell(a.Error)))

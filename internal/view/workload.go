@@ -32,7 +32,9 @@ func level(w *snapshot.Workload) string {
 // action is what ddiskqos does to a workload on one device: "cap
 // 64MiB/s" (a throttle limit in force now, as limit shows it), "weight
 // 500" (its share of the disk), or "no cap" (the throttle, nothing in
-// force now); "!" marks a failure to apply (the notes say which).
+// force now), then the per-level mechanisms with a value in force
+// ("weight 100+level-limit"); "!" marks a failure to apply (the notes
+// say which).
 func action(a snapshot.Applied) string {
 	var s string
 	switch l := limit(a); {
@@ -42,6 +44,9 @@ func action(a snapshot.Applied) string {
 		s = "weight " + strconv.Itoa(a.Weight)
 	default:
 		s = "no cap"
+	}
+	if a.Knobs != "" {
+		s += "+" + knobNames(a.Knobs)
 	}
 	if a.Error != "" {
 		s += "!"
@@ -83,6 +88,17 @@ func actions(w *snapshot.Workload) string {
 		}
 	}
 	return fmt.Sprintf("%s on %d disks", first, len(used))
+}
+
+// knobNames names the mechanisms of a snapshot's Applied.Knobs, joined
+// by "+" ("level-limit"); their values are in status's notes and --json.
+func knobNames(text string) string {
+	var names []string
+	for kv := range strings.SplitSeq(text, "; ") {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	return Cell(strings.Join(names, "+"))
 }
 
 // limit is the throttle limit in force on one device, "" when none:

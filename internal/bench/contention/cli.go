@@ -37,7 +37,7 @@ Configurations, interleaved within each trial:
 The report gives, per neighbour and configuration, the victims' latency
 ÷ idle and the neighbour's throughput ÷ no QoS while the victims ran and in
 each of the two seconds after they stopped (medians, min–max over trials),
-and states which of the issue's bars are met and which are missed.
+and states which of its bars are met and which are missed.
 
 Rig: a loop device with direct I/O over a file in --dir, ext4 on it;
 cgroups under ddiskqos-bench-contention-<pid> in the host's I/O hierarchy:
@@ -55,7 +55,7 @@ Ctrl-C.
 Without --quick or --full: 3 trials, every neighbour, 5 s web victim, 2
 cold reads per size: about 16 minutes. Progress goes to stderr.
 
---scenario host measures a host as it lives instead (issue 20): per trial
+--scenario host measures a host as it lives instead: per trial
 and configuration the streamer (seqread) starts first and runs all along
 (with ddiskqos the daemon is up before it); after a warm-up (35 s) a
 web-like reader (4k random reads at 100/s) and 8 light tenants (4k random
@@ -74,13 +74,21 @@ bars (no QoS keeps the victims within 3x idle; with ddiskqos the streamer
 keeps at least 90 % and the victims are no worse than without it).
 --device-class NAME names what --dir sits on (vda-loop, tmpfs-loop, ...)
 in the report, which also states that filesystem and its disk's
-scheduler, rotational flag and queue depth. The light
+scheduler, rotational flag and queue depth. --no-loop measures the
+host's own disk instead of a loop device: the files go straight into a
+new directory under --dir, the disk under it is shared with the rest of
+the host, its scheduler is never changed and only the bench's own
+cgroups are capped (the class docs/bench/matrix.sh calls vda).
+--summarize DIR runs nothing: it reads every host report in DIR, judges
+each again by this binary's bars and prints the device matrix's summary
+(docs/bench/matrix.md): per class and neighbour, no QoS, ddiskqos and the
+best peer of the same run, and the bars missed. The light
 tenants start at spread phases of their period, as independent
 containers do. All cells run the device's default scheduler, or
 BFQ with --scheduler bfq. The report
 (contention-host[-CLASS][-STREAMER].{md,svg,json}; -bfq with BFQ; -v2 on
 cgroup v2) names the commit and
-states the issue's bars, met or missed. A host scenario run refuses to
+states its bars, met or missed. A host scenario run refuses to
 start when the 1-minute load average is above 1, and to write its report
 when idle's web p99 is above 10× the unloaded device's p99 measured at
 its start; --allow-busy runs and writes anyway, marked as such. Without

@@ -224,6 +224,25 @@ func noQoSWarmHost(res *HostResult, trial int) (float64, bool) {
 	return 0, false
 }
 
+// rearm writes lim on rel's cgroup every RearmEvery until ctx ends.
+func (b *bench) rearm(ctx context.Context, rel string, lim cgroupfs.Limits) error {
+	t := time.NewTicker(RearmEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := b.h.SetLimits(rel, b.vol.Dev, lim); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("re-arming the cap on %s: %w", rel, err)
+		}
+	}
+}
+
 // hostCell runs one configuration of the host scenario.
 func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Config) (cell HostCell, err error) {
 	p := res.Plan
@@ -273,19 +292,38 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 	var stream *workload.Proc
 	var smp *sampler
 	var streamRel string
+	stopRearm := func() error { return nil } // a rearm-<pct> cell's writer
 	if c != Idle {
 		if streamRel, err = b.cgroup("streamer"); err != nil {
 			return cell, err
 		}
 		cell.Streamer = &StreamerStats{}
-		if share, ok := c.CapShare(); ok {
+		share, static := c.CapShare()
+		rshare, rearm := c.RearmShare()
+		if rearm {
+			share = rshare
+		}
+		if static || rearm {
 			base, ok := noQoSWarmHost(res, trial+1)
 			if !ok {
 				return cell, errors.New("no original cell in this trial to size the static cap from")
 			}
 			cell.Streamer.Cap = uint64(base * share)
-			if err := b.h.SetLimits(streamRel, b.vol.Dev, cgroupfs.Limits{RBps: cell.Streamer.Cap}); err != nil {
+			lim := cgroupfs.Limits{RBps: cell.Streamer.Cap}
+			if err := b.h.SetLimits(streamRel, b.vol.Dev, lim); err != nil {
 				return cell, err
+			}
+			if rearm {
+				rctx, rcancel := context.WithCancel(cctx)
+				done := make(chan error, 1)
+				go func() { done <- b.rearm(rctx, streamRel, lim) }()
+				var once sync.Once
+				var rerr error
+				stopRearm = func() error {
+					once.Do(func() { rcancel(); rerr = <-done })
+					return rerr
+				}
+				defer stopRearm()
 			}
 		}
 		if stream, err = b.start(cctx, streamRel, b.streamerSpec(p.Streamer)); err != nil {
@@ -411,6 +449,9 @@ func (b *bench) hostCell(ctx context.Context, res *HostResult, trial int, c Conf
 		s.After1 = smp.window(vEnd, vEnd.Add(time.Second))
 		s.AfterRest = smp.window(vEnd.Add(time.Second), vEnd.Add(p.After))
 		s.Process, s.Samples = r.BytesPerSec, smp.count()
+		if err := stopRearm(); err != nil {
+			return cell, err
+		}
 		if err := b.h.Remove(streamRel); err != nil {
 			return cell, err
 		}

@@ -75,11 +75,28 @@ func TestHostPlan(t *testing.T) {
 		!slices.Equal(p.Configs, []Config{Idle, Original, DDiskQoS, "static-95", "ddiskqos-4x", "ddiskqos-6x"}) {
 		t.Errorf("Select with other targets: %v %v", err, p.Configs)
 	}
+	// Re-armed caps run after the static ones, lowest first.
+	if err := p.Select([]string{"rearm-20", "static-10", "rearm-5", "ddiskqos"}); err != nil ||
+		!slices.Equal(p.Configs, []Config{Idle, Original, DDiskQoS, "static-10", "rearm-5", "rearm-20"}) {
+		t.Errorf("Select with re-armed caps: %v %v", err, p.Configs)
+	}
+	for _, c := range []struct {
+		c     Config
+		share float64
+		ok    bool
+	}{{"rearm-10", 0.1, true}, {RearmConfig(5), 0.05, true}, {"rearm-0", 0, false}, {"rearm-100", 0, false}, {"static-10", 0, false}} {
+		if s, ok := c.c.RearmShare(); s != c.share || ok != c.ok {
+			t.Errorf("%s: RearmShare %g %v", c.c, s, ok)
+		}
+	}
+	if d := HostDescribe("rearm-10", "v2"); !strings.Contains(d, "io.max rbps") || !strings.Contains(d, "every 10ms") {
+		t.Errorf("HostDescribe(rearm-10) = %q", d)
+	}
 	if d := HostDescribe("ddiskqos-4x", "v1"); !strings.Contains(d, "latency_target 4x") {
 		t.Errorf("HostDescribe(ddiskqos-4x) = %q", d)
 	}
 	before := slices.Clone(p.Configs)
-	for _, bad := range [][]string{{"bfq"}, {"static-100"}, {"static-0"}, {"throttle-fixed"}, {"ddiskqos-0.5x"}, {"ddiskqos-4"}} {
+	for _, bad := range [][]string{{"bfq"}, {"static-100"}, {"static-0"}, {"rearm-100"}, {"throttle-fixed"}, {"ddiskqos-0.5x"}, {"ddiskqos-4"}} {
 		if err := p.Select(bad); err == nil || !strings.Contains(err.Error(), bad[0]) || !slices.Equal(p.Configs, before) {
 			t.Errorf("Select(%q): %v, configs %v", bad, err, p.Configs)
 		}
@@ -237,8 +254,9 @@ func TestSummarizeHost(t *testing.T) {
 	if len(s.Frontiers) != 2 || !s.Frontiers[0].Beyond || math.Abs(s.Frontiers[0].Frontier-(6.4+13.6/3)) > 1e-9 || !s.Frontiers[1].Beyond {
 		t.Errorf("frontiers %+v", s.Frontiers)
 	}
-	// Contention, six of ddiskqos, the daemon, two frontiers; and the goal.
-	if s.Missed != 0 || len(s.Bars) != 11 || countBars(s.Bars) != 10 {
+	// Contention, six of ddiskqos, the daemon, two of domination; the two
+	// frontiers and the share are goals.
+	if s.Missed != 0 || len(s.Bars) != 13 || countBars(s.Bars) != 10 {
 		t.Errorf("missed %d of %d bars: %+v", s.Missed, len(s.Bars), s.Bars)
 	}
 	if g := s.Bars[len(s.Bars)-1]; !g.Goal || g.Met {
@@ -275,6 +293,46 @@ func TestSummarizeHost(t *testing.T) {
 	if len(s.Frontiers) != 2 || s.Frontiers[0].Beyond || s.Frontiers[1].Beyond || s.Missed != 10 {
 		t.Errorf("missed %d; frontiers %+v", s.Missed, s.Frontiers)
 	}
+	// ddiskqos at 8 %, web 30.7×, light 78.5×: web dominated by static-10
+	// (10 %, 6.4×) and no QoS (100 %, 8×); light by static-10 alone
+	// (0.86×; no QoS is 175×).
+	for _, b := range s.Bars {
+		switch {
+		case strings.HasPrefix(b.What, "not dominated: peers giving both a lower web"):
+			if b.Met || b.Value != 2 || !strings.Contains(b.Note, "static-10") || !strings.Contains(b.Note, "original") {
+				t.Errorf("web domination %+v", b)
+			}
+		case strings.HasPrefix(b.What, "not dominated: peers giving both a lower light"):
+			if b.Met || b.Value != 1 || !strings.Contains(b.Note, "static-10") {
+				t.Errorf("light domination %+v", b)
+			}
+		}
+	}
+}
+
+func TestDominators(t *testing.T) {
+	t.Parallel()
+	peers := []FrontierPoint{{"original", 1, 1.75}, {"static-50", 0.5, 1.13}, {"static-10", 0.1, 0.9}, {"bfq", math.NaN(), 1}}
+	for _, c := range []struct {
+		name       string
+		share, p99 float64
+		want       []Config
+	}{
+		{"the 50 MB/s cell: 96 % at 1.26×, beyond no one's share", 0.96, 1.26, nil},
+		{"no QoS is better on both", 0.9, 1.8, []Config{"original"}},
+		{"a cap at more share, lower p99", 0.4, 1.2, []Config{"static-50"}},
+		{"equal on both is not dominated", 0.5, 1.13, nil},
+		{"equal share, lower p99 dominates", 0.1, 1.0, []Config{"static-10"}},
+		{"a point with no value", math.NaN(), 1, nil},
+	} {
+		var got []Config
+		for _, p := range Dominators(FrontierPoint{DDiskQoS, c.share, c.p99}, peers) {
+			got = append(got, p.Config)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
 }
 
 func TestWriteHostMarkdown(t *testing.T) {
@@ -304,7 +362,11 @@ func TestWriteHostMarkdown(t *testing.T) {
 		"| ddiskqos | streamer from 1 s after ÷ no QoS ≥ 90 % | 95 % | met |",
 		"at or above the largest cap's share (static-10, 10 %)",
 		"| ddiskqos | goal past the bar: streamer during ÷ no QoS ≥ 50 % | 15 % | goal not reached |",
-		"1 of 10 bars missed.", // light: 2× beside static-10's 1× at a higher share
+		// light: 2× beside static-10's 1× at a smaller share: not dominated,
+		// the frontier a goal not reached
+		"| ddiskqos | not dominated: peers giving both a lower light p99 ÷ idle and a larger share (peers dominating: none) | 0 | met |",
+		"light p99 ÷ idle below the frontier's at the streamer's share (frontier 1.00×, at or above the largest cap's share (static-10, 10 %)) | 2.00× | goal not reached |",
+		"0 of 10 bars missed.",
 		"- `static-10`: no QoS but a static cap on the streamer at 10 %",
 		"![victim p99",
 	} {

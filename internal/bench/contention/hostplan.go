@@ -34,8 +34,24 @@ func CapConfig(pct int) Config { return Config("static-" + strconv.Itoa(pct)) }
 // for static-10), pct a whole number from 1 to 99 (CapPercents are the
 // frontier's default caps; --configs may name any other); ok is false
 // for any other configuration.
-func (c Config) CapShare() (share float64, ok bool) {
-	s, found := strings.CutPrefix(string(c), "static-")
+func (c Config) CapShare() (share float64, ok bool) { return c.pctShare("static-") }
+
+// RearmConfig is the host configuration that caps the streamer at pct %
+// of its no-QoS throughput and writes the cap again every RearmEvery:
+// "rearm-<pct>". Each write starts a new blk-throttle slice, so the cap
+// holds within a period instead of the slice's 100 ms: the throttle's own
+// frontier, the loop a few lines of shell would be.
+func RearmConfig(pct int) Config { return Config("rearm-" + strconv.Itoa(pct)) }
+
+// RearmEvery is how often a rearm-<pct> cap is written again.
+const RearmEvery = 10 * time.Millisecond
+
+// RearmShare is the cap of a "rearm-<pct>" configuration as a share, as
+// CapShare; ok is false for any other configuration.
+func (c Config) RearmShare() (share float64, ok bool) { return c.pctShare("rearm-") }
+
+func (c Config) pctShare(prefix string) (share float64, ok bool) {
+	s, found := strings.CutPrefix(string(c), prefix)
 	if !found {
 		return 0, false
 	}
@@ -106,6 +122,13 @@ func HostDescribe(c Config, cg string) string {
 	case DDiskQoSCapping:
 		return "ddiskqos daemon as `ddiskqos`, but work_conserving false: caps whenever the web service or a tenant is active beside the streamer"
 	}
+	if share, ok := c.RearmShare(); ok {
+		knob := "blkio.throttle.read_bps_device"
+		if cg == "v2" {
+			knob = "io.max rbps"
+		}
+		return fmt.Sprintf("no QoS but a cap on the streamer at %g %% of its no-QoS throughput in the same trial (%s), written again every %s (each write starts a new throttle slice): the throttle's own frontier", share*100, knob, RearmEvery)
+	}
 	if m, ok := c.TargetMultiple(); ok {
 		return fmt.Sprintf("ddiskqos daemon as `ddiskqos`, but latency_target %gx (the controller's target %g× the device's unloaded p99, not 3×)", m, m)
 	}
@@ -124,7 +147,10 @@ type HostPlan struct {
 	Streamer string `json:"streamer,omitempty"`
 	// Device names the device class in the report ("" for none given):
 	// what the loop device's backing file sits on.
-	Device  string   `json:"device,omitempty"`
+	Device string `json:"device,omitempty"`
+	// NoLoop: no loop device, the files straight on the directory's
+	// file system and the disk under it measured as it is (--no-loop).
+	NoLoop  bool     `json:"no_loop,omitempty"`
 	Configs []Config `json:"configs"`
 	// Warmup is the streamer alone (with the daemon, if any) before the
 	// victims; Victims how long the web and light readers run; After how
@@ -189,10 +215,13 @@ func (p *HostPlan) Select(configs []string) error {
 	// with another latency target (ddiskqos-4x) may be named too; they
 	// run after the defaults, the targets after the caps, each lowest
 	// first.
-	var extra, targets []Config
+	var extra, rearms, targets []Config
 	for _, c := range configs {
 		if _, ok := Config(c).CapShare(); ok && !slices.Contains(HostConfigs, Config(c)) {
 			extra = append(extra, Config(c))
+		}
+		if _, ok := Config(c).RearmShare(); ok {
+			rearms = append(rearms, Config(c))
 		}
 		if _, ok := Config(c).TargetMultiple(); ok {
 			targets = append(targets, Config(c))
@@ -203,15 +232,21 @@ func (p *HostPlan) Select(configs []string) error {
 		sb, _ := b.CapShare()
 		return cmp.Compare(sa, sb)
 	})
+	slices.SortFunc(rearms, func(a, b Config) int {
+		sa, _ := a.RearmShare()
+		sb, _ := b.RearmShare()
+		return cmp.Compare(sa, sb)
+	})
 	slices.SortFunc(targets, func(a, b Config) int {
 		ma, _ := a.TargetMultiple()
 		mb, _ := b.TargetMultiple()
 		return cmp.Compare(ma, mb)
 	})
 	all := append(slices.Clone(HostConfigs), slices.Compact(extra)...)
+	all = append(all, slices.Compact(rearms)...)
 	all = append(all, slices.Compact(targets)...)
 	all = append(all, DDiskQoSCapping)
-	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>, ddiskqos-<1..100>x, ddiskqos-capping)")
+	cs, err := pickConfigs(configs, all, []Config{Idle, Original}, " for the host scenario (or static-<1..99>, rearm-<1..99>, ddiskqos-<1..100>x, ddiskqos-capping)")
 	if err != nil {
 		return err
 	}
@@ -297,7 +332,7 @@ func (p HostPlan) VolumeSize() int64 { return p.benchPlan().VolumeSize() }
 
 // benchPlan is the plan the shared rig (files, sampler) reads.
 func (p HostPlan) benchPlan() Plan {
-	return Plan{AllowTmpfs: p.Device != "", Mode: p.Mode, Trials: p.Trials, Configs: p.Configs, Warmup: p.Warmup, Web: p.Victims, WebIOPS: p.WebIOPS,
+	return Plan{AllowTmpfs: p.Device != "", NoLoop: p.NoLoop, Mode: p.Mode, Trials: p.Trials, Configs: p.Configs, Warmup: p.Warmup, Web: p.Victims, WebIOPS: p.WebIOPS,
 		ColdReads: p.ColdReads, After: p.After, BigFile: p.BigFile, WebFile: p.WebFile, SampleEvery: p.SampleEvery}
 }
 

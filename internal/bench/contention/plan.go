@@ -168,7 +168,11 @@ const (
 type Plan struct {
 	// AllowTmpfs: the volume may sit on tmpfs (the host scenario with a
 	// --device-class named: a fast, CPU-bound device class).
-	AllowTmpfs bool          `json:"allow_tmpfs,omitempty"`
+	AllowTmpfs bool `json:"allow_tmpfs,omitempty"`
+	// NoLoop: the files straight on --dir's file system and the disk
+	// under it as it is (volume.Options.NoLoop), the host scenario's
+	// --no-loop.
+	NoLoop     bool          `json:"no_loop,omitempty"`
 	Mode       Mode          `json:"mode"`
 	Trials     int           `json:"trials"`
 	Neighbours []Neighbour   `json:"neighbours"`

@@ -75,7 +75,7 @@ type Row struct {
 	Charged float64 `json:"charged"`
 }
 
-// Bar is one of the issue's bars, judged on the median.
+// Bar is one of the report's bars, judged on the median.
 type Bar struct {
 	What      string    `json:"what"`
 	Neighbour Neighbour `json:"neighbour"`

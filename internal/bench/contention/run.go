@@ -349,7 +349,7 @@ func (b *bench) open(ctx context.Context, roots host.Roots, dir string) (m machi
 		}
 	}
 	b.log("creating a %d MiB volume", b.p.VolumeSize()>>20)
-	if b.vol, err = volume.Create(ctx, volume.Options{Dir: dir, Size: b.p.VolumeSize(), Sys: roots.Sys, AllowTmpfs: b.p.AllowTmpfs}); err != nil {
+	if b.vol, err = volume.Create(ctx, volume.Options{Dir: dir, Size: b.p.VolumeSize(), Sys: roots.Sys, AllowTmpfs: b.p.AllowTmpfs, NoLoop: b.p.NoLoop}); err != nil {
 		return m, err
 	}
 	m.device, m.defaultScheduler, m.backing = b.vol.Name, b.vol.DefaultScheduler, b.vol.Backing

@@ -45,7 +45,7 @@ type Summary struct {
 	Bar            []BarCheck      `json:"bar"`
 }
 
-// BarCheck is one criterion of the issue's bar.
+// BarCheck is one criterion of the report's bar.
 type BarCheck struct {
 	What   string  `json:"what"`
 	Value  float64 `json:"value"`

@@ -100,7 +100,7 @@ type Result struct {
 
 	Errors []snapshot.ErrorCount `json:"errors,omitempty"`
 
-	// Bar: the issue's targets, and whether this run met them.
+	// Bar: the report's targets, and whether this run met them.
 	Bar struct {
 		CPUPerTickMS float64 `json:"cpu_per_tick_ms"`
 		// CPUStat is the statistic of the CPU per tick the bar judges:

@@ -1,6 +1,7 @@
 // Package volume is the benchmark's disk: a loop device over a file, with
 // an ext4 file system on it, mounted in a private directory, filled with
-// the files the readers read. Only its own loop device's scheduler is ever
+// the files the readers read (or, with NoLoop, a directory on the host's
+// own file system and the disk under it). Only its own loop device's scheduler is ever
 // changed, and Close undoes everything Create did, in reverse order, also
 // after a partial Create.
 //
@@ -22,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/loopdev"
 )
 
@@ -63,15 +65,20 @@ type Options struct {
 	// contention is the CPU the loop worker takes (Linux 6.6 and later
 	// give tmpfs direct I/O; without it Create fails as before).
 	AllowTmpfs bool
+	// NoLoop puts the files straight in a new directory on Dir's file
+	// system: the volume is the disk under Dir as it is, shared with the
+	// rest of the host. Its scheduler is never changed (SetScheduler
+	// refuses any other) and nothing is mounted.
+	NoLoop bool
 }
 
 // Volume is a mounted loop device.
 type Volume struct {
-	Name    string // e.g. "loop3"
+	Name    string // e.g. "loop3"; with NoLoop the disk, e.g. "vda"
 	Path    string // e.g. "/dev/loop3"
 	Dev     cgroupfs.Dev
-	Backing string // the backing file
-	Mount   string // where the file system is mounted
+	Backing string // the backing file; "" with NoLoop
+	Mount   string // where the file system is mounted; with NoLoop the files' directory
 	// DefaultScheduler is the scheduler the device had when attached.
 	DefaultScheduler string
 
@@ -99,7 +106,7 @@ func Create(ctx context.Context, o Options) (v *Volume, err error) {
 	if err := unix.Statfs(o.Dir, &st); err != nil {
 		return nil, fmt.Errorf("statfs %s: %w", o.Dir, err)
 	}
-	if st.Type == unix.TMPFS_MAGIC && !o.AllowTmpfs {
+	if st.Type == unix.TMPFS_MAGIC && (o.NoLoop || !o.AllowTmpfs) {
 		return nil, fmt.Errorf("%s is tmpfs: the volume must sit on a real disk", o.Dir)
 	}
 	if free := int64(st.Bavail) * st.Bsize; free < o.Size+(1<<30) {
@@ -116,6 +123,15 @@ func Create(ctx context.Context, o Options) (v *Volume, err error) {
 			v = nil
 		}
 	}()
+	if o.NoLoop {
+		v.Backing, v.Mount = "", dir
+		if v.Name, v.Dev, err = DiskOf(o.Sys, dir); err != nil {
+			return v, err
+		}
+		v.Path = "/dev/" + v.Name
+		v.DefaultScheduler, _, err = v.Scheduler()
+		return v, err
+	}
 	f, err := os.Create(v.Backing)
 	if err != nil {
 		return v, err
@@ -165,6 +181,32 @@ func Create(ctx context.Context, o Options) (v *Volume, err error) {
 }
 
 func bytesTrim(b []byte) string { return strings.TrimSpace(string(b)) }
+
+// DiskOf is the whole disk that holds dir's file system (the disk of a
+// partition; a loop device or any other disk as it is), from the file
+// system's device number (host.ResolveDisk): the device blk-throttle caps
+// and whose scheduler decides.
+func DiskOf(sys, dir string) (name string, dev cgroupfs.Dev, err error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return "", dev, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	num := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if name, err = host.ResolveDisk(host.Roots{Sys: sys}, num); err != nil {
+		return "", dev, fmt.Errorf("%s is on device %s: %w: want a file system on a disk", dir, num, err)
+	}
+	b, err := os.ReadFile(filepath.Join(sys, "block", name, "dev"))
+	if err != nil {
+		return "", dev, err
+	}
+	if dev, err = cgroupfs.ParseDev(strings.TrimSpace(string(b))); err != nil {
+		return "", dev, err
+	}
+	if _, err := os.Stat(filepath.Join(sys, "block", name, "queue", "scheduler")); err != nil {
+		return "", dev, fmt.Errorf("%s (under %s) has no I/O queue: %w", name, dir, err)
+	}
+	return name, dev, nil
+}
 
 // WriteFile writes a file of size bytes of non-zero data at name in the
 // volume, flushes it to the device and drops it from the page cache, so
@@ -222,15 +264,15 @@ func (v *Volume) Scheduler() (active string, offered []string, err error) {
 // SetScheduler selects the I/O scheduler of the volume's own loop device;
 // Close puts the default back.
 func (v *Volume) SetScheduler(s string) error {
-	if !strings.HasPrefix(v.Name, "loop") {
-		return fmt.Errorf("refusing to change the scheduler of %s: not a loop device", v.Name)
-	}
 	cur, offered, err := v.Scheduler()
 	if err != nil {
 		return err
 	}
 	if cur == s {
 		return nil
+	}
+	if !strings.HasPrefix(v.Name, "loop") {
+		return fmt.Errorf("refusing to change the scheduler of %s from %s to %s: not a loop device", v.Name, cur, s)
 	}
 	found := false
 	for _, o := range offered {

@@ -126,6 +126,7 @@ type Stage struct {
 	stale  bool           // byIno is to be rebuilt (the order changed)
 	wls    map[uint64]*wlLatency
 	active []uint64 // the inodes of workloads with tick values to clear
+	dirty  []uint64 // the inodes of workloads whose record is to be made again
 	levels map[levelKey]*levelAgg
 	names  map[cgroupfs.Dev]string
 	drops  iolat.Drops
@@ -279,22 +280,36 @@ func (l *Stage) Step(ws []Workload, in Tick) error {
 				o := &w.devs[i].ops[op]
 				if o.TickRequests != 0 {
 					o.TickRequests, o.P50, o.P99, o.Queue = 0, 0, 0, 0
-					w.dirty = true
+					l.markDirty(ino, w)
 				}
 			}
 		}
 	}
 	l.active = active
-	for _, w := range l.wls {
-		if w.dirty {
-			w.pub = l.list(len(w.devs))
-			for i, dv := range w.devs {
-				w.pub[i] = snapshot.WorkloadLatency{Device: dv.name, Dev: dv.devName, Read: dv.ops[iolat.Read], Write: dv.ops[iolat.Write]}
-			}
-			w.dirty = false
+	// Only the records that changed are made again (not a walk of every
+	// workload that ever did I/O).
+	for _, ino := range l.dirty {
+		w := l.wls[ino]
+		if w == nil || !w.dirty {
+			continue // gone since (the workloads changed)
 		}
+		w.pub = l.list(len(w.devs))
+		for i, dv := range w.devs {
+			w.pub[i] = snapshot.WorkloadLatency{Device: dv.name, Dev: dv.devName, Read: dv.ops[iolat.Read], Write: dv.ops[iolat.Write]}
+		}
+		w.dirty = false
 	}
+	l.dirty = l.dirty[:0]
 	return err
+}
+
+// markDirty has the record of w (the workload of cgroup inode ino) made
+// again at the end of the Step.
+func (l *Stage) markDirty(ino uint64, w *wlLatency) {
+	if !w.dirty {
+		w.dirty = true
+		l.dirty = append(l.dirty, ino)
+	}
 }
 
 // Deltas are what the last Step read.
@@ -331,7 +346,7 @@ func (l *Stage) charge(ino uint64, dl *iolat.Delta) {
 		o.P99 = dl.Hist.Quantile(0.99).Seconds()
 		o.Queue = (dl.Queue / time.Duration(dl.Count)).Seconds()
 	}
-	w.dirty = true
+	l.markDirty(ino, w)
 	if w.tick != l.tick {
 		w.tick = l.tick
 		l.active = append(l.active, ino)

@@ -59,6 +59,10 @@ const DefaultRescan = 10 * time.Second
 // Without a watch (none, or the parent gone) the period is Rescan.
 const watchedFactor = 6
 
+// podsPeriod is how often the kubelet's pod list is read again
+// (Options.KubeletPods), for an annotation changed on a running pod.
+const podsPeriod = 10 * time.Second
+
 // Labels the kubepods layout puts on its workloads.
 const (
 	// LabelPodUID is the pod's uid, under the key the CRI runtimes use
@@ -111,6 +115,12 @@ type Options struct {
 	// has no link of its own (the sandbox) <namespace>/<pod>/<short id>.
 	// "" or a directory that cannot be read: pod<uid>/<id>, the id.
 	KubeletLogs string
+	// KubeletPods is the URL of the kubelet's pod list
+	// (http://127.0.0.1:10255/pods, its read-only port; LayoutKubepods):
+	// the ddiskqos.* annotations of a pod become labels of each of its
+	// containers, read as Docker's labels are (ddiskqos.level,
+	// ddiskqos.exempt). "": annotations are not read.
+	KubeletPods string
 	// Rescan is the period of the safety-net rescan; 0 means DefaultRescan.
 	// While the inotify watch is in place it is watchedFactor times longer.
 	Rescan time.Duration
@@ -130,6 +140,8 @@ type Source struct {
 	exGuar  bool
 	kube    *kubeNames // LayoutKubepods with KubeletLogs, else nil
 	kubeErr string     // the last error reading kube's directory, logged once
+	pods    *kubePods  // LayoutKubepods with KubeletPods, else nil
+	podsErr string     // the last error reading pods, logged once
 	rescan  time.Duration
 	notify  bool
 	log     *slog.Logger
@@ -214,6 +226,9 @@ func New(o Options) (*Source, error) {
 	if layout == LayoutKubepods && o.KubeletLogs != "" {
 		s.kube = newKubeNames(filepath.Clean(o.KubeletLogs))
 	}
+	if layout == LayoutKubepods && o.KubeletPods != "" {
+		s.pods = newKubePods(o.KubeletPods)
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -259,7 +274,7 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 		}
 	}
 	// The workloads reported Added, by their path below the parent, with
-	// the name reported; a Workload is rebuilt from the path (workload),
+	// what knownAs says of it; a Workload is rebuilt from the path (workload),
 	// so the map holds no second copy of 10,000 records.
 	known := map[string]string{}
 	rels, watched, err := s.scanArmed(w)
@@ -280,12 +295,21 @@ func (s *Source) Run(ctx context.Context, out chan<- source.Event) error {
 	}
 	timer := time.NewTimer(period())
 	defer timer.Stop()
+	// A pod's annotations change without a cgroup event: with KubeletPods
+	// the pod list is read again every podsPeriod.
+	var podsTick <-chan time.Time
+	if s.pods != nil {
+		t := time.NewTicker(podsPeriod)
+		defer t.Stop()
+		podsTick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
 		case <-w.changed():
+		case <-podsTick:
 		}
 		rels, watched, err = s.scanArmed(w)
 		timer.Reset(period())
@@ -352,14 +376,8 @@ func (s *Source) scan() (rels, dirs []string, err error) {
 	dirs = []string{s.dir}
 	if s.kube != nil {
 		s.kube.read()
-		if e := fmt.Sprint(s.kube.err); s.kube.err != nil && e != s.kubeErr {
-			s.log.Info("cannot read the kubelet's container log links: containers named pod<uid>/<id> until they can be read",
-				"dir", s.kube.dir, "err", s.kube.err)
-		}
-		s.kubeErr = ""
-		if s.kube.err != nil {
-			s.kubeErr = s.kube.err.Error()
-		}
+		s.logChanged(&s.kubeErr, s.kube.err, "cannot read the kubelet's container log links: containers named pod<uid>/<id> until they can be read",
+			"dir", s.kube.dir)
 		dirs = append(dirs, s.kube.dir)
 	}
 	pods := func(rel string) {
@@ -413,9 +431,14 @@ func subdirs(dir string) ([]string, error) {
 
 // report sends Removed for known workloads not in rels, Added for new
 // ones and Updated for known ones whose name changed (the kubelet linked
-// a container's log), in order, and updates known. It returns ctx's error
+// a container's log, or a pod's ddiskqos.* annotations changed), in order, and updates known. It returns ctx's error
 // if ctx ends.
 func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[string]string, rels []string) error {
+	if s.pods != nil {
+		s.pods.read(ctx)
+		s.logChanged(&s.podsErr, s.pods.err, "cannot read the kubelet's pod list: pod annotations kept as last read",
+			"url", s.pods.url)
+	}
 	present := make(map[string]bool, len(rels))
 	for _, n := range rels {
 		present[n] = true
@@ -436,8 +459,8 @@ func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[
 	}
 	for _, n := range rels {
 		was, ok := known[n]
-		if ok && s.kube == nil {
-			continue // the name is the path's: it cannot change
+		if ok && s.kube == nil && s.pods == nil {
+			continue // the name is the path's, the labels fixed: neither can change
 		}
 		wl, valid := s.workload(n)
 		if !valid {
@@ -446,7 +469,7 @@ func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[
 		}
 		kind := source.Added
 		if ok {
-			if wl.Name == was {
+			if knownAs(wl) == was {
 				continue
 			}
 			kind = source.Updated
@@ -454,9 +477,29 @@ func (s *Source) report(ctx context.Context, out chan<- source.Event, known map[
 		if err := source.Send(ctx, out, source.Event{Kind: kind, Workload: wl}); err != nil {
 			return err
 		}
-		known[n] = wl.Name
+		known[n] = knownAs(wl)
 	}
 	return nil
+}
+
+// logChanged logs err with msg and args when it differs from the one
+// last logged, kept in *last ("" for none): an error that persists is
+// logged once, not at every scan.
+func (s *Source) logChanged(last *string, err error, msg string, args ...any) {
+	if err == nil {
+		*last = ""
+		return
+	}
+	if e := err.Error(); e != *last {
+		s.log.Info(msg, append(args, "err", err)...)
+		*last = e
+	}
+}
+
+// knownAs is what report remembers of a workload to tell a change: its
+// name and the policy's labels.
+func knownAs(wl source.Workload) string {
+	return wl.Name + "\x00" + wl.Labels[policy.LabelLevel] + "\x00" + wl.Labels[policy.LabelExempt]
 }
 
 // workload is the cgroup rel (below the parent) as a workload; false when
@@ -492,34 +535,9 @@ func (s *Source) workload(rel string) (source.Workload, bool) {
 		}
 		wl = source.Workload{ID: id, Name: shortID(id), Cgroup: cg}
 	default:
-		parts := strings.Split(rel, "/")
-		qos = QoSGuaranteed
-		if len(parts) == 3 {
-			if qos, _ = qosOfDir(parts[0]); qos == "" {
-				return source.Workload{}, false
-			}
-			parts = parts[1:]
-		}
-		if len(parts) != 2 {
+		var ok bool
+		if wl, qos, ok = s.kubeWorkload(rel, cg); !ok {
 			return source.Workload{}, false
-		}
-		uid, ok1 := podUID(parts[0])
-		id, ok2 := containerID(parts[1])
-		if !ok1 || !ok2 {
-			return source.Workload{}, false
-		}
-		wl = source.Workload{ID: "pod" + uid + "/" + id, Name: "pod" + uid + "/" + id, Cgroup: cg,
-			Labels: map[string]string{LabelPodUID: uid, LabelQoSClass: qos}}
-		if s.kube != nil {
-			if l, linked, ok := s.kube.name(uid, id); ok {
-				c := shortID(id)
-				if linked {
-					c = l.container
-					wl.Labels[LabelContainer] = l.container
-				}
-				wl.Name = l.namespace + "/" + l.pod + "/" + c
-				wl.Labels[LabelPodNamespace], wl.Labels[LabelPodName] = l.namespace, l.pod
-			}
 		}
 	}
 	set := func(k, v string) {

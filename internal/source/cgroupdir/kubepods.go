@@ -4,6 +4,8 @@ package cgroupdir
 
 import (
 	"strings"
+
+	"github.com/ddiskqos/ddiskqos/internal/source"
 )
 
 // qosOfDir is the QoS class of a kubepods child that holds pods:
@@ -48,4 +50,45 @@ func containerID(name string) (string, bool) {
 	}
 	id := base[strings.LastIndex(base, "-")+1:]
 	return id, id != ""
+}
+
+// kubeWorkload is the kubepods layout's cgroup rel (cg its path) as a
+// workload, named and labelled from the kubelet's files and pods where
+// they are read, and its QoS class; false when rel is not a container's.
+func (s *Source) kubeWorkload(rel, cg string) (source.Workload, string, bool) {
+	parts := strings.Split(rel, "/")
+	qos := QoSGuaranteed
+	if len(parts) == 3 {
+		if qos, _ = qosOfDir(parts[0]); qos == "" {
+			return source.Workload{}, "", false
+		}
+		parts = parts[1:]
+	}
+	if len(parts) != 2 {
+		return source.Workload{}, "", false
+	}
+	uid, ok1 := podUID(parts[0])
+	id, ok2 := containerID(parts[1])
+	if !ok1 || !ok2 {
+		return source.Workload{}, "", false
+	}
+	wl := source.Workload{ID: "pod" + uid + "/" + id, Name: "pod" + uid + "/" + id, Cgroup: cg,
+		Labels: map[string]string{LabelPodUID: uid, LabelQoSClass: qos}}
+	if s.kube != nil {
+		if l, linked, ok := s.kube.name(uid, id); ok {
+			c := shortID(id)
+			if linked {
+				c = l.container
+				wl.Labels[LabelContainer] = l.container
+			}
+			wl.Name = l.namespace + "/" + l.pod + "/" + c
+			wl.Labels[LabelPodNamespace], wl.Labels[LabelPodName] = l.namespace, l.pod
+		}
+	}
+	if s.pods != nil {
+		for k, v := range s.pods.byUID[uid] {
+			wl.Labels[k] = v
+		}
+	}
+	return wl, qos, true
 }

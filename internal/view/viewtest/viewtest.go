@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/ddiskqos/ddiskqos/internal/actuate/mech"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 )
 
@@ -18,6 +18,7 @@ import (
 var (
 	bfqWeight    = string(mech.BFQWeight)
 	throttle     = string(mech.Throttle)
+	levelLimit   = string(mech.LevelLimit)
 	iocostWeight = string(mech.IOCostWeight)
 )
 
@@ -25,7 +26,8 @@ var (
 var T0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // Fixture covers every column's cases: weights and limits, pinned,
-// exempt, a label error, an apply error, PSI present and absent, the last
+// exempt, a per-level mechanism's value (level-limit), a label error, an
+// apply error, PSI present and absent, the last
 // level without allowance, a name that sorts differently from its rate.
 func Fixture() *snapshot.Snapshot {
 	bfq := func(w int) snapshot.Applied {
@@ -48,7 +50,8 @@ func Fixture() *snapshot.Snapshot {
 				ID: "1111111111112222222222223333333333334444444444445555555555556666", Name: "db",
 				Level: 1, Pinned: true, BytesInLevel: 1536 << 10, Allowance: 8 << 20, Weight: 1000, DTasks: 2,
 				ReadBps: 300 << 10, WriteBps: 120 << 10,
-				Applied:  []snapshot.Applied{bfq(1000)},
+				Applied: []snapshot.Applied{{Device: "loop3", Dev: "7:3", Mechanism: bfqWeight + "+" + levelLimit, Weight: 1000,
+					Knobs: "level-limit=rbps=524288000 wbps=524288000 riops=max wiops=max", Used: true}},
 				Pressure: &snapshot.Pressure{SomeAvg10: 0.25},
 				Latency: []snapshot.WorkloadLatency{{Device: "loop3", Dev: "7:3",
 					Read:  snapshot.OpLatency{Requests: 120, InFlight: 1, TickRequests: 75, P50: 0.0009, P99: 0.0042},

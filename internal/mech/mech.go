@@ -14,8 +14,8 @@
 // entry in table — whose order is the order of preference Choose walks to
 // pick a device's weight or caps —, its test, and — when it takes a
 // parameter — one field of Params and the config key that sets it (wiring
-// passes Params in, and runs a mechanism of Role Target wherever On and
-// Probe let it). A Probe reads the host's facts (Env; internal/host
+// passes Params in, and Choose runs a mechanism of Role Target wherever
+// Beside and Probe let it). A Probe reads the host's facts (Env; internal/host
 // gathers them) and says whether it can work, why (not), and the fix.
 package mech
 
@@ -69,9 +69,40 @@ type Mech struct {
 	// "default N", devFile "MAJ:MIN N"; the same file on v2).
 	Range       WeightRange
 	WeightFiles func(v int) (file, devFile string)
-	// On says whether the configuration turns it on (Role Target: it runs
-	// beside the device's mechanism wherever Probe lets it).
-	On func(p Params) bool
+	// Needs is the file whose presence shows the kernel offers it, on each
+	// hierarchy version: the host's probe (internal/host) looks for it and
+	// hands what it found to Probe (Env.Offered). nil: nothing to find.
+	Needs *Needs
+	// Beside says whether the configuration p runs it beside main, a
+	// device's main mechanism (Choose; a Target where its Probe lets it).
+	// nil: never beside another.
+	Beside func(main Name, p Params) bool
+}
+
+// Needs says how the host finds out whether the kernel offers a
+// mechanism, on cgroup v1 and on v2.
+type Needs struct{ V1, V2 Need }
+
+// Need is what shows a mechanism offered on one hierarchy version.
+type Need struct {
+	// File is its cgroup file, looked for at the root, then in child
+	// cgroups ("": it has none on this version; Absent says why).
+	File string
+	// Markers are files at the root that show File offered where it
+	// exists only in child cgroups (and none exists yet).
+	Markers []string
+	// RootOnly: File exists at the root or not at all; Absent says what
+	// its absence means.
+	RootOnly bool
+	Absent   string
+}
+
+// On is what shows the mechanism offered on hierarchy version v.
+func (n Needs) On(v int) Need {
+	if v == 1 {
+		return n.V1
+	}
+	return n.V2
 }
 
 // Knob is a mechanism's knob of one device: a cgroup's value on it, as
@@ -95,12 +126,14 @@ type Params struct {
 	// LevelLimits are LevelLimit's caps in bytes/s, by level-1 (0: none;
 	// none at all turns the mechanism off; config key level_limits).
 	LevelLimits []uint64
+	// ThrottleWithWeights runs the throttle beside a scheduler's weight
+	// (config key throttle_with_weights).
+	ThrottleWithWeights bool
 }
 
 // Env is what a Probe looks at: the hierarchy and what its kernel offers,
 // the device, and the mechanisms already chosen for it. It holds facts
-// only (internal/host reads them); a Probe reads no file of its own,
-// except a Target's, which looks for its files under H.Mount.
+// only (internal/host reads them); a Probe reads no file of its own.
 type Env struct {
 	H cgroupfs.Hierarchy
 	// Enabled is false on cgroup v2 when the root lacks the io controller.

@@ -18,7 +18,11 @@ var bfq = Mech{Name: BFQWeight, Knob: "bfq", Role: Weight,
 	Open: func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, _ Params) (Knob, error) {
 		return openWeight(h, dev, BFQWeight, bfqFile(h.Version), "default", sameScale)
 	},
-	Probe:       probeBFQ,
+	Probe: probeBFQ,
+	// The weight files are in child cgroups only (CFTYPE_NOT_ON_ROOT);
+	// BFQ's statistics at the root show its policy registered.
+	Needs: &Needs{V1: Need{File: "blkio.bfq.weight", Markers: []string{"blkio.bfq.io_service_bytes", "blkio.bfq.io_serviced"}},
+		V2: Need{File: "io.bfq.weight"}},
 	Range:       WeightRange{Min: 1, Max: 1000, Default: 100},
 	WeightFiles: bfqWeightFiles,
 }

@@ -26,8 +26,8 @@ func TestTable(t *testing.T) {
 		if k, err := ByKnob(m.Knob); err != nil || k != m {
 			t.Errorf("ByKnob(%s) = %v, %v", m.Knob, k, err)
 		}
-		if m.Role == Target && (m.Probe == nil || m.On == nil) {
-			t.Errorf("%s runs beside a device's mechanism: it needs Probe and On", m.Name)
+		if m.Role == Target && (m.Probe == nil || m.Beside == nil) {
+			t.Errorf("%s runs beside a device's mechanism: it needs Probe and Beside", m.Name)
 		}
 		if m.Open == nil {
 			if m.InCgroup() || m.Files != nil {
@@ -187,28 +187,27 @@ func TestLevelLimitKnob(t *testing.T) {
 	if err := k.Write("/c", "rbps=fast"); err == nil || !strings.Contains(err.Error(), "rbps=fast") {
 		t.Errorf("bad value written: %v", err)
 	}
-	if levelLimit.On(Params{LevelLimits: []uint64{0, 0, 0, 0}}) || !levelLimit.On(Params{LevelLimits: []uint64{0, 0, 0, 1}}) {
-		t.Error("On: off without a cap, on with one")
+	if levelLimit.Beside(BFQWeight, Params{LevelLimits: []uint64{0, 0, 0, 0}}) || !levelLimit.Beside(BFQWeight, Params{LevelLimits: []uint64{0, 0, 0, 1}}) {
+		t.Error("Beside: off without a cap, on with one")
 	}
 }
 
 // TestLevelLimitProbe: each reason it cannot run on a device is named.
 func TestLevelLimitProbe(t *testing.T) {
 	t.Parallel()
-	v2, _ := fakeKnob(t, 2, "io.max", "")
-	v1 := cgroupfs.Hierarchy{Version: 1, Mount: t.TempDir()}
-	if err := os.WriteFile(filepath.Join(v1.Mount, "blkio.throttle.read_bps_device"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	v1 := cgroupfs.Hierarchy{Version: 1, Mount: "/sys/fs/cgroup/blkio"}
+	v2 := cgroupfs.Hierarchy{Version: 2, Mount: "/sys/fs/cgroup"}
+	offered := map[Name]Offer{Throttle: {File: "io.max", Present: true, Known: true}}
+	unknown := map[Name]Offer{Throttle: {File: "io.max"}}
 	for _, c := range []struct {
 		e    Env
 		want string
 	}{
-		{Env{H: v2, Name: "vda", Mechs: []Name{BFQWeight}}, ""},
-		{Env{H: v1, Name: "sda", Mechs: []Name{BFQWeight}}, ""},
-		{Env{H: v2, Name: "vda", Mechs: []Name{BFQWeight, Throttle}}, "the throttle runs on vda"},
-		{Env{H: cgroupfs.Hierarchy{Version: 2, Mount: t.TempDir()}, Name: "vda"}, "CONFIG_BLK_DEV_THROTTLING"},
-		{Env{H: cgroupfs.Hierarchy{Version: 1, Mount: t.TempDir()}, Name: "sda"}, "blkio.throttle.read_bps_device"},
+		{Env{H: v2, Name: "vda", Offered: offered, Mechs: []Name{BFQWeight}}, ""},
+		{Env{H: v1, Name: "sda", Offered: offered, Mechs: []Name{BFQWeight}}, ""},
+		{Env{H: v2, Name: "vda", Offered: offered, Mechs: []Name{BFQWeight, Throttle}}, "the throttle runs on vda"},
+		{Env{H: v2, Name: "vda", Offered: unknown}, "no /sys/fs/cgroup/*/io.max: kernel built without CONFIG_BLK_DEV_THROTTLING"},
+		{Env{H: v1, Name: "sda"}, "blkio.throttle.read_bps_device"},
 	} {
 		v := probeLevelLimit(c.e)
 		if (c.want == "") != v.OK || (!v.OK && !strings.Contains(v.Reason, c.want)) {

@@ -28,6 +28,12 @@ func facts(v int, name, sched string) Env {
 	return e
 }
 
+// withIOCost is e with iocost enabled for the device.
+func withIOCost(e Env) Env {
+	e.IOCostOn = true
+	return e
+}
+
 func absent(e Env, n Name) Env {
 	o := e.Offered[n]
 	o.Present, o.How = false, "absent: "+o.File
@@ -39,8 +45,7 @@ func absent(e Env, n Name) Env {
 // refusal reads as check shows it (the reason whole, and the fix).
 func TestChoose(t *testing.T) {
 	t.Parallel()
-	iocostOn := facts(2, "sda", "bfq")
-	iocostOn.IOCostOn = true
+	iocostOn := withIOCost(facts(2, "sda", "bfq"))
 	bfqUnknown := facts(2, "sda", "bfq")
 	bfqUnknown.Offered[BFQWeight] = Offer{File: "io.bfq.weight", How: "not verified: no child cgroup"}
 	legacy := facts(1, "sda", "deadline")
@@ -114,7 +119,7 @@ func TestChoose(t *testing.T) {
 			"mount the blkio controller (cgroup v1) or boot with systemd.unified_cgroup_hierarchy=1 so io is on cgroup v2", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Choose(c.e)
+			got := Choose(c.e, Params{})
 			if got.Mechanism != c.mech || got.WeightDeviceFile != c.file || got.WeightsEffective != (c.file != "") {
 				t.Errorf("chose %s (file %q, weights %v), want %s (file %q)", got.Mechanism, got.WeightDeviceFile, got.WeightsEffective, c.mech, c.file)
 			}
@@ -174,5 +179,43 @@ func TestProbeIOCost(t *testing.T) {
 		if v.OK || v.Reason != c.why || v.Fix != c.fix || v.Rank != RankOff {
 			t.Errorf("v%d: %+v, want refusal %q fix %q", c.e.H.Version, v, c.why, c.fix)
 		}
+	}
+}
+
+// TestChooseBeside: what runs beside a device's main mechanism is the
+// configuration's and the probes' — the throttle beside a scheduler's
+// weight, level-limit where the throttle does not run — and a mechanism
+// turned on that cannot run says why.
+func TestChooseBeside(t *testing.T) {
+	t.Parallel()
+	limits := []uint64{0, 0, 0, 1 << 20}
+	for _, c := range []struct {
+		name string
+		e    Env
+		p    Params
+		also []Name
+		not  Name
+	}{
+		{"bfq: throttle beside", facts(1, "sda", "bfq"), Params{ThrottleWithWeights: true}, []Name{Throttle}, ""},
+		{"bfq: throttle off", facts(1, "sda", "bfq"), Params{}, nil, ""},
+		{"cfq: throttle beside", facts(1, "sda", "cfq"), Params{ThrottleWithWeights: true}, []Name{Throttle}, ""},
+		{"iocost: no throttle beside", withIOCost(facts(2, "sda", "bfq")), Params{ThrottleWithWeights: true}, nil, ""},
+		{"bfq: level-limit", facts(2, "sda", "bfq"), Params{LevelLimits: limits}, []Name{LevelLimit}, ""},
+		{"bfq: the throttle owns the limits", facts(2, "sda", "bfq"), Params{ThrottleWithWeights: true, LevelLimits: limits}, []Name{Throttle}, LevelLimit},
+		{"throttle: the throttle owns the limits", facts(1, "sda", "none"), Params{ThrottleWithWeights: true, LevelLimits: limits}, nil, LevelLimit},
+		{"none: nothing beside", absent(facts(1, "sda", "none"), Throttle), Params{ThrottleWithWeights: true, LevelLimits: limits}, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Choose(c.e, c.p)
+			if Join(got.Also) != Join(c.also) {
+				t.Errorf("also %v, want %v", got.Also, c.also)
+			}
+			switch {
+			case c.not == "" && len(got.NotBeside) > 0:
+				t.Errorf("not beside %+v, want none", got.NotBeside)
+			case c.not != "" && (len(got.NotBeside) != 1 || got.NotBeside[0].Mechanism != c.not || got.NotBeside[0].Reason == ""):
+				t.Errorf("not beside %+v, want %s with why", got.NotBeside, c.not)
+			}
+		})
 	}
 }

@@ -26,6 +26,14 @@ var throttle = Mech{Name: Throttle, Knob: "throttle", Role: Caps,
 		return LimitsKnob{H: h, Dev: dev}, nil
 	},
 	Probe: probeThrottle,
+	Needs: &Needs{V1: Need{File: "blkio.throttle.read_bps_device"}, V2: Need{File: "io.max"}},
+	// Beside a scheduler's weight: weights split a device between queues
+	// that stay busy, a reader that pauses between requests still waits
+	// behind a streamer's budget, which the caps bound (iocost's weight
+	// needs no such help).
+	Beside: func(main Name, p Params) bool {
+		return p.ThrottleWithWeights && (main == BFQWeight || main == CFQWeight)
+	},
 }
 
 // probeThrottle: the kernel offers blk-throttle's files (or nothing could
@@ -79,17 +87,7 @@ func ParseLimits(v string) (cgroupfs.Limits, error) {
 	var l cgroupfs.Limits
 	for _, kv := range strings.Fields(v) {
 		key, val, ok := strings.Cut(kv, "=")
-		var p *uint64
-		switch key {
-		case "rbps":
-			p = &l.RBps
-		case "wbps":
-			p = &l.WBps
-		case "riops":
-			p = &l.RIOps
-		case "wiops":
-			p = &l.WIOps
-		}
+		p := l.Field(key)
 		if !ok || p == nil {
 			return l, fmt.Errorf("limits %q: %q is not rbps, wbps, riops or wiops=N", v, kv)
 		}

@@ -16,7 +16,9 @@ var iocost = Mech{Name: IOCostWeight, Knob: "iocost", Role: Weight,
 	Open: func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, _ Params) (Knob, error) {
 		return openWeight(h, dev, IOCostWeight, iocostFile(h.Version), "default", iocostScale)
 	},
-	Probe:       probeIOCost,
+	Probe: probeIOCost,
+	Needs: &Needs{V1: Need{Absent: "iocost exists only on cgroup v2; this host controls I/O through v1 blkio"},
+		V2: Need{File: "io.cost.qos", RootOnly: true, Absent: "kernel built without CONFIG_BLK_CGROUP_IOCOST"}},
 	Range:       WeightRange{Min: 1, Max: 10000, Default: 100},
 	WeightFiles: func(v int) (string, string) { return iocostFile(v), iocostFile(v) },
 }

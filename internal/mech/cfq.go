@@ -17,7 +17,11 @@ var cfq = Mech{Name: CFQWeight, Knob: "cfq", Role: Weight,
 	Open: func(h cgroupfs.Hierarchy, dev cgroupfs.Dev, _ Params) (Knob, error) {
 		return openWeight(h, dev, CFQWeight, cfqFile(h.Version), "0", sameScale)
 	},
-	Probe:       probeCFQ,
+	Probe: probeCFQ,
+	// cfq (kernels < 5.0, before iocost existed) also offered io.weight
+	// on v2.
+	Needs: &Needs{V1: Need{File: "blkio.weight", Markers: []string{"blkio.leaf_weight", "blkio.time", "blkio.sectors"}},
+		V2: Need{File: "io.weight"}},
 	Range:       WeightRange{Min: 10, Max: 1000, Default: 500},
 	WeightFiles: cfqWeightFiles,
 }

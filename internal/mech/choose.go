@@ -75,14 +75,54 @@ type Choice struct {
 	// Fix is the command that gets weights on the device ("" when they
 	// work, or when nothing can be done on this device).
 	Fix string
+	// Also are the mechanisms in force beside Mechanism, in table order;
+	// NotBeside those the configuration turns on that cannot run on the
+	// device, each with why.
+	Also      []Name
+	NotBeside []Refusal
 }
 
-// Choose picks a device's main mechanism: the first weight of the table
+// Refusal is a mechanism the configuration turns on that cannot run on a
+// device, and why.
+type Refusal struct {
+	Mechanism Name   `json:"mechanism"`
+	Reason    string `json:"reason"`
+}
+
+// Choose is the one chooser of a device's mechanisms, for check and for
+// the daemon alike: its main one (chooseMain) and, where it has one, each
+// mechanism the configuration p runs beside it (Beside) that can work
+// there. A Target's Probe decides where it runs, looking at the main one
+// and those chosen before it (Env.Mechs); the throttle beside a weight runs
+// wherever the configuration says.
+func Choose(e Env, p Params) Choice {
+	c := chooseMain(e)
+	if c.Mechanism == None {
+		return c
+	}
+	e.Mechs = []Name{c.Mechanism}
+	for _, m := range table {
+		if m.Beside == nil || m.Name == c.Mechanism || !m.Beside(c.Mechanism, p) {
+			continue
+		}
+		if m.Role == Target {
+			if v := m.Probe(e); !v.OK {
+				c.NotBeside = append(c.NotBeside, Refusal{Mechanism: m.Name, Reason: v.Reason})
+				continue
+			}
+		}
+		c.Also = append(c.Also, m.Name)
+		e.Mechs = append(e.Mechs, m.Name)
+	}
+	return c
+}
+
+// chooseMain picks a device's main mechanism: the first weight of the table
 // (its order is the preference) whose Probe accepts the device, else the
 // throttle's caps where offered, else None. Without a weight, the reason
 // is the most telling weight's refusal, what the caps do, and the fixes
 // that would get weights.
-func Choose(e Env) Choice {
+func chooseMain(e Env) Choice {
 	if e.H.Version == 0 {
 		return Choice{Mechanism: None,
 			Reason: "no I/O cgroup hierarchy: neither v1 blkio nor cgroup2 is mounted",

@@ -23,21 +23,23 @@ var levelLimit = Mech{Name: LevelLimit, Knob: "level-limit", Role: Target,
 		return &levelLimitKnob{LimitsKnob: LimitsKnob{H: h, Dev: dev}, caps: p.LevelLimits}, nil
 	},
 	Probe: probeLevelLimit,
-	On:    func(p Params) bool { return slices.ContainsFunc(p.LevelLimits, func(c uint64) bool { return c > 0 }) },
+	Beside: func(_ Name, p Params) bool {
+		return slices.ContainsFunc(p.LevelLimits, func(c uint64) bool { return c > 0 })
+	},
 }
 
-// probeLevelLimit: the throttle's files are offered (v1: the root's
+// probeLevelLimit: the kernel offers the throttle's files (v1: the root's
 // read_bps_device; v2: io.max in a first-level cgroup, as the root has
 // none), and the throttle itself does not run on the device.
 func probeLevelLimit(e Env) Verdict {
 	if slices.Contains(e.Mechs, Throttle) {
 		return Verdict{Reason: fmt.Sprintf("the throttle runs on %s and owns its limits: static caps would overwrite its caps", e.Name)}
 	}
-	pattern := filepath.Join(e.H.Mount, "blkio.throttle.read_bps_device")
-	if e.H.Version == 2 {
-		pattern = filepath.Join(e.H.Mount, "*", "io.max")
-	}
-	if found, _ := filepath.Glob(pattern); len(found) == 0 {
+	if !e.Offered[Throttle].Present {
+		pattern := filepath.Join(e.H.Mount, "blkio.throttle.read_bps_device")
+		if e.H.Version == 2 {
+			pattern = filepath.Join(e.H.Mount, "*", "io.max")
+		}
 		return Verdict{Reason: fmt.Sprintf("no %s: kernel built without CONFIG_BLK_DEV_THROTTLING, or io not in the root's cgroup.subtree_control", pattern)}
 	}
 	return Verdict{OK: true, Reason: "the throttle's files are offered and the throttle does not run on " + e.Name}

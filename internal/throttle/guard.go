@@ -1,0 +1,154 @@
+package throttle
+
+import (
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+// The lift guard: a lift (Steer(1), the latency controller's work
+// conservation) is a bet that the capped workloads, let go, do not make
+// the device's requests wait. The controller judges it by the victims'
+// requests over a tick (a second); on a device whose queue is shared the
+// bet is lost well within it: a QD16 streamer let go on the VM's disk,
+// which qemu holds to 100 MiB/s, queued 16 MiB ahead of every victim read
+// (160-185 ms each, TestRealV2LatencyEffect), and a QD32 one on the host's
+// stacked loop device fills vda's 500 ms read_expire queue. So for
+// guardWatch after a lift the fast loop watches the time the device's
+// completed requests spent in flight (diskstats: the weighted ms over the
+// requests completed, a window of guardWindow), against what it was with
+// the caps in force just before (guardRef, decayed over the periods the
+// caps were in force and contended). A window at guardFactor times that,
+// and guardMinMs above it, refuses the lift at once: the share before it
+// is back within a period, and RefusedAt tells the controller, which
+// counts it as a failed lift (lift.go). Where the device serves the let-go
+// requests in parallel (a deep-queue device), each is no longer in
+// flight and the lift stands.
+//
+// The same comparison predicts a lift before it is made: the time a
+// request spent in flight while nothing was capped (the neighbours
+// streaming freely before the contention: guardFree) against the
+// reference with the caps in force. Where it was guardFactor times longer
+// (a shared queue: the VM's disk at QD16, 160 ms against 10-15 ms capped),
+// Queues says so, and the controller does not lift a cap that holds its
+// neighbour back (lift.go): a lift there is refused, but only after its
+// first requests queued ahead of the victims' (in an 8 s victim's 800
+// reads, enough to make its p99).
+const (
+	guardWatch  = 3 * time.Second
+	guardWindow = 40 * time.Millisecond
+	guardFactor = 3.0
+	guardMinMs  = 2.0
+	// guardMinIOs: requests completed in a window (and in the reference)
+	// for its latency to count.
+	guardMinIOs = 4
+	// guardDecay is the reference's decay per period (10 ms: about 300 ms
+	// of memory).
+	guardDecay = 0.97
+)
+
+// liftGuard is the guard's state.
+type liftGuard struct {
+	refMs, refIOs float64 // the decayed in-flight ms and requests with caps in force
+	// freeMs, freeIOs: the same while no cap was in force (guardFree).
+	freeMs, freeIOs float64
+	last            cgroupfs.BlockStat
+	lastOK          bool
+	liftAt          time.Time // the last lift (zero: none watched)
+	before          float64   // the share before it
+	win             cgroupfs.BlockStat
+	winAt           time.Time
+	refusedAt       time.Time
+}
+
+// lifting records a Steer from share to next at now (under t.mu).
+func (g *liftGuard) lifting(share, next float64, now time.Time) {
+	switch {
+	case next >= 1 && share < 1:
+		g.liftAt, g.before, g.winAt = now, share, time.Time{}
+	case next < 1:
+		g.liftAt = time.Time{}
+	}
+}
+
+// observe folds in the device's reading s at now; capped: caps were in
+// force and contended at the last period; free: no cap was in force. It
+// reports whether the lift watched is refused.
+func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, lifted bool) bool {
+	if !g.lastOK {
+		g.last, g.lastOK = s, true
+		return false
+	}
+	dMs, dIOs := float64(sub(s.TimeInQueueMs, g.last.TimeInQueueMs)), float64(sub(s.IOs(), g.last.IOs()))
+	g.last = s
+	if capped && !lifted {
+		g.refMs, g.refIOs = guardDecay*g.refMs+dMs, guardDecay*g.refIOs+dIOs
+		return false
+	}
+	if free && !lifted && dIOs > 0 {
+		g.freeMs, g.freeIOs = guardDecay*g.freeMs+dMs, guardDecay*g.freeIOs+dIOs
+	}
+	if !lifted || g.liftAt.IsZero() || now.Sub(g.liftAt) >= guardWatch || g.refIOs < guardMinIOs {
+		return false
+	}
+	if g.winAt.IsZero() {
+		g.win, g.winAt = s, now
+		return false
+	}
+	if now.Sub(g.winAt) < guardWindow {
+		return false
+	}
+	ios := float64(sub(s.IOs(), g.win.IOs()))
+	if ios < guardMinIOs {
+		return false // too few completed: the window goes on
+	}
+	lat := float64(sub(s.TimeInQueueMs, g.win.TimeInQueueMs)) / ios
+	g.win, g.winAt = s, now
+	ref := g.refMs / g.refIOs
+	if lat >= guardFactor*ref && lat-ref >= guardMinMs {
+		g.refusedAt, g.liftAt = now, time.Time{}
+		return true
+	}
+	return false
+}
+
+// queues reports whether the device's requests waited guardFactor times
+// longer (and guardMinMs more) with nothing capped than with the caps in
+// force: a lift would be refused (see above).
+func (g *liftGuard) queues() bool {
+	if g.refIOs < guardMinIOs || g.freeIOs < guardMinIOs {
+		return false
+	}
+	ref, free := g.refMs/g.refIOs, g.freeMs/g.freeIOs
+	return free >= guardFactor*ref && free-ref >= guardMinMs
+}
+
+// guardLift runs the guard on the period's device reading (under t.mu):
+// a refused lift sets the share before it back.
+func (t *Throttle) guardLift(now time.Time) {
+	if !t.devLastOK {
+		return
+	}
+	capped := t.inForce && !t.contendedAt.IsZero() && !t.contendedAt.Before(t.lastStep) // the last period's
+	lifted := t.share >= 1
+	if t.guard.observe(t.devLast.Stat, now, capped, !t.inForce, lifted) {
+		t.log.Info("throttle: a lift of the caps refused: the device's requests waited longer at once",
+			"device", t.name, "share", t.guard.before)
+		t.share = t.guard.before
+	}
+}
+
+// LiftQueues reports whether a lift of the caps in force would queue the
+// let-go requests ahead of everyone (liftGuard.queues).
+func (t *Throttle) LiftQueues() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.guard.queues()
+}
+
+// RefusedAt is the last time the guard refused a lift (zero: never).
+func (t *Throttle) RefusedAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.guard.refusedAt
+}

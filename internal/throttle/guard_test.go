@@ -1,0 +1,99 @@
+package throttle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+)
+
+var gt0 = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+
+// guardDev is a device's counters as the guard reads them.
+type guardDev struct {
+	s  cgroupfs.BlockStat
+	at time.Time
+}
+
+// run feeds g the device completing ios requests of latMs each per 10 ms
+// period, for n periods; it reports whether a period refused the lift
+// watched.
+func (d *guardDev) run(g *liftGuard, n int, ios uint64, latMs uint64, capped, lifted bool) bool {
+	refused := false
+	for range n {
+		d.at = d.at.Add(10 * time.Millisecond)
+		d.s.ReadIOs += ios
+		d.s.TimeInQueueMs += ios * latMs
+		refused = g.observe(d.s, d.at, capped, !capped && !lifted, lifted) || refused
+	}
+	return refused
+}
+
+// TestLiftGuard: a lift whose requests wait at once much longer than
+// with the caps in force is refused within a window; one whose
+// requests take as long (a deep-queue device, or a neighbour that
+// wanted no more) stands; the guard watches only guardWatch after a
+// lift, and only with a reference.
+func TestLiftGuard(t *testing.T) {
+	t.Parallel()
+	d := &guardDev{at: gt0}
+	var g liftGuard
+	if d.run(&g, 50, 1, 5, true, false) {
+		t.Fatal("refused with the caps in force")
+	}
+	g.lifting(0.6, 1, d.at)
+	if d.run(&g, 20, 1, 6, false, true) {
+		t.Fatal("refused a lift whose requests took 6 ms against 5 ms capped")
+	}
+	if d.run(&g, 10, 1, 40, false, true) == false {
+		t.Fatal("a lift whose requests took 40 ms against 5 ms capped stood")
+	}
+	if g.refusedAt.IsZero() || g.before != 0.6 {
+		t.Fatalf("refused: at %v, share before %g; want a time and 0.6", g.refusedAt, g.before)
+	}
+
+	// Predicted: requests in flight 40 ms each with nothing capped (the
+	// neighbours streaming freely) against 5 ms capped queue; 6 ms do not.
+	var gq liftGuard
+	dq := &guardDev{at: gt0}
+	dq.run(&gq, 50, 1, 40, false, false)
+	dq.run(&gq, 50, 1, 5, true, false)
+	if !gq.queues() {
+		t.Fatalf("free 40 ms a request, capped 5 ms: queues false, want true (free %.1f/%.0f, ref %.1f/%.0f)", gq.freeMs, gq.freeIOs, gq.refMs, gq.refIOs)
+	}
+	var gn liftGuard
+	dn := &guardDev{at: gt0}
+	dn.run(&gn, 50, 1, 6, false, false)
+	dn.run(&gn, 50, 1, 5, true, false)
+	if gn.queues() {
+		t.Fatal("free 6 ms a request, capped 5 ms: queues true, want false")
+	}
+
+	// Past guardWatch the guard is off: the controller judges.
+	d2 := &guardDev{at: gt0}
+	var g2 liftGuard
+	d2.run(&g2, 50, 1, 5, true, false)
+	g2.lifting(0.6, 1, d2.at)
+	d2.run(&g2, int(guardWatch/(10*time.Millisecond)), 1, 5, false, true)
+	if d2.run(&g2, 10, 1, 40, false, true) {
+		t.Fatal("refused a lift older than guardWatch")
+	}
+
+	// A small absolute rise on a fast device (0.1 -> 0.5 ms... in whole
+	// ms, 0 -> 1) is not a queue: guardMinMs.
+	d3 := &guardDev{at: gt0}
+	var g3 liftGuard
+	d3.run(&g3, 50, 2, 0, true, false)
+	g3.lifting(0.6, 1, d3.at)
+	if d3.run(&g3, 20, 2, 1, false, true) {
+		t.Fatal("refused a lift whose requests took 1 ms against 0 ms capped (below guardMinMs)")
+	}
+
+	// No reference (never capped while contended): nothing to judge by.
+	d4 := &guardDev{at: gt0}
+	var g4 liftGuard
+	g4.lifting(0.6, 1, d4.at)
+	if d4.run(&g4, 20, 1, 100, false, true) {
+		t.Fatal("refused a lift without a reference")
+	}
+}
