@@ -15,12 +15,14 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
@@ -229,7 +231,7 @@ func lxcDaemon(t *testing.T, r *runRig, tag string, args []string, dir string, o
 		t.Fatalf("LXC made no monitor cgroup beside %s: %v", dirA, err)
 	}
 	if own != 0 {
-		if err := r.h.SetNativeDeviceWeight(cgA, cgroupfs.WeightBFQ, r.dev, own); err != nil {
+		if err := mech.Write(r.h, mech.BFQWeight, r.dev, cgA, strconv.FormatUint(own, 10)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,8 +34,10 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/bench/containers"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -137,12 +139,11 @@ func (w *knobWatch) poll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for name, cg := range w.cgs {
-		ws, err := w.h.ReadWeights(cg, cgroupfs.WeightBFQ)
+		v, err := bfqWeight(w.h, w.dev, cg)
 		if err != nil {
 			w.errs = append(w.errs, err)
 			continue
 		}
-		v, _ := ws.Device(w.dev)
 		if s := w.weight[name]; len(s) == 0 || s[len(s)-1] != v {
 			w.weight[name] = append(s, v)
 		}
@@ -217,7 +218,7 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 	}
 	h := cgroupfs.Hierarchy{Version: 2, Mount: l.Unified}
 	testkit.Need(t, l.Unified != "" && len(l.V1) == 0, "not a pure cgroup-v2 host: layout %s", l.Mode)
-	bfq := func(w cgroupfs.Weight) uint64 { return cgroupfs.NativeWeight(cgroupfs.WeightBFQ, w) }
+	bfq := func(w cgroupfs.Weight) uint64 { return realcg.Native(t, mech.BFQWeight, w) }
 
 	// The engine.
 	e := dockertest.StartEngine(t)
@@ -394,10 +395,8 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 	// read the last one back from the kernel.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ws, _ := h.ReadWeights(streamCg, cgroupfs.WeightBFQ)
-		wi, _ := h.ReadWeights(idleCg, cgroupfs.WeightBFQ)
-		vs, _ := ws.Device(dev)
-		vi, _ := wi.Device(dev)
+		vs, _ := bfqWeight(h, dev, streamCg)
+		vi, _ := bfqWeight(h, dev, idleCg)
 		if vs == bfq(100) && vi == bfq(1000) {
 			t.Logf("read back: streamer io.bfq.weight %d:%d %d, idle %d", dev.Major, dev.Minor, vs, vi)
 			break
@@ -550,11 +549,7 @@ func dockerV2(t *testing.T, run dockerV2Run) {
 				t.Errorf("%s %s after the daemon exited: %q, original %q", name, f, now[f], orig[f])
 			}
 		}
-		w, err := h.ReadWeights(cg, cgroupfs.WeightBFQ)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := w.Device(dev); ok {
+		if _, ok := realcg.Weight(t, h, mech.BFQWeight, dev, cg); ok {
 			t.Errorf("%s keeps a per-device weight after the daemon exited", name)
 		}
 	}
@@ -597,4 +592,14 @@ func vmMemory() string {
 		tmp = fmt.Sprintf("%d MiB", (st.Blocks-st.Bfree)*uint64(st.Bsize)>>20)
 	}
 	return fmt.Sprintf("VM memory: %d of %d MiB in use, %s of it in %s", (total-avail)>>10, total>>10, tmp, os.TempDir())
+}
+
+// bfqWeight is cgroup cg's io.bfq.weight on dev, 0 when it has none (the
+// knob watch keeps a read error instead of failing from its goroutine).
+func bfqWeight(h cgroupfs.Hierarchy, dev cgroupfs.Dev, cg string) (uint64, error) {
+	v, err := mech.Read(h, mech.BFQWeight, dev, cg)
+	if err != nil || v == "" {
+		return 0, err
+	}
+	return strconv.ParseUint(v, 10, 64)
 }

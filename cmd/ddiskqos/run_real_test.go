@@ -19,8 +19,10 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/api"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -189,11 +191,7 @@ func (r *runRig) waitLevel(t *testing.T, name string, level int) {
 
 func (r *runRig) weight(t *testing.T, cg string) (uint64, bool) {
 	t.Helper()
-	w, err := r.h.ReadWeights(cg, cgroupfs.WeightBFQ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w.Device(r.dev)
+	return realcg.Weight(t, r.h, mech.BFQWeight, r.dev, cg)
 }
 
 func (r *runRig) read(t *testing.T, cg string, n, offset int64) {
@@ -241,7 +239,7 @@ func stopWith(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 func TestRealRunLevelsSignalsAndCrash(t *testing.T) {
 	r := newRunRig(t)
 	small, bulk := r.child(t, "small"), r.child(t, "bulk")
-	if err := r.h.SetNativeDeviceWeight(small, cgroupfs.WeightBFQ, r.dev, 300); err != nil {
+	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 

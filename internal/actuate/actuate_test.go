@@ -16,17 +16,13 @@ import (
 // is set for it.
 func weight(t *testing.T, r *realcg.Rig, cg string) (uint64, bool) {
 	t.Helper()
-	w, err := r.H.ReadWeights(cg, cgroupfs.WeightBFQ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w.Device(r.Dev)
+	return realcg.Weight(t, r.H, mech.BFQWeight, r.Dev, cg)
 }
 
 func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	r := realcg.V1(t, realcg.Options{LoopMiB: 16, Scheduler: "bfq"})
 	withOrig, bare := r.Child(t, "orig"), r.Child(t, "bare")
-	if err := r.H.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.Dev, 300); err != nil {
+	if err := mech.Write(r.H, mech.BFQWeight, r.Dev, withOrig, "300"); err != nil {
 		t.Fatal(err)
 	}
 	devs := []Device{{Name: r.Disk.Name, Dev: r.Dev, Mech: host.MechBFQWeight}}
@@ -54,7 +50,7 @@ func TestRealV1ActuatorWeightsRestore(t *testing.T) {
 	}
 
 	// Someone else changes a value: not rewritten until Reassert passes.
-	if err := r.H.SetNativeDeviceWeight(withOrig, cgroupfs.WeightBFQ, r.Dev, 700); err != nil {
+	if err := mech.Write(r.H, mech.BFQWeight, r.Dev, withOrig, "700"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Apply(now.Add(time.Second), targets); err != nil {

@@ -402,7 +402,7 @@ func TestUnsetWeight(t *testing.T) {
 	}
 	// 20 is the docker weight whose io.weight is nearest iocost's default
 	// 100 through runc's mapping (Docker's weights go through runc, not
-	// cgroupfs.NativeWeight).
+	// internal/mech's iocost scale).
 	runc := func(w uint64) uint64 { return 1 + (w-10)*9999/990 }
 	if n := runc(20); n < 100 || n > 110 || runc(19) > 100 {
 		t.Errorf("io.weight of docker weight 20 = %d, of 19 = %d", n, runc(19))

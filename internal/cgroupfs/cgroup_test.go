@@ -124,7 +124,7 @@ func TestKnobsOnFakeTree(t *testing.T) {
 		"blkio.throttle.write_iops_device": "8:0 5\n",
 	})
 	h := Hierarchy{Version: 1, Mount: root}
-	w, err := h.ReadWeights("c", WeightBFQ)
+	w, err := h.ReadWeights("c", "blkio.bfq.weight_device")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,23 +135,17 @@ func TestKnobsOnFakeTree(t *testing.T) {
 	if err != nil || l != (Limits{RBps: 1048576}) {
 		t.Fatalf("limits %+v %v", l, err)
 	}
-	if err := h.SetDeviceWeight("c", WeightBFQ, Dev{7, 0}, 5); err == nil {
-		t.Fatal("weight 5 accepted")
-	}
-	if err := h.SetDeviceWeight("c", WeightBFQ, Dev{7, 0}, 1000); err != nil {
+	if err := h.SetDeviceWeight("c", "blkio.bfq.weight_device", Dev{7, 0}, 1000); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(filepath.Join(root, "c", "blkio.bfq.weight_device"))
 	if string(got) != "7:0 1000" {
 		t.Fatalf("wrote %q", got)
 	}
-	if _, err := h.ReadWeights("c", WeightIOCost); err == nil {
-		t.Fatal("iocost on v1 accepted")
-	}
-	if err := h.SetDeviceWeight("gone", WeightBFQ, Dev{7, 0}, 100); !errors.Is(err, ErrCgroupGone) {
+	if err := h.SetDeviceWeight("gone", "blkio.bfq.weight_device", Dev{7, 0}, 100); !errors.Is(err, ErrCgroupGone) {
 		t.Fatalf("write to a removed cgroup: %v", err)
 	}
-	if _, err := h.ReadWeights("c", WeightCFQ); !errors.Is(err, ErrNotAvailable) {
+	if _, err := h.ReadWeights("c", "blkio.weight_device"); !errors.Is(err, ErrNotAvailable) {
 		t.Fatalf("absent CFQ file: %v", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // Weight is an I/O weight on the one scale ddiskqos uses everywhere: Docker's
 // --blkio-weight scale, 10 (least) to 1000 (most). Each kernel knob has its
-// own range; NativeWeight converts.
+// own range; its mechanism (internal/mech) converts.
 type Weight uint16
 
 const (
@@ -23,63 +23,6 @@ const (
 
 // Valid reports whether w is within 10..1000.
 func (w Weight) Valid() bool { return w >= MinWeight && w <= MaxWeight }
-
-// WeightKind is a kernel mechanism that turns weights into shares of a disk.
-type WeightKind int
-
-const (
-	// WeightBFQ is the BFQ scheduler's group weight (v1 blkio.bfq.weight_device,
-	// v2 io.bfq.weight), range 1..1000.
-	WeightBFQ WeightKind = iota + 1
-	// WeightIOCost is the iocost controller's weight (v2 io.weight), 1..10000.
-	WeightIOCost
-	// WeightCFQ is the CFQ scheduler's weight (v1 blkio.weight_device, kernels
-	// before 5.0), 10..1000.
-	WeightCFQ
-)
-
-func (k WeightKind) String() string {
-	switch k {
-	case WeightBFQ:
-		return "bfq"
-	case WeightIOCost:
-		return "iocost"
-	case WeightCFQ:
-		return "cfq"
-	}
-	return "weight(" + strconv.Itoa(int(k)) + ")"
-}
-
-// NativeWeight converts w to the knob's own scale. BFQ and CFQ take 10..1000
-// as it is. iocost's io.weight is 1..10000 with a default of 100: w is
-// divided by 10, so 1000 (level 1) is the default a new cgroup already has
-// before the daemon has seen it, and every level keeps its ratio to the
-// others (500 → 50, 250 → 25, 100 → 10, 10 → 1). runc's mapping of Docker's
-// blkio-weight (1 + (w-10)*9999/990, 100 → 910) would put a demoted stream
-// at nine times a new container's weight until the first tick.
-func NativeWeight(k WeightKind, w Weight) uint64 {
-	if k == WeightIOCost {
-		return max(1, (uint64(w)+5)/10)
-	}
-	return uint64(w)
-}
-
-// WeightFile returns the per-device weight file of kind k in hierarchy
-// version v, or an error when that mechanism has no file there (iocost is v2
-// only; CFQ is v1 only).
-func WeightFile(v int, k WeightKind) (string, error) {
-	switch {
-	case v == 1 && k == WeightBFQ:
-		return "blkio.bfq.weight_device", nil
-	case v == 1 && k == WeightCFQ:
-		return "blkio.weight_device", nil
-	case v == 2 && k == WeightBFQ:
-		return "io.bfq.weight", nil
-	case v == 2 && k == WeightIOCost:
-		return "io.weight", nil
-	}
-	return "", fmt.Errorf("no %s weight file on cgroup v%d", k, v)
-}
 
 // knobPath joins a knob's file name onto a cgroup directory of h.
 func (h Hierarchy) knobPath(rel, file string) (string, error) {
@@ -232,54 +175,39 @@ func writeKnob(path, line string) error {
 	return nil
 }
 
-// weightPath is the weight file of kind k of the cgroup rel.
-func (h Hierarchy) weightPath(rel string, k WeightKind) (string, error) {
-	file, err := WeightFile(h.Version, k)
-	if err != nil {
-		return "", err
-	}
-	return h.knobPath(rel, file)
-}
-
-// ReadWeights reads the weight file of kind k of the cgroup rel.
-func (h Hierarchy) ReadWeights(rel string, k WeightKind) (Weights, error) {
-	path, err := h.weightPath(rel, k)
+// ReadWeights reads the weight file file (blkio.bfq.weight_device,
+// io.weight, ...) of the cgroup rel. Which file a mechanism uses, and its
+// scale, are the mechanism's (internal/mech).
+func (h Hierarchy) ReadWeights(rel, file string) (Weights, error) {
+	path, err := h.knobPath(rel, file)
 	if err != nil {
 		return Weights{}, err
 	}
-	return readParsed(path, func(b []byte) (Weights, error) { return ParseWeights(b, filepath.Base(path)) })
+	return readParsed(path, func(b []byte) (Weights, error) { return ParseWeights(b, file) })
 }
 
-// SetDeviceWeight sets the weight of cgroup rel on device dev through the
-// mechanism k, converting w to the knob's own scale. Only that device is
-// affected.
-func (h Hierarchy) SetDeviceWeight(rel string, k WeightKind, dev Dev, w Weight) error {
-	if !w.Valid() {
-		return fmt.Errorf("weight %d for %s on %s: outside %d..%d", w, rel, dev, MinWeight, MaxWeight)
-	}
-	return h.SetNativeDeviceWeight(rel, k, dev, NativeWeight(k, w))
-}
-
-// SetNativeDeviceWeight writes a weight already on the knob's own scale; it
-// is how original values are put back.
-func (h Hierarchy) SetNativeDeviceWeight(rel string, k WeightKind, dev Dev, native uint64) error {
-	path, err := h.weightPath(rel, k)
+// SetDeviceWeight writes the weight native, on the file's own scale, for
+// device dev into the weight file file of the cgroup rel. Only that device
+// is affected.
+func (h Hierarchy) SetDeviceWeight(rel, file string, dev Dev, native uint64) error {
+	path, err := h.knobPath(rel, file)
 	if err != nil {
 		return err
 	}
 	return writeKnob(path, dev.String()+" "+strconv.FormatUint(native, 10))
 }
 
-// ResetDeviceWeight removes the per-device weight of cgroup rel on dev, so
-// the cgroup's default weight applies again. BFQ and iocost take
-// "MAJ:MIN default"; CFQ takes a weight of 0.
-func (h Hierarchy) ResetDeviceWeight(rel string, k WeightKind, dev Dev) error {
-	path, err := h.weightPath(rel, k)
+// ResetDeviceWeight removes the per-device weight of cgroup rel on dev in
+// the weight file file, so the cgroup's default weight applies again:
+// BFQ and iocost take "MAJ:MIN default"; CFQ's blkio.weight_device takes a
+// weight of 0.
+func (h Hierarchy) ResetDeviceWeight(rel, file string, dev Dev) error {
+	path, err := h.knobPath(rel, file)
 	if err != nil {
 		return err
 	}
 	body := "default"
-	if k == WeightCFQ {
+	if file == "blkio.weight_device" {
 		body = "0"
 	}
 	return writeKnob(path, dev.String()+" "+body)

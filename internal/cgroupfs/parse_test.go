@@ -255,28 +255,6 @@ func TestParseDeviceValues(t *testing.T) {
 	}
 }
 
-func TestNativeWeight(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		k    WeightKind
-		w    Weight
-		want uint64
-	}{
-		{WeightIOCost, 10, 1}, {WeightIOCost, 1000, 100}, {WeightIOCost, 100, 10}, {WeightIOCost, 500, 50}, {WeightIOCost, 250, 25}, {WeightIOCost, 14, 1},
-		{WeightBFQ, 10, 10}, {WeightBFQ, 1000, 1000}, {WeightCFQ, 250, 250},
-	} {
-		if got := NativeWeight(tt.k, tt.w); got != tt.want {
-			t.Errorf("NativeWeight(%s, %d) = %d, want %d", tt.k, tt.w, got, tt.want)
-		}
-	}
-	if _, err := WeightFile(1, WeightIOCost); err == nil {
-		t.Error("iocost on v1 accepted")
-	}
-	if _, err := WeightFile(2, WeightCFQ); err == nil {
-		t.Error("cfq on v2 accepted")
-	}
-}
-
 func TestParseDev(t *testing.T) {
 	t.Parallel()
 	if d, err := ParseDev("259:3"); err != nil || d != (Dev{259, 3}) || d.String() != "259:3" {

@@ -16,11 +16,13 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/dockertest"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/source/docker"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 )
 
 // These tests prove the controller against this machine's real Docker
@@ -117,11 +119,7 @@ func byID(s *snapshot.Snapshot, id string) (snapshot.Workload, bool) {
 // deviceWeight reads a cgroup's BFQ weight on the rig's device.
 func (r dockerRig) deviceWeight(t *testing.T, cg string) (uint64, bool) {
 	t.Helper()
-	w, err := r.h.ReadWeights(cg, cgroupfs.WeightBFQ)
-	if err != nil {
-		t.Fatalf("read BFQ weights of %s: %v", cg, err)
-	}
-	return w.Device(r.dev.Dev)
+	return realcg.Weight(t, r.h, mech.BFQWeight, r.dev.Dev, cg)
 }
 
 func errorCount(s *snapshot.Snapshot, cause string) uint64 {

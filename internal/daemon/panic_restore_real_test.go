@@ -5,15 +5,17 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/source"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 )
 
 // panicObserver panics in the tick once armed: a bug of the loop, as the
@@ -66,8 +68,8 @@ func TestRealDaemonPanicRestores(t *testing.T) {
 func panicRestores(t *testing.T, inSource bool) {
 	r := newRig(t, "bfq", host.MechBFQWeight)
 	small := r.child(t, "small")
-	native := cgroupfs.NativeWeight(r.kind, 300)
-	if err := r.h.SetNativeDeviceWeight(small, r.kind, r.dev.Dev, native); err != nil {
+	native := realcg.Native(t, r.kind, 300)
+	if err := mech.Write(r.h, r.kind, r.dev.Dev, small, strconv.FormatUint(native, 10)); err != nil {
 		t.Fatal(err)
 	}
 	stateFile := filepath.Join(t.TempDir(), "state.json")
@@ -88,7 +90,7 @@ func panicRestores(t *testing.T, inSource bool) {
 	defer cancel()
 	go func() { done <- d.Run(ctx) }()
 	waitFor(t, d, "small at level 1", levelIs("small", 1))
-	if v, _ := r.weight(t, small); v != cgroupfs.NativeWeight(r.kind, 1000) {
+	if v, _ := r.weight(t, small); v != realcg.Native(t, r.kind, 1000) {
 		t.Fatalf("level 1 weight of small = %d, want the daemon's 1000", v)
 	}
 	if inSource {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/source/cgroupdir"
@@ -30,15 +32,15 @@ type rig struct {
 	mode   string
 	parent string
 	dev    actuate.Device
-	path   string // device node
-	kind   cgroupfs.WeightKind
+	path   string    // device node
+	kind   mech.Name // the weight mechanism the rig's tests read
 }
 
-func newRig(t *testing.T, sched string, mech host.Mechanism) rig {
+func newRig(t *testing.T, sched string, m host.Mechanism) rig {
 	t.Helper()
 	rc := realcg.New(t, realcg.Options{LoopMiB: 512, Scheduler: sched})
-	return rig{h: rc.H, mode: string(rc.Layout.Mode), parent: rc.Parent, path: rc.Disk.Path, kind: cgroupfs.WeightBFQ,
-		dev: actuate.Device{Name: rc.Disk.Name, Dev: rc.Dev, Mech: mech}}
+	return rig{h: rc.H, mode: string(rc.Layout.Mode), parent: rc.Parent, path: rc.Disk.Path, kind: mech.BFQWeight,
+		dev: actuate.Device{Name: rc.Disk.Name, Dev: rc.Dev, Mech: m}}
 }
 
 func (r rig) child(t *testing.T, name string) string {
@@ -52,11 +54,7 @@ func (r rig) child(t *testing.T, name string) string {
 // weight reads the per-device weight of a cgroup, ok=false when none is set.
 func (r rig) weight(t *testing.T, cg string) (uint64, bool) {
 	t.Helper()
-	w, err := r.h.ReadWeights(cg, r.kind)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w.Device(r.dev.Dev)
+	return realcg.Weight(t, r.h, r.kind, r.dev.Dev, cg)
 }
 
 func (r rig) options(t *testing.T, stateFile string) Options {
@@ -150,8 +148,8 @@ func TestRealV2DaemonLevelsWeightsRestore(t *testing.T) {
 func daemonLevelsWeightsRestore(t *testing.T) {
 	r := newRig(t, "bfq", host.MechBFQWeight)
 	small, bulk := r.child(t, "small"), r.child(t, "bulk")
-	native := cgroupfs.NativeWeight(r.kind, 300)
-	if err := r.h.SetNativeDeviceWeight(small, r.kind, r.dev.Dev, native); err != nil {
+	native := realcg.Native(t, r.kind, 300)
+	if err := mech.Write(r.h, r.kind, r.dev.Dev, small, strconv.FormatUint(native, 10)); err != nil {
 		t.Fatal(err)
 	}
 	stateFile := filepath.Join(t.TempDir(), "state.json")
@@ -167,7 +165,7 @@ func daemonLevelsWeightsRestore(t *testing.T) {
 	waitFor(t, d, "both workloads at level 1", func(s *snapshot.Snapshot) bool {
 		return levelIs("small", 1)(s) && levelIs("bulk", 1)(s)
 	})
-	if v, _ := r.weight(t, small); v != cgroupfs.NativeWeight(r.kind, 1000) {
+	if v, _ := r.weight(t, small); v != realcg.Native(t, r.kind, 1000) {
 		t.Fatalf("level 1 weight of small = %d", v)
 	}
 
@@ -179,17 +177,17 @@ func daemonLevelsWeightsRestore(t *testing.T) {
 		w, ok := workloadNamed(s, "small")
 		return levelIs("small", 2)(s) && ok && w.ReadBytes >= 3<<20
 	})
-	if v, _ := r.weight(t, small); v != cgroupfs.NativeWeight(r.kind, 500) {
-		t.Fatalf("level 2 weight of small = %d, want %d", v, cgroupfs.NativeWeight(r.kind, 500))
+	if v, _ := r.weight(t, small); v != realcg.Native(t, r.kind, 500) {
+		t.Fatalf("level 2 weight of small = %d, want %d", v, realcg.Native(t, r.kind, 500))
 	}
 
 	r.read(t, bulk, 200<<20, 64<<20)
 	waitFor(t, d, "bulk at level 4", levelIs("bulk", 4))
-	if v, _ := r.weight(t, bulk); v != cgroupfs.NativeWeight(r.kind, 100) {
+	if v, _ := r.weight(t, bulk); v != realcg.Native(t, r.kind, 100) {
 		t.Fatalf("level 4 weight of bulk = %d", v)
 	}
 	waitFor(t, d, "bulk boosted back to level 1", levelIs("bulk", 1))
-	if v, _ := r.weight(t, bulk); v != cgroupfs.NativeWeight(r.kind, 1000) {
+	if v, _ := r.weight(t, bulk); v != realcg.Native(t, r.kind, 1000) {
 		t.Fatalf("boosted weight of bulk = %d", v)
 	}
 
@@ -214,8 +212,8 @@ func TestRealDaemonCrashRestart(t *testing.T) {
 	testkit.HostOnly(t)
 	r := newRig(t, "bfq", host.MechBFQWeight)
 	a, b := r.child(t, "a"), r.child(t, "b")
-	native := cgroupfs.NativeWeight(r.kind, 300)
-	if err := r.h.SetNativeDeviceWeight(a, r.kind, r.dev.Dev, native); err != nil {
+	native := realcg.Native(t, r.kind, 300)
+	if err := mech.Write(r.h, r.kind, r.dev.Dev, a, strconv.FormatUint(native, 10)); err != nil {
 		t.Fatal(err)
 	}
 	stateFile := filepath.Join(t.TempDir(), "state.json")
@@ -243,7 +241,7 @@ func TestRealDaemonCrashRestart(t *testing.T) {
 		t.Fatalf("b level %d after 12 MiB, want 3", w.Level)
 	}
 	stopSrc()
-	if v, _ := r.weight(t, a); v != cgroupfs.NativeWeight(r.kind, 1000) {
+	if v, _ := r.weight(t, a); v != realcg.Native(t, r.kind, 1000) {
 		t.Fatalf("d1 did not apply: a weight %d", v)
 	}
 	if _, err := os.Stat(stateFile); err != nil {

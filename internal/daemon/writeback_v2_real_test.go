@@ -15,6 +15,7 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 	"github.com/ddiskqos/ddiskqos/internal/host"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
+	"github.com/ddiskqos/ddiskqos/internal/testkit/realcg"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
 
@@ -155,8 +156,8 @@ func TestRealV2WritebackDemoted(t *testing.T) {
 		begin := time.Now()
 		waitFor(t, d, "writer at level 4", levelIs("writer", 4))
 		demotedAfter = time.Since(begin)
-		if v, _ := r.weight(t, writer); v != cgroupfs.NativeWeight(r.kind, 100) {
-			t.Fatalf("demoted writer's weight %d, want %d", v, cgroupfs.NativeWeight(r.kind, 100))
+		if v, _ := r.weight(t, writer); v != realcg.Native(t, r.kind, 100) {
+			t.Fatalf("demoted writer's weight %d, want %d", v, realcg.Native(t, r.kind, 100))
 		}
 	})
 	t.Logf("writer demoted to level 4 %s after it started", demotedAfter.Round(time.Millisecond))

@@ -24,6 +24,7 @@ var bfq = Mech{Name: BFQWeight, Knob: "bfq", Role: Weight,
 	Needs: &Needs{V1: Need{File: "blkio.bfq.weight", Markers: []string{"blkio.bfq.io_service_bytes", "blkio.bfq.io_serviced"}},
 		V2: Need{File: "io.bfq.weight"}},
 	Range:       WeightRange{Min: 1, Max: 1000, Default: 100},
+	Scale:       sameScale,
 	WeightFiles: bfqWeightFiles,
 }
 

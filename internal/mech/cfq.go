@@ -23,6 +23,7 @@ var cfq = Mech{Name: CFQWeight, Knob: "cfq", Role: Weight,
 	Needs: &Needs{V1: Need{File: "blkio.weight", Markers: []string{"blkio.leaf_weight", "blkio.time", "blkio.sectors"}},
 		V2: Need{File: "io.weight"}},
 	Range:       WeightRange{Min: 10, Max: 1000, Default: 500},
+	Scale:       sameScale,
 	WeightFiles: cfqWeightFiles,
 }
 

@@ -20,6 +20,7 @@ var iocost = Mech{Name: IOCostWeight, Knob: "iocost", Role: Weight,
 	Needs: &Needs{V1: Need{Absent: "iocost exists only on cgroup v2; this host controls I/O through v1 blkio"},
 		V2: Need{File: "io.cost.qos", RootOnly: true, Absent: "kernel built without CONFIG_BLK_CGROUP_IOCOST"}},
 	Range:       WeightRange{Min: 1, Max: 10000, Default: 100},
+	Scale:       iocostScale,
 	WeightFiles: func(v int) (string, string) { return iocostFile(v), iocostFile(v) },
 }
 
@@ -57,6 +58,9 @@ func iocostFile(v int) string {
 }
 
 // iocostScale: io.weight is 1..10000 with a default of 100; a weight is
-// divided by 10 (see cgroupfs.NativeWeight, whose formula the weight
-// helpers of cgroupfs share).
-func iocostScale(w cgroupfs.Weight) uint64 { return cgroupfs.NativeWeight(cgroupfs.WeightIOCost, w) }
+// divided by 10, so 1000 (level 1) is the default a new cgroup already has
+// before the daemon has seen it, and every level keeps its ratio to the
+// others (500 → 50, 250 → 25, 100 → 10, 10 → 1). runc's mapping of Docker's
+// blkio-weight (1 + (w-10)*9999/990, 100 → 910) would put a demoted stream
+// at nine times a new container's weight until the first tick.
+func iocostScale(w cgroupfs.Weight) uint64 { return max(1, (uint64(w)+5)/10) }

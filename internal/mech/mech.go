@@ -21,6 +21,7 @@ package mech
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
@@ -69,6 +70,9 @@ type Mech struct {
 	// "default N", devFile "MAJ:MIN N"; the same file on v2).
 	Range       WeightRange
 	WeightFiles func(v int) (file, devFile string)
+	// Scale converts a weight (10..1000, Docker's scale) to the file's
+	// own (a weight's, Role Weight).
+	Scale func(w cgroupfs.Weight) uint64
 	// Needs is the file whose presence shows the kernel offers it, on each
 	// hierarchy version: the host's probe (internal/host) looks for it and
 	// hands what it found to Probe (Env.Offered). nil: nothing to find.
@@ -171,6 +175,52 @@ func Lookup(n Name) (*Mech, error) {
 		}
 	}
 	return nil, fmt.Errorf("no mechanism %q", n)
+}
+
+// Read returns mechanism n's value of cgroup on dev in h as its knob
+// reads it ("": none set), with default parameters: a tool or a test
+// reading a knob without an actuator.
+func Read(h cgroupfs.Hierarchy, n Name, dev cgroupfs.Dev, cgroup string) (string, error) {
+	k, err := open(h, n, dev)
+	if err != nil {
+		return "", err
+	}
+	return k.Read(cgroup)
+}
+
+// Write puts v in force as mechanism n's value of cgroup on dev in h ("":
+// its own setting removed), with default parameters.
+func Write(h cgroupfs.Hierarchy, n Name, dev cgroupfs.Dev, cgroup, v string) error {
+	k, err := open(h, n, dev)
+	if err != nil {
+		return err
+	}
+	return k.Write(cgroup, v)
+}
+
+func open(h cgroupfs.Hierarchy, n Name, dev cgroupfs.Dev) (Knob, error) {
+	m, err := Lookup(n)
+	if err != nil {
+		return nil, err
+	}
+	if m.Open == nil {
+		return nil, fmt.Errorf("%s writes no cgroup file", n)
+	}
+	return m.Open(h, dev, Params{})
+}
+
+// WeightValue is the value the weight mechanism n writes for the weight w
+// (10..1000), on its file's own scale: "300" for bfq's 300, "30" for
+// iocost's.
+func WeightValue(n Name, w cgroupfs.Weight) (string, error) {
+	m, err := Lookup(n)
+	if err != nil {
+		return "", err
+	}
+	if m.Role != Weight || m.Scale == nil {
+		return "", fmt.Errorf("%s is not a weight", n)
+	}
+	return strconv.FormatUint(m.Scale(w), 10), nil
 }
 
 // ByKnob returns the mechanism whose originals are named knob (a state

@@ -138,6 +138,63 @@ func TestWeightKnob(t *testing.T) {
 	}
 }
 
+// TestWeightValue: each weight's scale (iocost's divides by 10, rounding,
+// never below 1; bfq and cfq take 10..1000 as it is), and no value for a
+// mechanism that is not a weight or writes no file.
+func TestWeightValue(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		n    Name
+		w    cgroupfs.Weight
+		want string
+	}{
+		{IOCostWeight, 10, "1"}, {IOCostWeight, 1000, "100"}, {IOCostWeight, 100, "10"}, {IOCostWeight, 500, "50"},
+		{IOCostWeight, 250, "25"}, {IOCostWeight, 14, "1"}, {IOCostWeight, 15, "2"},
+		{BFQWeight, 10, "10"}, {BFQWeight, 1000, "1000"}, {CFQWeight, 250, "250"},
+	} {
+		if got, err := WeightValue(tt.n, tt.w); err != nil || got != tt.want {
+			t.Errorf("WeightValue(%s, %d) = %q, %v; want %s", tt.n, tt.w, got, err, tt.want)
+		}
+	}
+	for _, n := range []Name{Throttle, DockerWeight, "nope"} {
+		if v, err := WeightValue(n, 100); err == nil {
+			t.Errorf("WeightValue(%s) = %q, want an error", n, v)
+		}
+	}
+}
+
+// TestReadWrite: a knob read and written by the mechanism's name, as tools
+// and tests do without an actuator; a mechanism with no cgroup file, or
+// none on this hierarchy version, is an error naming it.
+func TestReadWrite(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "c", "blkio.bfq.weight_device")
+	if err := os.WriteFile(path, []byte("default 100\n7:0 300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := cgroupfs.Hierarchy{Version: 1, Mount: root}
+	dev := cgroupfs.Dev{Major: 7, Minor: 0}
+	if v, err := Read(h, BFQWeight, dev, "/c"); err != nil || v != "300" {
+		t.Fatalf("Read = %q, %v; want 300", v, err)
+	}
+	if err := Write(h, BFQWeight, dev, "/c", "700"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "7:0 700" {
+		t.Fatalf("Write wrote %q", b)
+	}
+	if _, err := Read(h, IOCostWeight, dev, "/c"); err == nil || !strings.Contains(err.Error(), string(IOCostWeight)) {
+		t.Errorf("iocost on v1: %v, want an error naming it", err)
+	}
+	if err := Write(h, DockerWeight, dev, "/c", "1"); err == nil || !strings.Contains(err.Error(), string(DockerWeight)) {
+		t.Errorf("docker-weight: %v, want an error naming it", err)
+	}
+}
+
 func TestLimitsValue(t *testing.T) {
 	t.Parallel()
 	for _, l := range []cgroupfs.Limits{{}, {RBps: 1 << 20}, {RBps: 1, WBps: 2, RIOps: 3, WIOps: 4}, {WIOps: 120}} {

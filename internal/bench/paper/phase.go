@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/bench/containers"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
 	"github.com/ddiskqos/ddiskqos/internal/workload"
 )
@@ -207,8 +208,11 @@ func (pc phaseCtx) setWeight(c *containers.Container, w cgroupfs.Weight) error {
 	if err != nil {
 		return err
 	}
-	kind := cgroupfs.WeightBFQ
-	return pc.b.h.SetDeviceWeight(cg, kind, pc.b.vol.Dev, w)
+	v, err := mech.WeightValue(mech.BFQWeight, w)
+	if err != nil {
+		return err
+	}
+	return mech.Write(pc.b.h, mech.BFQWeight, pc.b.vol.Dev, cg, v)
 }
 
 // startBulk starts a container streaming the bulk file with O_DIRECT, over
