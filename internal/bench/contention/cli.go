@@ -91,7 +91,9 @@ cgroup v2) names the commit and
 states its bars, met or missed. A host scenario run refuses to
 start when the 1-minute load average is above 1, and to write its report
 when idle's web p99 is above 10× the unloaded device's p99 measured at
-its start; --allow-busy runs and writes anyway, marked as such. Without
+its start (under --scheduler bfq the report says so instead: BFQ's
+idling slows the victims with no streamer at all); --allow-busy runs
+and writes anyway, marked as such. Without
 --quick or --full: 3 trials, about 42 minutes; --full: 5 trials, about
 69 minutes; --quick: 1 trial with shorter phases, about 5 minutes.`,
 	Examples: `  # Regenerate the committed report.

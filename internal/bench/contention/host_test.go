@@ -310,6 +310,33 @@ func TestSummarizeHost(t *testing.T) {
 	}
 }
 
+// TestSummarizeHostSchedulerIdle: an idle far above the unloaded device
+// under a scheduler that is not the device's default (BFQ's idling: the
+// victims wait on one another) is said in the report, not taken for a busy
+// host; under the default scheduler it still is. Mutation checked: the
+// scheduler test removed, the bfq run is not quiet.
+func TestSummarizeHostSchedulerIdle(t *testing.T) {
+	t.Parallel()
+	cells := func() []HostCell {
+		return []HostCell{hostCellOf(Idle, 2500, 4000, 10, 0, 0), hostCellOf(Original, 250000, 400000, 90, 1000, 1000), hostCellOf(DDiskQoS, 5000, 8000, 20, 150, 950)}
+	}
+	r := hostResult("0.30", cells()...)
+	r.Scheduler = "bfq"
+	s := SummarizeHost(r)
+	if len(s.NotQuiet) != 0 || !strings.Contains(s.IdleNote, "bfq") || !strings.Contains(s.IdleNote, "12.5×") || !strings.Contains(s.IdleNote, "2500 µs") {
+		t.Fatalf("bfq: not quiet %q, idle note %q; want quiet and the idle said (2500 µs, 12.5× the unloaded 200 µs)", s.NotQuiet, s.IdleNote)
+	}
+	var b strings.Builder
+	WriteHostMarkdown(&b, r, s, "")
+	if !strings.Contains(b.String(), "**Idle is slow:**") || strings.Contains(b.String(), "Not a quiet host") {
+		t.Errorf("bfq report does not say its slow idle, or calls the host busy:\n%s", b.String())
+	}
+	r = hostResult("0.30", cells()...)
+	if s = SummarizeHost(r); len(s.NotQuiet) != 1 || s.IdleNote != "" {
+		t.Errorf("default scheduler: not quiet %q, idle note %q; want the slow idle taken for a busy host", s.NotQuiet, s.IdleNote)
+	}
+}
+
 func TestDominators(t *testing.T) {
 	t.Parallel()
 	peers := []FrontierPoint{{"original", 1, 1.75}, {"static-50", 0.5, 1.13}, {"static-10", 0.1, 0.9}, {"bfq", math.NaN(), 1}}

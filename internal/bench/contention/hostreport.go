@@ -70,6 +70,12 @@ type HostSummary struct {
 	Missed    int               `json:"bars_missed"`
 	// NotQuiet says why the host was not quiet (empty: it was).
 	NotQuiet []string `json:"not_quiet,omitempty"`
+	// IdleNote: idle's web p99 far above the unloaded device's under a
+	// scheduler other than the device's default (BFQ idles for each
+	// group's next request, so the victims wait on one another with no
+	// streamer at all): the scheduler's physics, said, not the host's
+	// noise (the load average still is the quiet check).
+	IdleNote string `json:"idle_note,omitempty"`
 }
 
 // SummarizeHost computes the host report from the cells.
@@ -100,8 +106,14 @@ func SummarizeHost(r *HostResult) HostSummary {
 		s.NotQuiet = append(s.NotQuiet, why)
 	}
 	if s.IdleWebP99us.N > 0 && s.IdleWebP99us.Median > r.Plan.QuietFactor*r.Unloaded.P99 {
-		s.NotQuiet = append(s.NotQuiet, fmt.Sprintf("idle web p99 %.0f µs, above %g× the unloaded device's p99 %.0f µs measured at the start",
-			s.IdleWebP99us.Median, r.Plan.QuietFactor, r.Unloaded.P99))
+		why := fmt.Sprintf("idle web p99 %.0f µs, above %g× the unloaded device's p99 %.0f µs measured at the start",
+			s.IdleWebP99us.Median, r.Plan.QuietFactor, r.Unloaded.P99)
+		if r.Scheduler != "" && r.Scheduler != r.DefaultScheduler {
+			s.IdleNote = fmt.Sprintf("%s (%.1f×), under the scheduler %s (the device's default is %s): the victims slow one another with no streamer at all; "+
+				"their ratios below are to this idle, and the absolute figures are beside them", why, s.IdleWebP99us.Median/r.Unloaded.P99, r.Scheduler, r.DefaultScheduler)
+		} else {
+			s.NotQuiet = append(s.NotQuiet, why)
+		}
 	}
 
 	for _, cfg := range r.Plan.Configs {
@@ -333,6 +345,8 @@ func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
 	}
 	if len(s.NotQuiet) > 0 {
 		fmt.Fprintf(w, "**Not a quiet host — written only because of --allow-busy; do not quote these figures:** %s.\n\n", strings.Join(s.NotQuiet, "; "))
+	} else if s.IdleNote != "" {
+		fmt.Fprintf(w, "Quiet host: the 1-minute load average was %s at the start (at most %g). **Idle is slow:** %s.\n\n", r.LoadStart, p.MaxLoad, s.IdleNote)
 	} else {
 		fmt.Fprintf(w, "Quiet host: the 1-minute load average was %s at the start (at most %g) and idle's web p99 within %g× the unloaded device's.\n\n", r.LoadStart, p.MaxLoad, p.QuietFactor)
 	}
