@@ -433,9 +433,15 @@ func (c *Controller) Step(in Input) State {
 	if lift, double := c.liftDue(in, measured, m, t, s, most, in.Held || held); lift {
 		return c.liftNow(in.At)
 	} else if double {
-		c.st.Share = c.raise(in.At, s, min(most, 2*max(s, in.InForce)))
-		c.resetPool()
-		return c.st
+		// A raise the knee bounds to the share in force moves nothing: no
+		// new window then, or no window is measured while the knee holds
+		// (each good tick reset it) and a window above the target, good
+		// and bad ticks in turn, never cuts.
+		if ns := c.raise(in.At, s, min(most, 2*max(s, in.InForce))); ns > s {
+			c.st.Share = ns
+			c.resetPool()
+			return c.st
+		}
 	}
 	if measured && c.cfg.Conserve && c.checkedCut(in.At, m) {
 		// The cut bought nothing (lift.go): undone. From lifted: lifted

@@ -501,3 +501,55 @@ func TestConserveQueuesHeld(t *testing.T) {
 	}
 	t.Fatalf("a cap nobody runs into, %d ticks at a third of the target: %+v, want lifted", WindowTicks+1, st)
 }
+
+// TestKneeBoundWindow: a tick well within the target that would double the
+// share, where the knee of the last cut bounds the raise so the share
+// does not move, does not start a new window: ticks alternating between a
+// third of the target and 1.5x it make a window above the target, which
+// is measured and decided on (here the cut bought nothing: undone and
+// lifted, lift.go). Before, each good tick reset the window while the knee
+// held (20 s): on the tmpfs loop device in the host scenario (2026-12-03)
+// the controller measured no window for 10-15 s at a time, its share
+// stuck at the knee, the web reader's per-second p99 alternating 0.3-1.9
+// ms against a 500 us target, and a cut that bought nothing was never
+// found. Mutation checked: the pool reset again on a bounded raise, no
+// window measured within KneeHold.
+func TestKneeBoundWindow(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Start: 0.2, Floor: 0.02, Max: 0.6, Conserve: true, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	step := func(lat time.Duration) State {
+		at = at.Add(time.Second)
+		in := capped(lat)
+		in.At, in.Max = at, 0.6
+		return c.Step(in)
+	}
+	// A window at 4 ms (above the 3 ms target, under twice it): a cut
+	// from the start share, its knee at 0.2.
+	var st State
+	for range WindowTicks {
+		st = step(4 * ms)
+	}
+	if st.Share >= 0.2 {
+		t.Fatalf("a window at 4 ms against a 3 ms target: %+v, want a cut from 0.2", st)
+	}
+	cutP99 := st.P99
+	// Good and bad ticks in turn: the first good one raises to the knee's
+	// bound (0.85 of 0.2); the window goes on through the ones after.
+	for i := range 2 * WindowTicks {
+		lat := time.Millisecond
+		if i%2 == 1 {
+			lat = 4500 * time.Microsecond
+		}
+		if st = step(lat); st.P99 != cutP99 {
+			if st.P99 < 4*ms || st.Share == 0.17 {
+				t.Fatalf("tick %d: %+v, want a window above the target (1 ms and 4.5 ms ticks) and a decision from the knee's 0.17", i, st)
+			}
+			return
+		}
+	}
+	t.Fatalf("ticks alternating 1 ms and 4.5 ms against a 3 ms target: no window measured in %d ticks (%+v)", 2*WindowTicks, st)
+}
