@@ -203,6 +203,9 @@ func TestDaemonSet(t *testing.T) {
 	mounted("/sys/fs/cgroup", filepath.Join(cfg.Paths.Sys, "fs", "cgroup"), true)
 	mounted("/proc", cfg.Paths.Proc, false)
 	mounted("/run/ddiskqos", filepath.Dir(cfg.StateFile), true)
+	if cfg.CgroupKubeletLogs != "" {
+		mounted("/var/log/containers", cfg.CgroupKubeletLogs, false)
+	}
 
 	// The metrics port is the port the daemon listens on, on every
 	// address of the pod.
@@ -285,6 +288,15 @@ func TestRealDaemonSetContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The kubelet's log link of that container, in a directory standing
+	// for the node's /var/log/containers: the container is named
+	// namespace/pod/container from it.
+	logDir := t.TempDir()
+	link := "web-0_shop_app-" + ctr + ".log"
+	if err := os.Symlink("/var/log/pods/shop_web-0_"+uid+"/app/0.log", filepath.Join(logDir, link)); err != nil {
+		t.Fatal(err)
+	}
+
 	hostPaths := map[string]string{}
 	for _, v := range pod.Volumes {
 		if v.HostPath == nil {
@@ -295,8 +307,11 @@ func TestRealDaemonSetContainer(t *testing.T) {
 	var binds []string
 	for _, m := range spec.VolumeMounts {
 		src := hostPaths[m.Name]
-		if src == "/run/ddiskqos" {
+		switch src {
+		case "/run/ddiskqos":
 			src = t.TempDir()
+		case "/var/log/containers":
+			src = logDir
 		}
 		b := src + ":" + m.MountPath
 		if m.ReadOnly {
@@ -355,8 +370,8 @@ func TestRealDaemonSetContainer(t *testing.T) {
 		t.Errorf("GET %s/metrics: %d, %d bytes, want 200 with ddiskqos_ series", base, code, len(body))
 	}
 	// The pod's container, found through the kubepods layout of the
-	// manifest's arguments.
-	want := "pod" + uid + "/" + ctr
+	// manifest's arguments and named by its log link.
+	want := "shop/web-0/app"
 	var names []string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !slices.Contains(names, want); time.Sleep(200 * time.Millisecond) {
 		names = names[:0]
@@ -372,7 +387,7 @@ func TestRealDaemonSetContainer(t *testing.T) {
 		o, e := logs(c, id)
 		t.Fatalf("GET %s%s: workloads %q, want %s (the pod's container)\n%s%s", base, api.WorkloadsPath, names, want, o, e)
 	}
-	t.Logf("the daemon found the pod's container %s in the kubelet-shaped tree", want)
+	t.Logf("the daemon found the pod's container in the kubelet-shaped tree, named %s by its log link", want)
 
 	grace := pod.TerminationGracePeriodSeconds
 	stopped := time.Now()
