@@ -25,20 +25,30 @@ import (
 // requests in parallel (a deep-queue device), each is no longer in
 // flight and the lift stands.
 //
-// The same comparison predicts a lift before it is made: the time a
-// request spent in flight while nothing was capped (the neighbours
-// streaming freely before the contention: guardFree) against the
-// reference with the caps in force. Where it was guardFactor times longer
-// (a shared queue: the VM's disk at QD16, 160 ms against 10-15 ms capped),
-// Queues says so, and the controller does not lift a cap that holds its
-// neighbour back (lift.go): a lift there is refused, but only after its
-// first requests queued ahead of the victims' (in an 8 s victim's 800
-// reads, enough to make its p99).
+// A like comparison predicts a lift before it is made: the requests the
+// device kept in flight on average (its weighted time in flight per ms)
+// while nothing was capped (the neighbours streaming freely before the
+// contention) against the same with the caps in force. Where it was
+// guardFactor times as many, and at least guardMinDepth (a shared queue:
+// the VM's disk at QD16; a QD32 streamer on the host's stacked loop
+// device, ~18 in flight), LiftQueues says so, and the controller does not
+// lift a cap that holds its neighbour back (lift.go): a lift there is
+// refused, but only after its first requests queued ahead of the victims'
+// (in an 8 s victim's 800 reads, enough to make its p99). Depth, not the
+// time per request: a paced neighbour's 1 MiB requests, one at a time,
+// take several times as long each as the mix of a capped neighbour's and
+// the victims' 4 KiB ones, and queue nobody (TestRealV1LiftGuard failed
+// on that in a quiet make test, 2026-12-03: a QD1 reader at 150 MB/s
+// predicted to queue).
 const (
 	guardWatch  = 3 * time.Second
 	guardWindow = 40 * time.Millisecond
 	guardFactor = 3.0
 	guardMinMs  = 2.0
+	// guardMinDepth: the requests in flight on average, with nothing
+	// capped, below which a lift is not predicted to queue: a neighbour
+	// with fewer leaves a victim's request behind at most one of its own.
+	guardMinDepth = 2.0
 	// guardMinIOs: requests completed in a window (and in the reference)
 	// for its latency to count.
 	guardMinIOs = 4
@@ -50,15 +60,19 @@ const (
 // liftGuard is the guard's state.
 type liftGuard struct {
 	refMs, refIOs float64 // the decayed in-flight ms and requests with caps in force
-	// freeMs, freeIOs: the same while no cap was in force (guardFree).
+	// freeMs, freeIOs: the same while no cap was in force.
 	freeMs, freeIOs float64
-	last            cgroupfs.BlockStat
-	lastOK          bool
-	liftAt          time.Time // the last lift (zero: none watched)
-	before          float64   // the share before it
-	win             cgroupfs.BlockStat
-	winAt           time.Time
-	refusedAt       time.Time
+	// refWall, freeWall: the decayed wall-clock ms of the same periods
+	// (in-flight ms per wall ms: the mean depth).
+	refWall, freeWall float64
+	last              cgroupfs.BlockStat
+	lastAt            time.Time
+	lastOK            bool
+	liftAt            time.Time // the last lift (zero: none watched)
+	before            float64   // the share before it
+	win               cgroupfs.BlockStat
+	winAt             time.Time
+	refusedAt         time.Time
 }
 
 // lifting records a Steer from share to next at now (under t.mu).
@@ -76,17 +90,18 @@ func (g *liftGuard) lifting(share, next float64, now time.Time) {
 // reports whether the lift watched is refused.
 func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, lifted bool) bool {
 	if !g.lastOK {
-		g.last, g.lastOK = s, true
+		g.last, g.lastAt, g.lastOK = s, now, true
 		return false
 	}
 	dMs, dIOs := float64(sub(s.TimeInQueueMs, g.last.TimeInQueueMs)), float64(sub(s.IOs(), g.last.IOs()))
-	g.last = s
+	dWall := max(float64(now.Sub(g.lastAt))/float64(time.Millisecond), 0)
+	g.last, g.lastAt = s, now
 	if capped && !lifted {
-		g.refMs, g.refIOs = guardDecay*g.refMs+dMs, guardDecay*g.refIOs+dIOs
+		g.refMs, g.refIOs, g.refWall = guardDecay*g.refMs+dMs, guardDecay*g.refIOs+dIOs, guardDecay*g.refWall+dWall
 		return false
 	}
 	if free && !lifted && dIOs > 0 {
-		g.freeMs, g.freeIOs = guardDecay*g.freeMs+dMs, guardDecay*g.freeIOs+dIOs
+		g.freeMs, g.freeIOs, g.freeWall = guardDecay*g.freeMs+dMs, guardDecay*g.freeIOs+dIOs, guardDecay*g.freeWall+dWall
 	}
 	if !lifted || g.liftAt.IsZero() || now.Sub(g.liftAt) >= guardWatch || g.refIOs < guardMinIOs {
 		return false
@@ -112,15 +127,16 @@ func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, l
 	return false
 }
 
-// queues reports whether the device's requests waited guardFactor times
-// longer (and guardMinMs more) with nothing capped than with the caps in
-// force: a lift would be refused (see above).
+// queues reports whether the device kept guardFactor times as many
+// requests in flight (and at least guardMinDepth) with nothing capped as
+// with the caps in force: a lift would queue the let-go requests ahead of
+// the victims' (see above).
 func (g *liftGuard) queues() bool {
-	if g.refIOs < guardMinIOs || g.freeIOs < guardMinIOs {
+	if g.refIOs < guardMinIOs || g.freeIOs < guardMinIOs || g.refWall <= 0 || g.freeWall <= 0 {
 		return false
 	}
-	ref, free := g.refMs/g.refIOs, g.freeMs/g.freeIOs
-	return free >= guardFactor*ref && free-ref >= guardMinMs
+	ref, free := g.refMs/g.refWall, g.freeMs/g.freeWall
+	return free >= guardFactor*ref && free >= guardMinDepth
 }
 
 // guardLift runs the guard on the period's device reading (under t.mu):

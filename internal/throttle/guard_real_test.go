@@ -20,8 +20,11 @@ import (
 // request at a time, 150 MB/s: heavy, as a 20 MB/s one on this device is not) lifted from 60 % waits no longer per
 // request: the lift stands. Both only with the guard armed (a
 // reference taken with the caps in force). Before each lift, LiftQueues
-// predicts it from the requests' time in flight while the neighbour
-// streamed alone: true for the QD32 streamer, false for the paced one.
+// predicts it from the requests the device kept in flight while the
+// neighbour streamed alone against capped: true for the QD32 streamer,
+// false for the paced one (one request at a time, each several times
+// slower than the capped mix of 4 KiB and 1 MiB requests: the time per
+// request said it queued, in a quiet make test of 2026-12-03).
 // Mutation checked: guardFactor 300 fails the first phase.
 func TestRealV1LiftGuard(t *testing.T) {
 	r := accountedV1(t, 384)
@@ -51,6 +54,10 @@ func TestRealV1LiftGuard(t *testing.T) {
 			t.Fatalf("%s: the guard has no reference after 1 s capped at %g beside the reader", name, from)
 		}
 		queues = th.LiftQueues()
+		th.mu.Lock()
+		g := th.guard
+		th.mu.Unlock()
+		t.Logf("%s: in flight on average: %.2f streaming alone, %.2f capped at %g beside the reader", name, g.freeMs/max(g.freeWall, 1), g.refMs/max(g.refWall, 1), from)
 		th.Steer(1)
 		deadline := time.Now().Add(guardWatch + 500*time.Millisecond)
 		for time.Now().Before(deadline) && th.RefusedAt().IsZero() {

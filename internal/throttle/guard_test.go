@@ -68,6 +68,20 @@ func TestLiftGuard(t *testing.T) {
 	if gn.queues() {
 		t.Fatal("free 6 ms a request, capped 5 ms: queues true, want false")
 	}
+	// A paced neighbour, one 1 MiB request at a time (7 ms each, 0.7 in
+	// flight on average), against the caps' mix of its requests and the
+	// victims' 4 KiB ones (four a period, 1 ms each: 0.4 in flight): each
+	// request took 7 times as long free, but the device kept fewer than
+	// guardMinDepth in flight, and a lift queues nobody. Mutation checked:
+	// the time per request compared instead (the rule before) says it
+	// queues, as TestRealV1LiftGuard saw in a quiet make test.
+	var gp liftGuard
+	dp := &guardDev{at: gt0}
+	dp.run(&gp, 50, 1, 7, false, false)
+	dp.run(&gp, 50, 4, 1, true, false)
+	if gp.queues() {
+		t.Fatalf("free one request at a time, 7 ms each, capped four of 1 ms: queues true, want false (free %.1f ms in flight over %.0f ms, ref %.1f over %.0f)", gp.freeMs, gp.freeWall, gp.refMs, gp.refWall)
+	}
 
 	// Past guardWatch the guard is off: the controller judges.
 	d2 := &guardDev{at: gt0}
