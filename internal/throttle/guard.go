@@ -19,7 +19,11 @@ import (
 // requests completed, a window of guardWindow), against what it was with
 // the caps in force just before (guardRef, decayed over the periods the
 // caps were in force and contended). A window at guardFactor times that,
-// and guardMinMs above it, refuses the lift at once: the share before it
+// guardMinMs above it and with at least guardMinDepth requests in flight
+// on average (a queue, not one slow request at a time: in the VM a paced
+// 19 MiB/s neighbour's lift was refused on its own requests' times, and
+// TestRealV2NoHarm's neighbour then stayed at 63 % for 15 s) refuses the
+// lift at once: the share before it
 // is back within a period, and RefusedAt tells the controller, which
 // counts it as a failed lift (lift.go). Where the device serves the let-go
 // requests in parallel (a deep-queue device), each is no longer in
@@ -117,10 +121,11 @@ func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, l
 	if ios < guardMinIOs {
 		return false // too few completed: the window goes on
 	}
-	lat := float64(sub(s.TimeInQueueMs, g.win.TimeInQueueMs)) / ios
+	inFlight := float64(sub(s.TimeInQueueMs, g.win.TimeInQueueMs))
+	lat, depth := inFlight/ios, inFlight/max(float64(now.Sub(g.winAt))/float64(time.Millisecond), 1)
 	g.win, g.winAt = s, now
 	ref := g.refMs / g.refIOs
-	if lat >= guardFactor*ref && lat-ref >= guardMinMs {
+	if lat >= guardFactor*ref && lat-ref >= guardMinMs && depth >= guardMinDepth {
 		g.refusedAt, g.liftAt = now, time.Time{}
 		return true
 	}

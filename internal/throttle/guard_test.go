@@ -52,6 +52,17 @@ func TestLiftGuard(t *testing.T) {
 		t.Fatalf("refused: at %v, share before %g; want a time and 0.6", g.refusedAt, g.before)
 	}
 
+	// Slower requests one at a time (a paced neighbour let go: 15 ms each
+	// against 4 ms capped, fewer than guardMinDepth in flight) are no
+	// queue: the lift stands. Mutation checked: without the depth, refused.
+	dd := &guardDev{at: gt0}
+	var gd liftGuard
+	dd.run(&gd, 50, 1, 4, true, false)
+	gd.lifting(0.6, 1, dd.at)
+	if dd.run(&gd, 20, 1, 15, false, true) {
+		t.Fatal("refused a lift whose requests took 15 ms against 4 ms capped, 1.5 in flight")
+	}
+
 	// Predicted: requests in flight 40 ms each with nothing capped (the
 	// neighbours streaming freely) against 5 ms capped queue; 6 ms do not.
 	var gq liftGuard
