@@ -94,6 +94,10 @@ type DeviceStatus struct {
 	// LiftQueues: lifting the caps in force would queue the let-go
 	// requests ahead of everyone's (the lift guard's prediction).
 	LiftQueues bool
+	// Shallow: the device kept fewer than one request in flight on
+	// average with nothing capped (the lift guard's depth: it idles
+	// between the neighbours' requests): a contention may start uncapped.
+	Shallow bool
 	// ContendedAt is the throttle's last period whose level rule capped a
 	// workload, in force or lifted by a share of 1 (the latency
 	// controller's work conservation); Used what those workloads moved

@@ -291,6 +291,13 @@ type Input struct {
 	// reference against the device's latency with nothing capped): a cap
 	// that holds its neighbour back is not lifted (lift.go).
 	Queues bool
+	// Shallow: the throttle measured fewer than one request in flight
+	// on the device, on average, with nothing capped (its lift guard's
+	// depth): the device idles between the neighbours' requests. Work-conserving, the
+	// controller then lifts the caps before a contention (lift.go: an
+	// idle lift), which the throttle refuses at once where the device
+	// queues after all.
+	Shallow bool
 }
 
 // State is what the controller shows (snapshot, metrics).
@@ -314,10 +321,11 @@ type Controller struct {
 	cfg       Config
 	st        State
 	pool      iolat.Hist
-	poolLoad  bool // the pool holds loaded (capped) ticks' requests
-	poolProbe bool // the pool holds a probe's requests
-	poolTicks int  // ticks pooled (a loaded window's length)
-	poolHeld  bool // a cap held its workload back in one of them
+	poolAlone iolat.Hist // those of the pool's requests served alone
+	poolLoad  bool       // the pool holds loaded (capped) ticks' requests
+	poolProbe bool       // the pool holds a probe's requests
+	poolTicks int        // ticks pooled (a loaded window's length)
+	poolHeld  bool       // a cap held its workload back in one of them
 	probeAt   time.Time
 	probeN    int // ticks into the current probe
 	probeM    int // pools measured in it
@@ -365,6 +373,7 @@ func (c *Controller) Step(in Input) State {
 	c.poolLoad, c.poolProbe = loaded, probing
 	if probing || loaded || unloaded {
 		c.pool.Add(&in.Hist)
+		c.poolAlone.Add(&in.Alone)
 		c.poolTicks++
 		c.poolHeld = c.poolHeld || in.Held
 	}
@@ -374,13 +383,13 @@ func (c *Controller) Step(in Input) State {
 		// A loaded pool is a window (see the package doc).
 		measured = measured && (n >= c.cfg.Window || c.poolTicks >= WindowTicks)
 	}
-	var m time.Duration
+	var m, af time.Duration
 	held := c.poolHeld
 	if c.st.Lifted && !probing {
 		return c.stepLifted(in, unloaded)
 	}
 	if measured {
-		m = c.pool.Quantile(0.99)
+		m, af = c.pool.Quantile(0.99), c.aloneFloor(&c.poolAlone)
 		c.st.P99 = m
 		c.resetPool()
 	}
@@ -404,9 +413,9 @@ func (c *Controller) Step(in Input) State {
 		if measured {
 			c.learn(in.At, m)
 		}
-		return c.st
+		return c.idleStep(in)
 	case !in.Capped:
-		return c.st
+		return c.idleStep(in)
 	}
 	if in.Contended {
 		c.lift.contendedAt = in.At
@@ -462,8 +471,8 @@ func (c *Controller) Step(in Input) State {
 	if !measured || t == 0 || !held {
 		return c.st
 	}
-	if nf := c.lift.noiseFloor(in.At); c.cfg.Conserve && nf > t {
-		t = nf // the latency no cap lowered (lift.go)
+	if nf := max(c.lift.noiseFloor(in.At), af); c.cfg.Conserve && nf > t {
+		t = nf // the latency no cap lowered, or none lowers (lift.go)
 	}
 	switch {
 	case m > 2*t:
@@ -492,7 +501,7 @@ func (c *Controller) Step(in Input) State {
 
 // resetPool empties the pool.
 func (c *Controller) resetPool() {
-	c.pool, c.poolTicks, c.poolHeld = iolat.Hist{}, 0, false
+	c.pool, c.poolAlone, c.poolTicks, c.poolHeld = iolat.Hist{}, iolat.Hist{}, 0, false
 }
 
 // setKnee records a cut at at from share s: the knee is s, unless the

@@ -24,10 +24,10 @@ type Device struct {
 
 // Throttle is what a device's throttle did since the last tick (the
 // actuator's device status): Input's Capped, Held, Max, Contended, Used,
-// InForce, Refused and Queues.
+// InForce, Refused, Queues and Shallow.
 type Throttle struct {
-	Capped, Held, Contended, Refused, Queues bool
-	Max, Used, InForce                       float64
+	Capped, Held, Contended, Refused, Queues, Shallow bool
+	Max, Used, InForce                                float64
 }
 
 // Begin starts a tick's input.
@@ -73,7 +73,7 @@ func (d *Device) Step(at time.Time, th Throttle, cfg func() Config) (Input, Stat
 		d.c = c
 	}
 	in := Input{At: at, Hist: d.hist, Alone: d.alone, Capped: th.Capped, Held: th.Held, Quiet: d.rest <= d.prot, Max: th.Max,
-		Contended: th.Contended, Used: th.Used, InForce: th.InForce, Refused: th.Refused, Queues: th.Queues}
+		Contended: th.Contended, Used: th.Used, InForce: th.InForce, Refused: th.Refused, Queues: th.Queues, Shallow: th.Shallow}
 	return in, d.c.Step(in), nil
 }
 

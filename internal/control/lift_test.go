@@ -553,3 +553,121 @@ func TestKneeBoundWindow(t *testing.T) {
 	}
 	t.Fatalf("ticks alternating 1 ms and 4.5 ms against a 3 ms target: no window measured in %d ticks (%+v)", 2*WindowTicks, st)
 }
+
+// fixedConserving is a work-conserving controller with a fixed 3 ms
+// target (no probe) deciding on every tick of MinSamples, and a stepper.
+func fixedConserving(t *testing.T) func(in Input) State {
+	t.Helper()
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	return func(in Input) State {
+		at = at.Add(time.Second)
+		in.At = at
+		return c.Step(in)
+	}
+}
+
+// TestConserveIdleLift: with nobody contended and the device shallow
+// (Input.Shallow), a tick lifts the caps, and a contention then starts
+// uncapped; a device not shallow stays armed at Start; a refused idle lift
+// puts the share before it back and waits a failed lift's wait before the
+// next. Mutation checked: without idleStep's lift, the first case fails.
+func TestConserveIdleLift(t *testing.T) {
+	t.Parallel()
+	step := fixedConserving(t)
+	if st := step(Input{}); st.Lifted || st.Share != 0.05 {
+		t.Fatalf("idle, the device not known shallow: %+v, want armed at Start", st)
+	}
+	if st := step(Input{Shallow: true}); !st.Lifted || st.Share != 1 {
+		t.Fatalf("idle beside a shallow neighbour: %+v, want lifted", st)
+	}
+	if st := step(contended(1*ms, 0.05)); !st.Lifted {
+		t.Fatalf("a contention within the target after an idle lift: %+v, want still lifted", st)
+	}
+	if st := step(Input{Contended: true, Refused: true, Hist: hist(1*ms, 100)}); st.Lifted || st.Share != 0.05 {
+		t.Fatalf("the idle lift refused: %+v, want the share before it (Start)", st)
+	}
+	for i := range 15 {
+		if st := step(Input{Shallow: true}); st.Lifted {
+			t.Fatalf("%d s after a refused lift, idle and shallow: %+v, want a failed lift's wait first", i+1, st)
+		}
+	}
+	for range 10 {
+		step(Input{Shallow: true})
+	}
+	if st := step(Input{Shallow: true}); !st.Lifted {
+		t.Fatalf("past the wait, idle and shallow: %+v, want lifted", st)
+	}
+	// Idle-lifted before any target: a contention whose requests are
+	// served alone stays lifted (they teach the target: learnAlone); one
+	// without them is armed at Start for the probe, no wait counted.
+	// Mutation checked: without the rule, the slow tick against no target
+	// cuts with the longest wait.
+	_, step, _ = conserving(t)
+	step(Input{Shallow: true})
+	in := contended(1*ms, 0.05)
+	in.Alone = hist(1*ms, 80)
+	if st := step(in); !st.Lifted {
+		t.Fatalf("idle-lifted, no target yet, requests served alone: %+v, want still lifted", st)
+	}
+	if st := step(in); !st.Lifted || !near(st.Target, 3*ms) {
+		t.Fatalf("two pools served alone at 1 ms: %+v, want lifted, a ~3 ms target", st)
+	}
+	c, step, _ := conserving(t)
+	step(Input{Shallow: true})
+	if st := step(contended(400*ms, 0.05)); st.Lifted || st.Share != 0.05 {
+		t.Fatalf("idle-lifted, no target, nothing served alone: %+v, want armed at Start", st)
+	}
+	if c.lift.wait != LiftBackoff || !c.lift.cutAt.IsZero() {
+		t.Fatalf("armed for the probe: wait %v, cut at %v; want no failed lift counted", c.lift.wait, c.lift.cutAt)
+	}
+	// Not work-conserving: no idle lift.
+	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Target: 3 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Step(Input{At: t0, Shallow: true}); st.Lifted {
+		t.Fatalf("not conserving, idle and shallow: %+v, want not lifted", st)
+	}
+}
+
+// tail is a tick of 95 protected requests at 1 ms and 5 at 5 ms (p90 1
+// ms, p99 5 ms: a window above a 3 ms target, no tick's contention), of
+// which 60 at 1 ms were served alone, and the slow 5 too when slowAlone.
+func tail(in Input, slowAlone bool) Input {
+	in.Hist, in.Alone = hist(1*ms, 95), hist(1*ms, 60)
+	slow := hist(5*ms, 5)
+	in.Hist.Add(&slow)
+	if slowAlone {
+		in.Alone.Add(&slow)
+	}
+	return in
+}
+
+// TestConserveAloneFloor: a window above the target whose slow requests
+// the device served alone (nothing else in flight: noise no cap lowers)
+// cuts nothing, lifted or capped; the same window with its slow requests
+// among the others' does. Mutation checked: without aloneFloor both
+// noise cases cut.
+func TestConserveAloneFloor(t *testing.T) {
+	t.Parallel()
+	step := fixedConserving(t)
+	step(Input{Shallow: true})
+	if st := step(tail(contended(0, 0.05), true)); !st.Lifted {
+		t.Fatalf("lifted, a window at 5 ms against 3 ms, its slow requests served alone: %+v, want still lifted", st)
+	}
+	if st := step(tail(contended(0, 0.05), false)); st.Lifted || st.Share >= 1 {
+		t.Fatalf("lifted, a window at 5 ms against 3 ms, its slow requests beside others: %+v, want cut", st)
+	}
+	step = fixedConserving(t)
+	if st := step(tail(capped(0), true)); st.Share < 0.05 {
+		t.Fatalf("capped at 5 %%, a window at 5 ms against 3 ms, its slow requests served alone: %+v, want no cut (within their bar: raised)", st)
+	}
+	step = fixedConserving(t)
+	if st := step(tail(capped(0), false)); st.Share >= 0.05 {
+		t.Fatalf("capped at 5 %%, a window at 5 ms against 3 ms, its slow requests beside others: %+v, want cut", st)
+	}
+}

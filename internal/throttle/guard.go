@@ -44,6 +44,14 @@ import (
 // the victims' 4 KiB ones, and queue nobody (TestRealV1LiftGuard failed
 // on that in a quiet make test, 2026-12-03: a QD1 reader at 150 MB/s
 // predicted to queue).
+//
+// The same depth decides where a contention may start uncapped: a device
+// that kept fewer than guardShallow requests in flight with nothing
+// capped (shallow: a paced backup, one request at a time) lets the
+// controller lift the caps before any victim comes (control's
+// Input.Shallow), and such an idle lift is watched for as long as it
+// stands (watchIdle): a window at guardMinDepth refuses it, and the caps
+// are armed again within that window.
 const (
 	guardWatch  = 3 * time.Second
 	guardWindow = 40 * time.Millisecond
@@ -53,6 +61,13 @@ const (
 	// capped, below which a lift is not predicted to queue: a neighbour
 	// with fewer leaves a victim's request behind at most one of its own.
 	guardMinDepth = 2.0
+	// guardShallow: the requests in flight on average, with nothing
+	// capped, below which the device is shallow (it idles between the
+	// neighbours' requests): a paced QD1 reader kept 0.3-0.7 in flight on
+	// the host's loop device (TestRealV1LiftGuard); an unpaced one, one
+	// request always in flight, 1, and on the host's stacked loop device
+	// that one request at a time still holds a 4 KiB reader at ~500 ms.
+	guardShallow = 0.9
 	// guardMinIOs: requests completed in a window (and in the reference)
 	// for its latency to count.
 	guardMinIOs = 4
@@ -73,26 +88,30 @@ type liftGuard struct {
 	lastAt            time.Time
 	lastOK            bool
 	liftAt            time.Time // the last lift (zero: none watched)
+	idle              bool      // it was made with nobody contended (watchIdle)
 	before            float64   // the share before it
 	win               cgroupfs.BlockStat
 	winAt             time.Time
 	refusedAt         time.Time
 }
 
-// lifting records a Steer from share to next at now (under t.mu).
-func (g *liftGuard) lifting(share, next float64, now time.Time) {
+// lifting records a Steer from share to next at now (under t.mu);
+// contended: the level rule capped a workload at the last period (a lift
+// without is an idle lift, watched by its depth: watchIdle).
+func (g *liftGuard) lifting(share, next float64, now time.Time, contended bool) {
 	switch {
 	case next >= 1 && share < 1:
-		g.liftAt, g.before, g.winAt = now, share, time.Time{}
+		g.liftAt, g.before, g.winAt, g.idle = now, share, time.Time{}, !contended
 	case next < 1:
-		g.liftAt = time.Time{}
+		g.liftAt, g.idle = time.Time{}, false
 	}
 }
 
 // observe folds in the device's reading s at now; capped: caps were in
-// force and contended at the last period; free: no cap was in force. It
+// force and contended at the last period; free: no cap was in force;
+// contended: the level rule capped a workload (in force or lifted). It
 // reports whether the lift watched is refused.
-func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, lifted bool) bool {
+func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, lifted, contended bool) bool {
 	if !g.lastOK {
 		g.last, g.lastAt, g.lastOK = s, now, true
 		return false
@@ -104,8 +123,11 @@ func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, l
 		g.refMs, g.refIOs, g.refWall = guardDecay*g.refMs+dMs, guardDecay*g.refIOs+dIOs, guardDecay*g.refWall+dWall
 		return false
 	}
-	if free && !lifted && dIOs > 0 {
+	if free && !(lifted && contended) && dIOs > 0 {
 		g.freeMs, g.freeIOs, g.freeWall = guardDecay*g.freeMs+dMs, guardDecay*g.freeIOs+dIOs, guardDecay*g.freeWall+dWall
+	}
+	if lifted && g.idle && !g.liftAt.IsZero() {
+		return g.watchIdle(s, now)
 	}
 	if !lifted || g.liftAt.IsZero() || now.Sub(g.liftAt) >= guardWatch || g.refIOs < guardMinIOs {
 		return false
@@ -132,6 +154,32 @@ func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, l
 	return false
 }
 
+// watchIdle watches a lift made with nobody contended (the controller's
+// idle lift beside a shallow neighbour: control's Input.Shallow) for as
+// long as it stands: a window of at least guardMinIOs requests with
+// guardMinDepth in flight on average (a neighbour now queueing: a
+// greedy stream started, or the paced one let go deeper) refuses it, so
+// the caps are armed again within a window, not at the controller's next
+// tick, and a contention that starts then starts capped.
+func (g *liftGuard) watchIdle(s cgroupfs.BlockStat, now time.Time) bool {
+	if g.winAt.IsZero() {
+		g.win, g.winAt = s, now
+		return false
+	}
+	if now.Sub(g.winAt) < guardWindow {
+		return false
+	}
+	ios := float64(sub(s.IOs(), g.win.IOs()))
+	inFlight := float64(sub(s.TimeInQueueMs, g.win.TimeInQueueMs))
+	depth := inFlight / max(float64(now.Sub(g.winAt))/float64(time.Millisecond), 1)
+	g.win, g.winAt = s, now
+	if ios >= guardMinIOs && depth >= guardMinDepth {
+		g.refusedAt, g.liftAt, g.idle = now, time.Time{}, false
+		return true
+	}
+	return false
+}
+
 // queues reports whether the device kept guardFactor times as many
 // requests in flight (and at least guardMinDepth) with nothing capped as
 // with the caps in force: a lift would queue the let-go requests ahead of
@@ -144,15 +192,25 @@ func (g *liftGuard) queues() bool {
 	return free >= guardFactor*ref && free >= guardMinDepth
 }
 
+// shallow reports whether the device kept fewer than guardShallow
+// requests in flight on average while nothing was capped, measured (at
+// least guardMinIOs of them): the neighbours leave it idle between their
+// requests (a paced backup, one request at a time), and the controller
+// need not arm the caps before a contention (control's Input.Shallow).
+func (g *liftGuard) shallow() bool {
+	return g.freeIOs >= guardMinIOs && g.freeWall > 0 && g.freeMs/g.freeWall < guardShallow
+}
+
 // guardLift runs the guard on the period's device reading (under t.mu):
 // a refused lift sets the share before it back.
 func (t *Throttle) guardLift(now time.Time) {
 	if !t.devLastOK {
 		return
 	}
-	capped := t.inForce && !t.contendedAt.IsZero() && !t.contendedAt.Before(t.lastStep) // the last period's
+	contended := t.contended()
+	capped := t.inForce && contended
 	lifted := t.share >= 1
-	if t.guard.observe(t.devLast.Stat, now, capped, !t.inForce, lifted) {
+	if t.guard.observe(t.devLast.Stat, now, capped, !t.inForce, lifted, contended) {
 		t.log.Info("throttle: a lift of the caps refused: the device's requests waited longer at once",
 			"device", t.name, "share", t.guard.before)
 		t.share = t.guard.before
@@ -165,6 +223,20 @@ func (t *Throttle) LiftQueues() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.guard.queues()
+}
+
+// contended reports whether the level rule capped a workload at the last
+// period (in force, or lifted by a share of 1; under t.mu).
+func (t *Throttle) contended() bool {
+	return !t.contendedAt.IsZero() && !t.contendedAt.Before(t.lastStep)
+}
+
+// Shallow reports whether the device kept fewer than guardMinDepth
+// requests in flight with nothing capped (liftGuard.shallow).
+func (t *Throttle) Shallow() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.guard.shallow()
 }
 
 // RefusedAt is the last time the guard refused a lift (zero: never).

@@ -24,7 +24,7 @@ func (d *guardDev) run(g *liftGuard, n int, ios uint64, latMs uint64, capped, li
 		d.at = d.at.Add(10 * time.Millisecond)
 		d.s.ReadIOs += ios
 		d.s.TimeInQueueMs += ios * latMs
-		refused = g.observe(d.s, d.at, capped, !capped && !lifted, lifted) || refused
+		refused = g.observe(d.s, d.at, capped, !capped && !lifted, lifted, capped || lifted) || refused
 	}
 	return refused
 }
@@ -41,7 +41,7 @@ func TestLiftGuard(t *testing.T) {
 	if d.run(&g, 50, 1, 5, true, false) {
 		t.Fatal("refused with the caps in force")
 	}
-	g.lifting(0.6, 1, d.at)
+	g.lifting(0.6, 1, d.at, true)
 	if d.run(&g, 20, 1, 6, false, true) {
 		t.Fatal("refused a lift whose requests took 6 ms against 5 ms capped")
 	}
@@ -58,7 +58,7 @@ func TestLiftGuard(t *testing.T) {
 	dd := &guardDev{at: gt0}
 	var gd liftGuard
 	dd.run(&gd, 50, 1, 4, true, false)
-	gd.lifting(0.6, 1, dd.at)
+	gd.lifting(0.6, 1, dd.at, true)
 	if dd.run(&gd, 20, 1, 15, false, true) {
 		t.Fatal("refused a lift whose requests took 15 ms against 4 ms capped, 1.5 in flight")
 	}
@@ -98,7 +98,7 @@ func TestLiftGuard(t *testing.T) {
 	d2 := &guardDev{at: gt0}
 	var g2 liftGuard
 	d2.run(&g2, 50, 1, 5, true, false)
-	g2.lifting(0.6, 1, d2.at)
+	g2.lifting(0.6, 1, d2.at, true)
 	d2.run(&g2, int(guardWatch/(10*time.Millisecond)), 1, 5, false, true)
 	if d2.run(&g2, 10, 1, 40, false, true) {
 		t.Fatal("refused a lift older than guardWatch")
@@ -109,7 +109,7 @@ func TestLiftGuard(t *testing.T) {
 	d3 := &guardDev{at: gt0}
 	var g3 liftGuard
 	d3.run(&g3, 50, 2, 0, true, false)
-	g3.lifting(0.6, 1, d3.at)
+	g3.lifting(0.6, 1, d3.at, true)
 	if d3.run(&g3, 20, 2, 1, false, true) {
 		t.Fatal("refused a lift whose requests took 1 ms against 0 ms capped (below guardMinMs)")
 	}
@@ -117,8 +117,66 @@ func TestLiftGuard(t *testing.T) {
 	// No reference (never capped while contended): nothing to judge by.
 	d4 := &guardDev{at: gt0}
 	var g4 liftGuard
-	g4.lifting(0.6, 1, d4.at)
+	g4.lifting(0.6, 1, d4.at, true)
 	if d4.run(&g4, 20, 1, 100, false, true) {
 		t.Fatal("refused a lift without a reference")
+	}
+}
+
+// idle feeds g n periods of ios requests of latMs each with nothing
+// capped and nobody contended (lifted: under an idle lift).
+func (d *guardDev) idle(g *liftGuard, n int, ios uint64, latMs uint64, lifted bool) bool {
+	refused := false
+	for range n {
+		d.at = d.at.Add(10 * time.Millisecond)
+		d.s.ReadIOs += ios
+		d.s.TimeInQueueMs += ios * latMs
+		refused = g.observe(d.s, d.at, false, true, lifted, false) || refused
+	}
+	return refused
+}
+
+// TestLiftGuardIdle: a paced neighbour one request at a time (7 ms each,
+// one every 10 ms: 0.7 in flight) is shallow, a QD32 stream (32 in
+// flight) is not, and neither is a device not yet measured; an idle lift
+// stands while the device stays shallow, however long, and is refused
+// within a window once it keeps guardMinDepth in flight. Mutation
+// checked: without watchIdle the deep stream's lift stands.
+func TestLiftGuardIdle(t *testing.T) {
+	t.Parallel()
+	var g liftGuard
+	if g.shallow() {
+		t.Fatal("shallow with nothing measured")
+	}
+	d := &guardDev{at: gt0}
+	d.idle(&g, 50, 1, 7, false)
+	if !g.shallow() {
+		t.Fatalf("one request at a time, 7 ms each, every 10 ms: shallow false (%.1f ms in flight over %.0f ms)", g.freeMs, g.freeWall)
+	}
+	g.lifting(0.05, 1, d.at, false)
+	if d.idle(&g, int(2*guardWatch/(10*time.Millisecond)), 1, 7, true) {
+		t.Fatal("refused an idle lift beside a neighbour one request at a time")
+	}
+	if !g.shallow() {
+		t.Fatal("an idle lift's own periods made the device deep")
+	}
+	// Now a greedy stream: 4 completed a period, 80 ms each (32 in flight).
+	if !d.idle(&g, 5, 4, 80, true) {
+		t.Fatal("an idle lift stood with 32 requests in flight")
+	}
+	if g.before != 0.05 || g.idle {
+		t.Fatalf("refused: before %g, idle %v; want 0.05, false", g.before, g.idle)
+	}
+	d.idle(&g, 50, 4, 80, false)
+	if g.shallow() {
+		t.Fatal("32 in flight: shallow true")
+	}
+	// A lift made while contended is not watched by depth (TestLiftGuard).
+	var gc liftGuard
+	dc := &guardDev{at: gt0}
+	dc.idle(&gc, 50, 1, 7, false)
+	gc.lifting(0.6, 1, dc.at, true)
+	if dc.idle(&gc, 5, 4, 80, true) {
+		t.Fatal("a contended lift without a reference refused on depth")
 	}
 }

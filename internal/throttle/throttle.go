@@ -314,7 +314,7 @@ func (t *Throttle) Steer(share float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	next := max(0, min(share, 1))
-	t.guard.lifting(t.share, next, t.now())
+	t.guard.lifting(t.share, next, t.now(), t.contended())
 	t.share = next
 }
 
