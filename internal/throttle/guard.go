@@ -132,20 +132,10 @@ func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, l
 	if !lifted || g.liftAt.IsZero() || now.Sub(g.liftAt) >= guardWatch || g.refIOs < guardMinIOs {
 		return false
 	}
-	if g.winAt.IsZero() {
-		g.win, g.winAt = s, now
+	lat, depth, ok := g.window(s, now)
+	if !ok {
 		return false
 	}
-	if now.Sub(g.winAt) < guardWindow {
-		return false
-	}
-	ios := float64(sub(s.IOs(), g.win.IOs()))
-	if ios < guardMinIOs {
-		return false // too few completed: the window goes on
-	}
-	inFlight := float64(sub(s.TimeInQueueMs, g.win.TimeInQueueMs))
-	lat, depth := inFlight/ios, inFlight/max(float64(now.Sub(g.winAt))/float64(time.Millisecond), 1)
-	g.win, g.winAt = s, now
 	ref := g.refMs / g.refIOs
 	if lat >= guardFactor*ref && lat-ref >= guardMinMs && depth >= guardMinDepth {
 		g.refusedAt, g.liftAt = now, time.Time{}
@@ -162,22 +152,31 @@ func (g *liftGuard) observe(s cgroupfs.BlockStat, now time.Time, capped, free, l
 // the caps are armed again within a window, not at the controller's next
 // tick, and a contention that starts then starts capped.
 func (g *liftGuard) watchIdle(s cgroupfs.BlockStat, now time.Time) bool {
-	if g.winAt.IsZero() {
-		g.win, g.winAt = s, now
-		return false
-	}
-	if now.Sub(g.winAt) < guardWindow {
-		return false
-	}
-	ios := float64(sub(s.IOs(), g.win.IOs()))
-	inFlight := float64(sub(s.TimeInQueueMs, g.win.TimeInQueueMs))
-	depth := inFlight / max(float64(now.Sub(g.winAt))/float64(time.Millisecond), 1)
-	g.win, g.winAt = s, now
-	if ios >= guardMinIOs && depth >= guardMinDepth {
+	if _, depth, ok := g.window(s, now); ok && depth >= guardMinDepth {
 		g.refusedAt, g.liftAt, g.idle = now, time.Time{}, false
 		return true
 	}
 	return false
+}
+
+// window folds the reading s at now into the watched lift's window: when
+// one of at least guardWindow and guardMinIOs completed requests closes
+// (ok), the time in flight per request (lat, ms) and the requests in
+// flight on average (depth), and the next starts; with fewer completed
+// the window goes on.
+func (g *liftGuard) window(s cgroupfs.BlockStat, now time.Time) (lat, depth float64, ok bool) {
+	if g.winAt.IsZero() {
+		g.win, g.winAt = s, now
+		return 0, 0, false
+	}
+	ios := float64(sub(s.IOs(), g.win.IOs()))
+	if now.Sub(g.winAt) < guardWindow || ios < guardMinIOs {
+		return 0, 0, false
+	}
+	inFlight := float64(sub(s.TimeInQueueMs, g.win.TimeInQueueMs))
+	lat, depth = inFlight/ios, inFlight/max(float64(now.Sub(g.winAt))/float64(time.Millisecond), 1)
+	g.win, g.winAt = s, now
+	return lat, depth, true
 }
 
 // queues reports whether the device kept guardFactor times as many
