@@ -647,11 +647,15 @@ func tail(in Input, slowAlone bool) Input {
 	return in
 }
 
-// TestConserveAloneFloor: a window above the target whose slow requests
-// the device served alone (nothing else in flight: noise no cap lowers)
-// cuts nothing, lifted or capped; the same window with its slow requests
-// among the others' does. Mutation checked: without aloneFloor both
-// noise cases cut.
+// TestConserveAloneFloor: a lifted window above the target whose slow
+// requests the device served alone (nothing else in flight: noise no cap
+// lowers), most of its requests served alone, cuts nothing; the same
+// window with its slow requests among the others' cuts, and so does one
+// with only a few served alone; a capped window is judged without them
+// (a capped streamer's gaps leave a few served alone, slow too on a noisy
+// disk, and held a cap with the victim at 6x idle). Mutation checked:
+// without aloneFloor the first case cuts; without its majority rule, the
+// third stays lifted.
 func TestConserveAloneFloor(t *testing.T) {
 	t.Parallel()
 	step := fixedConserving(t)
@@ -663,11 +667,45 @@ func TestConserveAloneFloor(t *testing.T) {
 		t.Fatalf("lifted, a window at 5 ms against 3 ms, its slow requests beside others: %+v, want cut", st)
 	}
 	step = fixedConserving(t)
-	if st := step(tail(capped(0), true)); st.Share < 0.05 {
-		t.Fatalf("capped at 5 %%, a window at 5 ms against 3 ms, its slow requests served alone: %+v, want no cut (within their bar: raised)", st)
+	step(Input{Shallow: true})
+	few := tail(contended(0, 0.05), true)
+	few.Alone = hist(5*ms, 5)
+	more := hist(1*ms, 10)
+	few.Alone.Add(&more)
+	if st := step(few); st.Lifted {
+		t.Fatalf("lifted, a window at 5 ms against 3 ms, 15 of its 100 requests served alone: %+v, want cut", st)
 	}
 	step = fixedConserving(t)
-	if st := step(tail(capped(0), false)); st.Share >= 0.05 {
-		t.Fatalf("capped at 5 %%, a window at 5 ms against 3 ms, its slow requests beside others: %+v, want cut", st)
+	if st := step(tail(capped(0), true)); st.Share >= 0.05 {
+		t.Fatalf("capped at 5 %%, a window at 5 ms against 3 ms, its slow requests served alone: %+v, want cut", st)
+	}
+}
+
+// TestConserveDoubleChecked: the tick after a doubling of the slow start
+// is its check: its p99 above the target (no tick's contention: p90
+// within it) puts back the share it doubled from, and the knee bounds the
+// next raise below the share that hurt; a check within the target lets
+// the doubling stand. Mutation checked: without checkDouble the share
+// stays at 0.1.
+func TestConserveDoubleChecked(t *testing.T) {
+	t.Parallel()
+	step := fixedConserving(t)
+	if st := step(capped(1 * ms)); math.Abs(st.Share-0.1) > 1e-9 {
+		t.Fatalf("a held tick at a third of the target: %+v, want doubled to 0.1", st)
+	}
+	over := capped(0)
+	over.Hist = hist(1*ms, 95)
+	slow := hist(4*ms, 5)
+	over.Hist.Add(&slow)
+	if st := step(over); math.Abs(st.Share-0.05) > 1e-9 {
+		t.Fatalf("the tick after the doubling at 4 ms p99 against 3 ms: %+v, want 0.05 back", st)
+	}
+	if st := step(capped(1 * ms)); st.Share > 0.085+1e-9 {
+		t.Fatalf("a good tick after the undone doubling: %+v, want at most 0.85 of the 0.1 that hurt", st)
+	}
+	step = fixedConserving(t)
+	step(capped(1 * ms))
+	if st := step(capped(2 * ms)); st.Share < 0.1 {
+		t.Fatalf("the tick after the doubling at 2 ms against 3 ms: %+v, want the doubling to stand (at least 0.1)", st)
 	}
 }
