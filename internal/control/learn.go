@@ -20,7 +20,7 @@ func (c *Controller) dueProbe(at time.Time) bool {
 	if c.st.Baseline != 0 && at.Sub(c.learnedAt) < c.cfg.ProbeEvery {
 		return false
 	}
-	if c.aloneFirst != 0 || 2*c.aloneLast >= c.cfg.MinSamples {
+	if c.aloneComing() {
 		return false // requests served alone are coming: they tell it
 	}
 	retry := c.cfg.ProbeEvery
@@ -28,6 +28,13 @@ func (c *Controller) dueProbe(at time.Time) bool {
 		retry /= 10
 	}
 	return c.probeAt.IsZero() || at.Sub(c.probeAt) >= retry
+}
+
+// aloneComing reports whether protected requests served alone are coming
+// (a first pool of them measured, or half of MinSamples in the last tick):
+// learnAlone will learn the unloaded latency from them, no probe needed.
+func (c *Controller) aloneComing() bool {
+	return c.aloneFirst != 0 || 2*c.aloneLast >= c.cfg.MinSamples
 }
 
 // learnAlone pools the protected requests the device served alone

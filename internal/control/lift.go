@@ -232,7 +232,7 @@ func (c *Controller) stepLifted(in Input, unloaded bool) State {
 		// An idle lift before any target: the requests served alone
 		// tell it (learnAlone) where they come; else the caps are armed
 		// for the capped path's probe, no failed lift counted.
-		if c.aloneFirst != 0 || 2*c.aloneLast >= c.cfg.MinSamples {
+		if c.aloneComing() {
 			return c.st
 		}
 		c.st.Share, c.st.Lifted = c.cfg.Start, false
