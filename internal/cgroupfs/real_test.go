@@ -427,7 +427,9 @@ func BenchmarkRealV1ReadIO(b *testing.B) {
 // zero until a throttle rule has been written for it, even a no-op one,
 // since Linux 6.9 (blk-throttle is set up lazily); before 6.9 they count
 // from the start. The loop device is created for the test (LOOP_CTL_ADD at
-// a free index), so no rule was ever written for it.
+// a free index), so no rule was ever written for it — by this test: any
+// daemon that starts meanwhile enables accounting on every disk it sees,
+// so `make test` runs it in its quiet step, alone (Makefile).
 func TestRealV1AccountingNeedsEnabling(t *testing.T) {
 	e := newV1Env(t, 64)
 	lazy, release := kernelAtLeast(t, 6, 9)
