@@ -396,7 +396,7 @@ func (a *Actuator) deviceStatus() []DeviceStatus {
 			st.CapacityBps, st.CapacityIOPS = t.Capacity()
 			st.Share, st.ShareMost, st.CappedAt, st.HeldAt = t.Load()
 			st.ContendedAt, st.Used, st.InForce = t.Contention()
-			st.RefusedAt, st.LiftQueues, st.Shallow = t.RefusedAt(), t.LiftQueues(), t.Shallow()
+			st.Guard = t.Guard()
 		}
 		a.status = append(a.status, st)
 	}

@@ -87,17 +87,9 @@ type DeviceStatus struct {
 	// ShareMost is the most a steered share gives the levels capped at
 	// the throttle's last period (their shares' largest; 0: none capped).
 	ShareMost float64
-	// RefusedAt is the last time the throttle's lift guard refused a
-	// lift of the caps (zero: never): the device's requests waited
-	// longer at once (internal/throttle's guard.go).
-	RefusedAt time.Time
-	// LiftQueues: lifting the caps in force would queue the let-go
-	// requests ahead of everyone's (the lift guard's prediction).
-	LiftQueues bool
-	// Shallow: the device kept fewer than one request in flight on
-	// average with nothing capped (the lift guard's depth: it idles
-	// between the neighbours' requests): a contention may start uncapped.
-	Shallow bool
+	// Guard is the throttle's lift guard's status (internal/throttle's
+	// guard.go).
+	Guard throttle.GuardStatus
 	// ContendedAt is the throttle's last period whose level rule capped a
 	// workload, in force or lifted by a share of 1 (the latency
 	// controller's work conservation); Used what those workloads moved

@@ -50,7 +50,7 @@ func (d *Daemon) controlTick(now, prev time.Time) {
 		st := d.devStatus[i]
 		in, out, err := c.Step(now, control.Throttle{Capped: st.CappedAt.After(prev), Held: st.HeldAt.After(prev),
 			Max: st.ShareMost, Contended: st.ContendedAt.After(prev), Used: st.Used, InForce: st.InForce,
-			Refused: st.RefusedAt.After(prev), Queues: st.LiftQueues, Shallow: st.Shallow}, d.controlConfig)
+			Refused: st.Guard.RefusedAt.After(prev), Queues: st.Guard.Queues, Shallow: st.Guard.Shallow}, d.controlConfig)
 		if err != nil {
 			d.log.Warn("latency controller not run: the throttle keeps its fixed share", "device", st.Device.Name, "err", err)
 			continue

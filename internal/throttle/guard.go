@@ -216,31 +216,30 @@ func (t *Throttle) guardLift(now time.Time) {
 	}
 }
 
-// LiftQueues reports whether a lift of the caps in force would queue the
-// let-go requests ahead of everyone (liftGuard.queues).
-func (t *Throttle) LiftQueues() bool {
+// GuardStatus is what the lift guard knows of the device, for the latency
+// controller.
+type GuardStatus struct {
+	// RefusedAt is the last time the guard refused a lift of the caps
+	// (zero: never): the device's requests waited longer at once.
+	RefusedAt time.Time
+	// Queues: lifting the caps in force would queue the let-go requests
+	// ahead of everyone's (liftGuard.queues).
+	Queues bool
+	// Shallow: the device kept fewer than guardShallow requests in flight
+	// on average with nothing capped (it idles between the neighbours'
+	// requests): a contention may start uncapped (liftGuard.shallow).
+	Shallow bool
+}
+
+// Guard is the lift guard's status.
+func (t *Throttle) Guard() GuardStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.guard.queues()
+	return GuardStatus{RefusedAt: t.guard.refusedAt, Queues: t.guard.queues(), Shallow: t.guard.shallow()}
 }
 
 // contended reports whether the level rule capped a workload at the last
 // period (in force, or lifted by a share of 1; under t.mu).
 func (t *Throttle) contended() bool {
 	return !t.contendedAt.IsZero() && !t.contendedAt.Before(t.lastStep)
-}
-
-// Shallow reports whether the device kept fewer than guardMinDepth
-// requests in flight with nothing capped (liftGuard.shallow).
-func (t *Throttle) Shallow() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.guard.shallow()
-}
-
-// RefusedAt is the last time the guard refused a lift (zero: never).
-func (t *Throttle) RefusedAt() time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.guard.refusedAt
 }

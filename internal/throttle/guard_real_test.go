@@ -53,19 +53,19 @@ func TestRealV1LiftGuard(t *testing.T) {
 		if refMs == 0 {
 			t.Fatalf("%s: the guard has no reference after 1 s capped at %g beside the reader", name, from)
 		}
-		queues = th.LiftQueues()
+		queues = th.Guard().Queues
 		th.mu.Lock()
 		g := th.guard
 		th.mu.Unlock()
 		t.Logf("%s: in flight on average: %.2f streaming alone, %.2f capped at %g beside the reader", name, g.freeMs/max(g.freeWall, 1), g.refMs/max(g.refWall, 1), from)
 		th.Steer(1)
 		deadline := time.Now().Add(guardWatch + 500*time.Millisecond)
-		for time.Now().Before(deadline) && th.RefusedAt().IsZero() {
+		for time.Now().Before(deadline) && th.Guard().RefusedAt.IsZero() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		refused = !th.RefusedAt().IsZero()
+		refused = !th.Guard().RefusedAt.IsZero()
 		if refused {
-			took := th.RefusedAt().Sub(deadline.Add(-guardWatch - 500*time.Millisecond))
+			took := th.Guard().RefusedAt.Sub(deadline.Add(-guardWatch - 500*time.Millisecond))
 			th.mu.Lock()
 			share := th.share
 			th.mu.Unlock()
