@@ -9,10 +9,28 @@
 #   nice -n 19 ionice -c3 bin/vmexec -mem 2G -disk-size 6G -timeout 45m docs/bench/contention-v2-vm.sh --quick
 #
 # Arguments are passed to the bench (--quick, --neighbours, --configs ...).
+#
+# The deep-queue class (a device of known service time, NVMe-like): with
+# DDISKQOS_VM_NULLBLK set to null_blk's parameters the volume is ext4 on a
+# memory-backed /dev/nullb0 instead (give the VM the memory: -mem 4G), e.g.
+#
+#   DDISKQOS_VM_NULLBLK="hw_queue_depth=64 completion_nsec=100000" \
+#     bin/vmexec -mem 4G -timeout 30m docs/bench/contention-v2-vm.sh \
+#     --scenario host --no-loop --device-class vm-nullblk --quick ...
+#
+# (vmexec passes the variables named DDISKQOS_*.) One device, 2 GiB,
+# completions by timer (irqmode=2).
 set -eu
 cd "$(dirname "$0")/../.."
-mkfs.ext4 -q -F "${DDISKQOS_VM_DISK:-/dev/vda}"
+disk=${DDISKQOS_VM_DISK:-/dev/vda}
+if [ -n "${DDISKQOS_VM_NULLBLK:-}" ]; then
+	# shellcheck disable=SC2086 # the parameters are words
+	insmod /modules/null_blk.ko nr_devices=1 gb=2 memory_backed=1 irqmode=2 $DDISKQOS_VM_NULLBLK
+	disk=/dev/nullb0
+	echo "null_blk: $DDISKQOS_VM_NULLBLK; scheduler $(cat /sys/block/nullb0/queue/scheduler)" >&2
+fi
+mkfs.ext4 -q -F "$disk"
 mkdir -p /run/vda
-mount -t ext4 "${DDISKQOS_VM_DISK:-/dev/vda}" /run/vda
+mount -t ext4 "$disk" /run/vda
 trap 'umount /run/vda' EXIT
 bin/ddiskqos bench contention --dir /run/vda --out docs/bench "$@" >/dev/null

@@ -82,6 +82,7 @@ func BlockDevices(r Roots, h IOHierarchy, p mech.Params) ([]Device, error) {
 		return nil, fmt.Errorf("list block devices: %w", err)
 	}
 	var out []Device
+	noBFQ := BuiltWithoutBFQ(r)
 	for _, e := range ents { // os.ReadDir sorts by name
 		d, ok, err := readDevice(r, e.Name())
 		if err != nil {
@@ -95,7 +96,7 @@ func BlockDevices(r Roots, h IOHierarchy, p mech.Params) ([]Device, error) {
 			m, ok := cgroupfs.FindCostModel(h.IOCostModel, cgroupfs.Dev{Major: d.Major, Minor: d.Minor})
 			d.IOCostCalibrated = ok && m.Ctrl == "user"
 		}
-		c := mech.Choose(mechEnv(h, d), p)
+		c := mech.Choose(mechEnv(h, d, noBFQ), p)
 		d.Mechanism, d.WeightsEffective = c.Mechanism, c.WeightsEffective
 		d.WeightFile, d.WeightDeviceFile, d.Weight = c.WeightFile, c.WeightDeviceFile, c.Weight
 		d.Verified, d.Reason, d.Fix = c.Verified, c.Reason, c.Fix

@@ -27,10 +27,12 @@ type WeightRange = mech.WeightRange
 // needs to use it.
 type Choice = mech.Choice
 
-// mechEnv is what the registry's probes look at for d in h.
-func mechEnv(h IOHierarchy, d Device) mech.Env {
+// mechEnv is what the registry's probes look at for d in h;
+// noBFQ: the kernel is built without bfq (BuiltWithoutBFQ).
+func mechEnv(h IOHierarchy, d Device, noBFQ bool) mech.Env {
 	return mech.Env{
-		H: h.Hierarchy(), Enabled: h.Enabled,
+		NoBFQ: noBFQ,
+		H:     h.Hierarchy(), Enabled: h.Enabled,
 		Offered: offers(h.Offered),
 		Dev:     cgroupfs.Dev{Major: d.Major, Minor: d.Minor},
 		Name:    d.Name, Kind: d.Kind,

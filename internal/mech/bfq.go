@@ -31,7 +31,8 @@ var bfq = Mech{Name: BFQWeight, Knob: "bfq", Role: Weight,
 // probeBFQ: the device's scheduler is bfq and the kernel offers its weight
 // file (or nothing could tell). Under another scheduler the fix is to
 // switch to bfq (loading it first when the device does not list it) —
-// except on the legacy block layer (cfq listed), which has no bfq.
+// except on the legacy block layer (cfq listed), which has no bfq, and on
+// a kernel built without bfq (Env.NoBFQ), which has nothing to load.
 func probeBFQ(e Env) Verdict {
 	o := e.Offered[BFQWeight]
 	file, devFile := bfqWeightFiles(e.H.Version)
@@ -41,6 +42,8 @@ func probeBFQ(e Env) Verdict {
 			switch {
 			case slices.Contains(e.Schedulers, "bfq"):
 				v.Fix = fmt.Sprintf("echo bfq > %s", schedulerPath(e))
+			case e.NoBFQ:
+				v.Reason += "; this kernel is built without bfq (CONFIG_IOSCHED_BFQ is not set), so no group weight works on its v1 devices or without iocost"
 			case !slices.Contains(e.Schedulers, "cfq"):
 				v.Fix = fmt.Sprintf("modprobe bfq && echo bfq > %s", schedulerPath(e))
 			}

@@ -154,7 +154,10 @@ type Env struct {
 	Schedulers, Slaves []string
 	// IOCostOn: io.cost.qos has enable=1 for the device (v2).
 	IOCostOn bool
-	Mechs    []Name
+	// NoBFQ: the kernel is built without the bfq scheduler, neither in
+	// nor as a module (host.BuiltWithoutBFQ): no fix can offer it.
+	NoBFQ bool
+	Mechs []Name
 }
 
 // table is the registry. Its order is the order of preference for a

@@ -147,6 +147,9 @@ func RunHost(ctx context.Context, o HostOptions) (res *HostResult, err error) {
 		o.Roots = host.Roots{Sys: "/sys", Proc: "/proc"}
 	}
 	p := o.Plan
+	if err := noBFQ(o.Roots, nil, p.Scheduler); err != nil {
+		return nil, err
+	}
 	res = &HostResult{Scenario: ScenarioHost, Command: o.Command, Build: o.Build, Plan: p, CPUs: runtime.NumCPU(),
 		Start: time.Now(), LoadStart: loadAvg(o.Roots.Proc), AllowBusy: o.AllowBusy, TestVM: os.Getenv("DDISKQOS_IN_VM") == "1"}
 	if why := LoadTooHigh(res.LoadStart, p.MaxLoad); why != "" && !o.AllowBusy {

@@ -145,6 +145,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if o.Roots.Sys == "" {
 		o.Roots = host.Roots{Sys: "/sys", Proc: "/proc"}
 	}
+	if err := noBFQ(o.Roots, o.Plan.Configs, ""); err != nil {
+		return nil, err
+	}
 	b := &bench{o: o, p: o.Plan}
 	b.log = func(format string, a ...any) {
 		if o.Progress != nil {
@@ -401,4 +404,28 @@ func removeStale(mount string) {
 		}
 		_ = cgroupfs.RemoveTree(filepath.Join(mount, e.Name()))
 	}
+}
+
+// noBFQ is the error of a plan that needs bfq (configurations cs, or the
+// host scenario's --scheduler bfq: sched) on a kernel built without it
+// (host.BuiltWithoutBFQ); nil when none does or the kernel has it.
+func noBFQ(r host.Roots, cs []Config, sched string) error {
+	var need []string
+	for _, c := range cs {
+		if c.bfq() {
+			need = append(need, string(c))
+		}
+	}
+	if sched == "bfq" {
+		need = append(need, "--scheduler bfq")
+	}
+	if len(need) == 0 || !host.BuiltWithoutBFQ(r) {
+		return nil
+	}
+	hint := "the host scenario without it needs no bfq"
+	if sched == "" {
+		hint = "the cell scenario always measures idle-bfq; --scenario host needs no bfq"
+	}
+	return fmt.Errorf("this kernel is built without bfq (%s/config.gz: CONFIG_IOSCHED_BFQ is not set), and %s run on it: %s",
+		r.Proc, strings.Join(need, ", "), hint)
 }

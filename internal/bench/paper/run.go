@@ -137,6 +137,12 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err := volume.CheckTools(); err != nil {
 		return res, err
 	}
+	if host.BuiltWithoutBFQ(o.Roots) {
+		// bfq, static and paper run on it (the paper's blkio weights are
+		// bfq's under v1): refused before anything is made.
+		return res, fmt.Errorf("this kernel is built without bfq (%s/config.gz: CONFIG_IOSCHED_BFQ is not set), and the paper's bench compares bfq's weights (configurations %s, %s, %s): `bench contention --scenario host` needs no bfq",
+			o.Roots.Proc, CfgBFQ, CfgStatic, CfgPaper)
+	}
 	b := &bench{o: o, p: o.Plan, ctx: ctx, res: res, files: map[string]string{},
 		run: fmt.Sprintf("%d-%d", os.Getpid(), started.UnixNano()),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
