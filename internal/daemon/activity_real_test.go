@@ -107,7 +107,8 @@ func kernelActivityReal(t *testing.T) {
 	for w.c.Due(d.tick) || short.Due(w.c, 0, d.tick) {
 		step()
 	}
-	before, _ := workloadNamed(d.Snapshot(), "quiet")
+	snap0 := d.Snapshot()
+	before, _ := workloadNamed(snap0, "quiet")
 	h, err := r.h.Open(cg)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +135,8 @@ func kernelActivityReal(t *testing.T) {
 		t.Fatalf("tick %d: quiet is due by its polling anyway", d.tick)
 	}
 	step()
-	after, _ := workloadNamed(d.Snapshot(), "quiet")
+	snap1 := d.Snapshot()
+	after, _ := workloadNamed(snap1, "quiet")
 	if got := after.ReadBytes - before.ReadBytes; got < n {
 		t.Errorf("the tick after quiet read %d bytes (seen by the sensor only): %d charged, want them all", n, got)
 	}
@@ -145,8 +147,16 @@ func kernelActivityReal(t *testing.T) {
 			bpf = l.Read.Bytes
 		}
 	}
-	t.Logf("on %s: counter file %d bytes, eBPF %d bytes (%d requests of 4 KiB lost); charged %d; latency %+v",
-		r.dev.Name, file, bpf, (file-min(file, bpf))/4096, after.ReadBytes-before.ReadBytes, after.Latency)
+	// What the sensor says it could not account meanwhile, anywhere on
+	// the host: events the kernel skipped it for, requests untimed or
+	// uncounted for want of room.
+	var missed, untimed, uncounted uint64
+	if snap0.Latency != nil && snap1.Latency != nil {
+		missed, untimed, uncounted = snap1.Latency.Missed-snap0.Latency.Missed, snap1.Latency.Untimed-snap0.Latency.Untimed,
+			snap1.Latency.Uncounted-snap0.Latency.Uncounted
+	}
+	t.Logf("on %s: counter file %d bytes, eBPF %d bytes (%d requests of 4 KiB lost; the sensor's own drops meanwhile: %d missed events, %d untimed, %d uncounted); charged %d; latency %+v",
+		r.dev.Name, file, bpf, (file-min(file, bpf))/4096, missed, untimed, uncounted, after.ReadBytes-before.ReadBytes, after.Latency)
 	if file < n || bpf > file || bpf < file-file/64 {
 		t.Errorf("on %s: counter file %d bytes, eBPF %d: want the file's %d and the sensor's within 1/64 below it", r.dev.Name, file, bpf, n)
 	}
