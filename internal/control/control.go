@@ -480,17 +480,9 @@ func (c *Controller) Step(in Input) State {
 	}
 	switch {
 	case m > 2*t:
-		c.st.Share = max(c.cfg.Floor, s*deepCutFactor)
-		c.setKnee(in.At, s)
-		if c.cfg.Conserve {
-			c.lift.armCheck(m, t, s)
-		}
+		c.windowCut(in.At, m, t, s, deepCutFactor)
 	case m > t:
-		c.st.Share = max(c.cfg.Floor, s*cutFactor)
-		c.setKnee(in.At, s)
-		if c.cfg.Conserve {
-			c.lift.armCheck(m, t, s)
-		}
+		c.windowCut(in.At, m, t, s, cutFactor)
 	case 2*m <= t && c.cfg.Conserve:
 		// Work-conserving, a window well within the target while the cap
 		// holds its neighbour is the slow start's tick, pooled: double.
@@ -531,6 +523,17 @@ func (c *Controller) checkDouble(in Input, t time.Duration, s float64) bool {
 	// highest, they went 5 -> 8.5 % and back every 2 s).
 	c.knee, c.kneeAt = s, in.At
 	return true
+}
+
+// windowCut is a measured window's cut of share s by factor (its p99 m
+// above the target t): the knee at s, and the cut checked where work
+// conservation is on (liftState.armCheck).
+func (c *Controller) windowCut(at time.Time, m, t time.Duration, s, factor float64) {
+	c.st.Share = max(c.cfg.Floor, s*factor)
+	c.setKnee(at, s)
+	if c.cfg.Conserve {
+		c.lift.armCheck(m, t, s)
+	}
 }
 
 // resetPool empties the pool.
