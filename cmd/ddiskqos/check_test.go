@@ -277,6 +277,13 @@ func TestCheckReal(t *testing.T) {
 	if d := dev(before); d.Mechanism != host.MechThrottle || d.Scheduler != "none" {
 		t.Errorf("before: %s on %s", d.Mechanism, d.Scheduler)
 	}
+	if testkit.NoBFQ() {
+		// What check tells the operator of a kernel without bfq: no
+		// "modprobe bfq", and why.
+		if d := dev(before); d.Fix != "" || !strings.Contains(d.Reason, "built without bfq") {
+			t.Errorf("kernel without bfq: fix %q, reason %q; want no fix and the reason saying it", d.Fix, d.Reason)
+		}
+	}
 	testkit.SetScheduler(t, loop.Name, "bfq")
 	after := run()
 	if d := dev(after); d.Mechanism != host.MechBFQWeight || !d.WeightsEffective {

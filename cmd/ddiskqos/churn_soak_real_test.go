@@ -494,7 +494,7 @@ func TestRealV1ChurnSoak(t *testing.T) {
 	// with throttle limits of its own (what ddiskqos must put back).
 	streamer, weighted, capped := r.child(t, "streamer"), r.child(t, "weighted"), r.child(t, "capped")
 	wp, _ := r.h.Path(weighted)
-	if err := os.WriteFile(filepath.Join(wp, "blkio.bfq.weight_device"), []byte(r.loop.Dev()+" 300"), 0); err != nil {
+	if err := r.ownWeight(wp, 300); err != nil {
 		t.Fatal(err)
 	}
 	cp, _ := r.h.Path(capped)
@@ -635,10 +635,11 @@ func TestRealDockerChurnSoak(t *testing.T) {
 		if i == 1 {
 			// An operator's own weight and cap (docker run --blkio-weight
 			// is refused on v1 with BFQ): what ddiskqos must put back.
-			for f, v := range map[string]string{"blkio.bfq.weight_device": "300", "blkio.throttle.read_bps_device": "734003200"} {
-				if err := os.WriteFile(filepath.Join(p, f), []byte(r.loop.Dev()+" "+v), 0); err != nil {
-					t.Fatal(err)
-				}
+			if err := r.ownWeight(p, 300); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(p, "blkio.throttle.read_bps_device"), []byte(r.loop.Dev()+" 734003200"), 0); err != nil {
+				t.Fatal(err)
 			}
 		}
 		before[p] = blkioFiles(t, p)

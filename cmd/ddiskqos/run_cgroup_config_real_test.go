@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
-	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/snapshot"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
@@ -26,7 +25,7 @@ import (
 func TestRealRunCgroupPinsAndExemptions(t *testing.T) {
 	r := newRunRig(t)
 	pin, ex, plain := r.child(t, "pin-db"), r.child(t, "ex-sys"), r.child(t, "plain")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, ex, "300"); err != nil {
+	if err := r.setWeight(t, ex, "300"); err != nil {
 		t.Fatal(err)
 	}
 	d := r.start(t, "--cgroup-parent", r.h.Mount+r.parent, "--cgroup-exempt", "ex-*", "--cgroup-levels", "pin-*=3,pin-db=2")
@@ -129,7 +128,7 @@ func TestRealRunKubepods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, root+"/"+g, "300"); err != nil {
+	if err := r.setWeight(t, root+"/"+g, "300"); err != nil {
 		t.Fatal(err)
 	}
 	d := r.start(t, "--cgroup-parent", root+"/kubepods.slice", "--cgroup-exempt-guaranteed")

@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/testkit"
 )
 
@@ -66,7 +65,7 @@ func readOnlyDir(t *testing.T) (dir string, writable func()) {
 func TestRealFaultStateDirReadOnly(t *testing.T) {
 	r := newRunRig(t)
 	small := r.child(t, "small")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 	dir, writable := readOnlyDir(t)
@@ -153,7 +152,7 @@ func (r *runRig) runOnce(t *testing.T, extra ...string) (int, string) {
 func TestRealFaultBadStateFile(t *testing.T) {
 	r := newRunRig(t)
 	small := r.child(t, "small")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 	// A state file a previous run really wrote, to truncate.
@@ -164,7 +163,7 @@ func TestRealFaultBadStateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err) // what the killed daemon left (1000) back to 300
 	}
 	for _, c := range []struct{ name, body, want string }{
@@ -205,7 +204,7 @@ func lastLine(s string) string {
 func TestRealFaultSecondDaemon(t *testing.T) {
 	r := newRunRig(t)
 	small := r.child(t, "small")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 	first := r.start(t)
@@ -254,7 +253,7 @@ func TestRealFaultSecondDaemon(t *testing.T) {
 func TestRealFaultPortTaken(t *testing.T) {
 	r := newRunRig(t)
 	small := r.child(t, "small")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 	d := r.start(t)
@@ -332,7 +331,7 @@ func TestRealFaultKillRestart(t *testing.T) {
 	small, gone := r.child(t, "small"), r.child(t, "gone")
 	bulk := r.child(t, "bulk")
 	for cg, w := range map[string]uint64{small: 300, gone: 200} {
-		if err := mech.Write(r.h, mech.BFQWeight, r.dev, cg, strconv.FormatUint(w, 10)); err != nil {
+		if err := r.setWeight(t, cg, strconv.FormatUint(w, 10)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -427,7 +426,7 @@ func TestRealFaultUnrestorableEntry(t *testing.T) {
 func TestRealFaultRecreatedWhileDown(t *testing.T) {
 	r := newRunRig(t)
 	small := r.child(t, "small")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := r.startLog(t)
@@ -444,7 +443,7 @@ func TestRealFaultRecreatedWhileDown(t *testing.T) {
 	if err := os.Mkdir(p, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "700"); err != nil {
+	if err := r.setWeight(t, small, "700"); err != nil {
 		t.Fatal(err)
 	}
 	d, dlog := r.startLog(t)
@@ -480,7 +479,7 @@ func TestRealFaultRecreatedWhileDown(t *testing.T) {
 func TestRealFaultRecreatedWhileRunning(t *testing.T) {
 	r := newRunRig(t)
 	small := r.child(t, "small")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 	d, dlog := r.startLog(t)
@@ -493,7 +492,7 @@ func TestRealFaultRecreatedWhileRunning(t *testing.T) {
 	if err := os.Mkdir(p, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "700"); err != nil {
+	if err := r.setWeight(t, small, "700"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new small tracked and at its level-1 weight", func() bool {
@@ -528,7 +527,7 @@ func TestRealFaultOddNamesKillRestart(t *testing.T) {
 	var cgs []string
 	for i, n := range names {
 		cg := r.child(t, n)
-		if err := mech.Write(r.h, mech.BFQWeight, r.dev, cg, strconv.Itoa(300+i)); err != nil {
+		if err := r.setWeight(t, cg, strconv.Itoa(300+i)); err != nil {
 			t.Fatal(err)
 		}
 		cgs = append(cgs, cg)
@@ -572,7 +571,7 @@ func TestRealFaultKillDuringFirstTick(t *testing.T) {
 	cgs := make([]string, n)
 	for i := range cgs {
 		cgs[i] = r.child(t, fmt.Sprintf("c%04d", i))
-		if err := mech.Write(r.h, mech.BFQWeight, r.dev, cgs[i], "300"); err != nil {
+		if err := r.setWeight(t, cgs[i], "300"); err != nil {
 			t.Fatal(err)
 		}
 	}

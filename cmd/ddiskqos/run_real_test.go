@@ -62,6 +62,11 @@ type runRig struct {
 	parent           string
 	loop             testkit.Loop
 	dev              cgroupfs.Dev
+	// noBFQ: the kernel has no bfq, so the loop device was left on its
+	// own scheduler and the daemon shapes it with the throttle's caps
+	// alone; a test of weights skips at its first weight (setWeight,
+	// weight). False for every rig on bfq, the VM's among them.
+	noBFQ bool
 }
 
 func newRunRig(t *testing.T) *runRig {
@@ -80,7 +85,7 @@ func newRunRig(t *testing.T) *runRig {
 		h: cgroupfs.Hierarchy{Version: 1, Mount: m.Mountpoint}, parent: fmt.Sprintf("/ddiskqos-test-run-%d", os.Getpid())}
 	r.lock = filepath.Join(t.TempDir(), "ddiskqos.lock")
 	r.loop = testkit.LoopDevice(t, 512)
-	testkit.SetScheduler(t, r.loop.Name, "bfq")
+	r.noBFQ = !testkit.PreferBFQ(t, r.loop.Name)
 	r.dev = cgroupfs.Dev{Major: r.loop.Major, Minor: r.loop.Minor}
 	p, _ := r.h.Path(r.parent)
 	testkit.Cgroup(t, p)
@@ -189,8 +194,33 @@ func (r *runRig) waitLevel(t *testing.T, name string, level int) {
 	t.Fatalf("%s never reached level %d; last snapshot %+v", name, level, last)
 }
 
+// ownWeight writes an operator's own bfq weight w for the rig's loop device
+// into the cgroup directory dir (what the daemon must put back), when the
+// device is on bfq; without bfq there is none to write (the rig's caps
+// alone are then the operator's).
+func (r *runRig) ownWeight(dir string, w int) error {
+	if r.noBFQ {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, "blkio.bfq.weight_device"), []byte(fmt.Sprintf("%s %d", r.loop.Dev(), w)), 0)
+}
+
+// setWeight writes bfq weight v into cgroup cg for the rig's loop device
+// (an operator's own, the daemon must put back); a test of weights skips
+// here without bfq.
+func (r *runRig) setWeight(t *testing.T, cg, v string) error {
+	t.Helper()
+	if r.noBFQ {
+		testkit.SkipNoBFQ(t, r.loop.Name+" left on its own scheduler")
+	}
+	return mech.Write(r.h, mech.BFQWeight, r.dev, cg, v)
+}
+
 func (r *runRig) weight(t *testing.T, cg string) (uint64, bool) {
 	t.Helper()
+	if r.noBFQ {
+		testkit.SkipNoBFQ(t, r.loop.Name+" left on its own scheduler")
+	}
 	return realcg.Weight(t, r.h, mech.BFQWeight, r.dev, cg)
 }
 
@@ -239,7 +269,7 @@ func stopWith(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 func TestRealRunLevelsSignalsAndCrash(t *testing.T) {
 	r := newRunRig(t)
 	small, bulk := r.child(t, "small"), r.child(t, "bulk")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ddiskqos/ddiskqos/internal/mech"
 )
 
 // TestRealRunStderrGoneStillRestores: the daemon run under "| tee" and
@@ -21,7 +20,7 @@ import (
 func TestRealRunStderrGoneStillRestores(t *testing.T) {
 	r := newRunRig(t)
 	small := r.child(t, "small")
-	if err := mech.Write(r.h, mech.BFQWeight, r.dev, small, "300"); err != nil {
+	if err := r.setWeight(t, small, "300"); err != nil {
 		t.Fatal(err)
 	}
 	pr, pw, err := os.Pipe()

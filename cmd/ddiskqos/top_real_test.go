@@ -109,8 +109,12 @@ func TestRealTopInTmux(t *testing.T) {
 	if a := x.pane("#{alternate_on}"); a != "1" {
 		t.Errorf("top runs outside the alternate screen (alternate_on %q)", a)
 	}
+	devRow := `bfq-weight(\+throttle)?\s+bfq\s` // mechanism, scheduler
+	if r.noBFQ {
+		devRow = `throttle\s+none\s`
+	}
 	if !strings.HasPrefix(lines[0], "ddiskqos top  "+r.addr) || !screenHas(lines, regexp.MustCompile(`^health ok; source cgroup`)) ||
-		!screenHas(lines, regexp.MustCompile(`^`+r.loop.Name+`\s+7:\d+\s+bfq-weight(\+throttle)?\s+bfq\s`)) {
+		!screenHas(lines, regexp.MustCompile(`^`+r.loop.Name+`\s+7:\d+\s+`+devRow)) {
 		t.Errorf("title, health or device missing:\n%s", strings.Join(lines, "\n"))
 	}
 	checkWidth := func(width int, lines []string) {

@@ -97,14 +97,11 @@ func SetScheduler(t testing.TB, name, sched string) {
 		t.Fatalf("read %s: %v", p, err)
 	}
 	cur := ActiveScheduler(string(old))
-	if !strings.Contains(string(old), sched) && sched == "bfq" && kconfig.WithoutBFQ("/proc") {
+	if !strings.Contains(string(old), sched) && sched == "bfq" && NoBFQ() {
 		// Not something to install: the kernel has none to load. The
 		// test's subject (a group weight) does not exist on this kernel
 		// under cgroup v1.
-		var u unix.Utsname
-		unix.Uname(&u)
-		t.Skipf("kernel %s is built without bfq (/proc/config.gz: CONFIG_IOSCHED_BFQ is not set; %s offers %q): this test needs bfq's group weights",
-			unix.ByteSliceToString(u.Release[:]), name, strings.TrimSpace(string(old)))
+		SkipNoBFQ(t, fmt.Sprintf("%s offers %q", name, strings.TrimSpace(string(old))))
 	}
 	Need(t, strings.Contains(string(old), sched), "scheduler %q not offered by %s (%q)", sched, name, strings.TrimSpace(string(old)))
 	if err := os.WriteFile(p, []byte(sched), 0); err != nil {
@@ -118,6 +115,36 @@ func SetScheduler(t testing.TB, name, sched string) {
 			t.Errorf("restore scheduler %s on %s: %v", cur, name, err)
 		}
 	})
+}
+
+// NoBFQ reports whether the running kernel is built without bfq
+// (kconfig.WithoutBFQ): nothing to install or load, and no group weight
+// under cgroup v1.
+func NoBFQ() bool { return kconfig.WithoutBFQ("/proc") }
+
+// SkipNoBFQ skips a test that needs bfq's group weights on a kernel built
+// without bfq (NoBFQ), even under DDISKQOS_REQUIRE_REAL: nothing is
+// missing that an install could give. seen says what showed it.
+func SkipNoBFQ(t testing.TB, seen string) {
+	t.Helper()
+	var u unix.Utsname
+	unix.Uname(&u)
+	t.Skipf("kernel %s is built without bfq (/proc/config.gz: CONFIG_IOSCHED_BFQ is not set; %s): this test needs bfq's group weights",
+		unix.ByteSliceToString(u.Release[:]), seen)
+}
+
+// PreferBFQ selects bfq on block device name (SetScheduler) and reports
+// true, or, on a kernel built without bfq (NoBFQ), leaves the device's
+// scheduler as it is and reports false: for a rig whose tests shape I/O
+// through whichever mechanism the device offers (bfq's weights beside
+// the throttle's caps, or the caps alone).
+func PreferBFQ(t testing.TB, name string) bool {
+	t.Helper()
+	if NoBFQ() {
+		return false
+	}
+	SetScheduler(t, name, "bfq")
+	return true
 }
 
 // ActiveScheduler returns the bracketed entry of a queue/scheduler file.
