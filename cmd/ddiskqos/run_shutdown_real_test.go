@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // TestRealRunStderrGoneStillRestores: the daemon run under "| tee" and
