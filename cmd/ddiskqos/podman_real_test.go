@@ -410,8 +410,11 @@ func TestRealPodmanDockerAPI(t *testing.T) {
 	names := map[string]string{stream: p.name(t, stream), idle: p.name(t, idle)} // idle: a name podman chose
 	before := libpodBlkio(t, r, stream, idle)
 
+	// Debug: in 2 of ~14 runs (2026-12-04) the daemon tracked nothing
+	// for 60 s and logged nothing after its start; its source's debug
+	// lines say what the engine answered.
 	d, _ := r.launch(t, "run", "--source", "docker", "--docker-host", host,
-		"--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name)
+		"--listen", r.addr, "--state-file", r.state, "--devices", r.loop.Name, "--log-level", "debug")
 	began := time.Now()
 	s := waitSnapshot(t, r, "the streamer at level 4 and the idle one pinned at 2", time.Minute, func(s *snapshot.Snapshot) bool {
 		ws, ok1 := byID(s, stream)

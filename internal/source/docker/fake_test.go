@@ -38,6 +38,7 @@ type fakeEngine struct {
 	subs       map[chan events.Message]bool
 	srv        *http.Server
 	requests   map[string]int // by endpoint
+	hang       map[string]int // by path: how many more requests get no answer
 }
 
 type fakeContainer struct {
@@ -54,6 +55,7 @@ func newFakeEngine(t *testing.T, driver string) *fakeEngine {
 		containers: map[string]fakeContainer{},
 		subs:       map[chan events.Message]bool{},
 		requests:   map[string]int{},
+		hang:       map[string]int{},
 	}
 	f.start()
 	t.Cleanup(f.stop)
@@ -99,7 +101,16 @@ func (f *fakeEngine) serve(w http.ResponseWriter, r *http.Request) {
 	p := versionPrefix.ReplaceAllString(r.URL.Path, "")
 	f.mu.Lock()
 	f.requests[strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]]++
+	hang := f.hang[p] > 0
+	if hang {
+		f.hang[p]--
+	}
 	f.mu.Unlock()
+	if hang {
+		// Taken, never answered: until the client gives up.
+		<-r.Context().Done()
+		return
+	}
 	w.Header().Set("Api-Version", "1.41")
 	w.Header().Set("Content-Type", "application/json")
 	switch {
@@ -471,6 +482,53 @@ func TestFakeEngineUnreachableAtStart(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "docker engine reachable again") {
 		t.Errorf("recovery not logged:\n%s", logs.String())
+	}
+}
+
+// TestFakeEngineCallHangs: an engine that takes a call and never answers
+// it (the listing, then an inspect) is unreachable after CallTimeout: one
+// WARN, a new session, and the container reported once it answers.
+func TestFakeEngineCallHangs(t *testing.T) {
+	t.Parallel()
+	f := newFakeEngine(t, DriverCgroupfs)
+	f.put(fakeContainer{id: id1, name: "a", pid: 1})
+	f.mu.Lock()
+	f.hang["/containers/json"] = 1
+	f.hang["/containers/"+id1+"/json"] = 1
+	f.mu.Unlock()
+	var logs testkit.SyncBuffer
+	s, err := New(Options{Engine: f.client(), Layout: hybridLayout, ProcFS: t.TempDir(), MinBackoff: 10 * time.Millisecond,
+		MaxBackoff: 40 * time.Millisecond, CallTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan source.Event, 8)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, out) }()
+	defer func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("source log:\n%s", logs.String())
+		}
+	}()
+	for i, want := range []source.EventKind{source.Added, source.Synced} {
+		select {
+		case ev := <-out:
+			if ev.Kind != want || (want == source.Added && ev.Workload.ID != id1) {
+				t.Fatalf("event %d: %v %+v, want %v", i, ev.Kind, ev.Workload, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %v within 5 s: the source waits on a call the engine never answers", want)
+		}
+	}
+	if n := s.Errors(); n != 2 {
+		t.Errorf("%d failed sessions, want 2 (the listing's, the inspect's)", n)
+	}
+	if l := logs.String(); strings.Count(l, "level=WARN") != 2 || !strings.Contains(l, "docker engine unreachable") ||
+		!strings.Contains(l, "deadline exceeded") || !strings.Contains(l, "reachable again") {
+		t.Errorf("want one WARN of the engine unreachable (a deadline exceeded) and one of it back:\n%s", l)
 	}
 }
 
