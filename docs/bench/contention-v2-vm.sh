@@ -18,14 +18,15 @@
 #     bin/vmexec -mem 4G -timeout 30m docs/bench/contention-v2-vm.sh \
 #     --scenario host --no-loop --device-class vm-nullblk --quick ...
 #
-# (vmexec passes the variables named DDISKQOS_*.) One device, 2 GiB,
+# (vmexec passes the variables named DDISKQOS_*.) One device, 3 GiB,
 # completions by timer (irqmode=2).
 set -eu
 cd "$(dirname "$0")/../.."
 disk=${DDISKQOS_VM_DISK:-/dev/vda}
 if [ -n "${DDISKQOS_VM_NULLBLK:-}" ]; then
+	[ -d /sys/module/configfs ] || insmod /modules/configfs.ko # null_blk's dependency
 	# shellcheck disable=SC2086 # the parameters are words
-	insmod /modules/null_blk.ko nr_devices=1 gb=2 memory_backed=1 irqmode=2 $DDISKQOS_VM_NULLBLK
+	insmod /modules/null_blk.ko nr_devices=1 gb=3 memory_backed=1 irqmode=2 $DDISKQOS_VM_NULLBLK
 	disk=/dev/nullb0
 	echo "null_blk: $DDISKQOS_VM_NULLBLK; scheduler $(cat /sys/block/nullb0/queue/scheduler)" >&2
 fi
