@@ -532,6 +532,53 @@ func TestFakeEngineCallHangs(t *testing.T) {
 	}
 }
 
+// TestFakeEngineInfoHangs: an engine whose info call never answers (podman
+// 4.3's service, now and then) is still followed: its containers are
+// resolved from /proc, with one WARN that the driver is unknown.
+func TestFakeEngineInfoHangs(t *testing.T) {
+	t.Parallel()
+	f := newFakeEngine(t, DriverCgroupfs)
+	f.put(fakeContainer{id: id1, name: "a", pid: 101})
+	f.mu.Lock()
+	f.hang["/info"] = 100
+	f.mu.Unlock()
+	procfs := t.TempDir()
+	writeProc(t, procfs, 101, hybridFile("/docker/"+id1))
+	var logs testkit.SyncBuffer
+	s, err := New(Options{Engine: f.client(), Layout: hybridLayout, ProcFS: procfs, MinBackoff: 10 * time.Millisecond,
+		MaxBackoff: 40 * time.Millisecond, CallTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan source.Event, 8)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, out) }()
+	defer func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("source log:\n%s", logs.String())
+		}
+	}()
+	for i, want := range []source.EventKind{source.Added, source.Synced} {
+		select {
+		case ev := <-out:
+			if ev.Kind != want || (want == source.Added && (ev.Workload.ID != id1 || ev.Workload.Cgroup != "/docker/"+id1)) {
+				t.Fatalf("event %d: %v %+v, want %v of %s in /docker/%s", i, ev.Kind, ev.Workload, want, id1, id1)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %v within 5 s of an engine whose info never answers", want)
+		}
+	}
+	if n := s.Errors(); n != 0 {
+		t.Errorf("%d failed sessions, want 0: a slow info is no unreachable engine", n)
+	}
+	if l := logs.String(); strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, "did not answer its info call") {
+		t.Errorf("want one WARN of the info unanswered:\n%s", l)
+	}
+}
+
 // TestCancelWhileReconnecting: Run returns nil when ctx ends during the
 // backoff, and when it ends while a consumer does not read.
 func TestCancelWhileReconnecting(t *testing.T) {
