@@ -144,8 +144,12 @@ func New(opts Options, env Env) (*Stage, error) {
 			iv = env.Interval
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		s.probe, s.stop = p, cancel
-		go p.Run(ctx, iv)
+		done := make(chan struct{})
+		s.probe, s.stop = p, func() { cancel(); <-done }
+		go func() {
+			defer close(done)
+			p.Run(ctx, iv)
+		}()
 	}
 	return s, nil
 }
@@ -164,8 +168,9 @@ func (s *Stage) holdable(dv devhealth.Device, env Env) bool {
 	return true
 }
 
-// Close stops the probe and closes <proc>/stat; the device sensors are
-// their owner's to close.
+// Close stops the probe, waiting for a write under way (a test's temporary
+// directory was removed while the probe wrote in it), and closes
+// <proc>/stat; the device sensors are their owner's to close.
 func (s *Stage) Close() {
 	if s.stop != nil {
 		s.stop()
