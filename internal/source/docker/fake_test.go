@@ -230,19 +230,28 @@ type harness struct {
 	out    chan source.Event
 	done   chan error
 	cancel context.CancelFunc
+	src    *Source
 }
 
-func startHarness(t *testing.T, f *fakeEngine, min, max time.Duration) *harness {
+// startHarness runs a Source over f, its options changed by each of opts
+// (a ProcFS set there is the harness's procfs).
+func startHarness(t *testing.T, f *fakeEngine, min, max time.Duration, opts ...func(*Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, engine: f, procfs: t.TempDir(), logs: &testkit.SyncBuffer{}, out: make(chan source.Event), done: make(chan error, 1)}
-	s, err := New(Options{
-		Engine: f.client(), Layout: hybridLayout, ProcFS: h.procfs,
+	h := &harness{t: t, engine: f, logs: &testkit.SyncBuffer{}, out: make(chan source.Event), done: make(chan error, 1)}
+	o := Options{
+		Engine: f.client(), Layout: hybridLayout, ProcFS: t.TempDir(),
 		MinBackoff: min, MaxBackoff: max,
 		Logger: slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, set := range opts {
+		set(&o)
+	}
+	h.procfs = o.ProcFS
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.src = s
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { h.done <- s.Run(ctx, h.out) }()
@@ -274,6 +283,22 @@ func (h *harness) expect(kind source.EventKind, want source.Workload) {
 		h.t.Fatalf("Run returned %v while waiting for %v %s", err, kind, want.Name)
 	case <-time.After(5 * time.Second):
 		h.t.Fatalf("no %v %s within 5s", kind, want.Name)
+	}
+}
+
+// expectKinds wants the next events to be of kinds, in order, an Added one
+// of container id (in cgroup cg unless "").
+func (h *harness) expectKinds(id, cg string, kinds ...source.EventKind) {
+	h.t.Helper()
+	for i, want := range kinds {
+		select {
+		case ev := <-h.out:
+			if ev.Kind != want || (want == source.Added && (ev.Workload.ID != id || (cg != "" && ev.Workload.Cgroup != cg))) {
+				h.t.Fatalf("event %d: %v %+v, want %v (of %s in %q)", i, ev.Kind, ev.Workload, want, id, cg)
+			}
+		case <-time.After(5 * time.Second):
+			h.t.Fatalf("no %v within 5 s", want)
+		}
 	}
 }
 
@@ -496,37 +521,12 @@ func TestFakeEngineCallHangs(t *testing.T) {
 	f.hang["/containers/json"] = 1
 	f.hang["/containers/"+id1+"/json"] = 1
 	f.mu.Unlock()
-	var logs testkit.SyncBuffer
-	s, err := New(Options{Engine: f.client(), Layout: hybridLayout, ProcFS: t.TempDir(), MinBackoff: 10 * time.Millisecond,
-		MaxBackoff: 40 * time.Millisecond, CallTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan source.Event, 8)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, out) }()
-	defer func() {
-		cancel()
-		<-done
-		if t.Failed() {
-			t.Logf("source log:\n%s", logs.String())
-		}
-	}()
-	for i, want := range []source.EventKind{source.Added, source.Synced} {
-		select {
-		case ev := <-out:
-			if ev.Kind != want || (want == source.Added && ev.Workload.ID != id1) {
-				t.Fatalf("event %d: %v %+v, want %v", i, ev.Kind, ev.Workload, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no %v within 5 s: the source waits on a call the engine never answers", want)
-		}
-	}
-	if n := s.Errors(); n != 2 {
+	h := startHarness(t, f, 10*time.Millisecond, 40*time.Millisecond, func(o *Options) { o.CallTimeout = 100 * time.Millisecond })
+	h.expectKinds(id1, "", source.Added, source.Synced)
+	if n := h.src.Errors(); n != 2 {
 		t.Errorf("%d failed sessions, want 2 (the listing's, the inspect's)", n)
 	}
-	if l := logs.String(); strings.Count(l, "level=WARN") != 2 || !strings.Contains(l, "docker engine unreachable") ||
+	if l := h.logs.String(); strings.Count(l, "level=WARN") != 2 || !strings.Contains(l, "docker engine unreachable") ||
 		!strings.Contains(l, "deadline exceeded") || !strings.Contains(l, "reachable again") {
 		t.Errorf("want one WARN of the engine unreachable (a deadline exceeded) and one of it back:\n%s", l)
 	}
@@ -544,37 +544,14 @@ func TestFakeEngineInfoHangs(t *testing.T) {
 	f.mu.Unlock()
 	procfs := t.TempDir()
 	writeProc(t, procfs, 101, hybridFile("/docker/"+id1))
-	var logs testkit.SyncBuffer
-	s, err := New(Options{Engine: f.client(), Layout: hybridLayout, ProcFS: procfs, MinBackoff: 10 * time.Millisecond,
-		MaxBackoff: 40 * time.Millisecond, CallTimeout: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan source.Event, 8)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, out) }()
-	defer func() {
-		cancel()
-		<-done
-		if t.Failed() {
-			t.Logf("source log:\n%s", logs.String())
-		}
-	}()
-	for i, want := range []source.EventKind{source.Added, source.Synced} {
-		select {
-		case ev := <-out:
-			if ev.Kind != want || (want == source.Added && (ev.Workload.ID != id1 || ev.Workload.Cgroup != "/docker/"+id1)) {
-				t.Fatalf("event %d: %v %+v, want %v of %s in /docker/%s", i, ev.Kind, ev.Workload, want, id1, id1)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no %v within 5 s of an engine whose info never answers", want)
-		}
-	}
-	if n := s.Errors(); n != 0 {
+	h := startHarness(t, f, 10*time.Millisecond, 40*time.Millisecond, func(o *Options) {
+		o.CallTimeout, o.ProcFS = 100*time.Millisecond, procfs
+	})
+	h.expectKinds(id1, "/docker/"+id1, source.Added, source.Synced)
+	if n := h.src.Errors(); n != 0 {
 		t.Errorf("%d failed sessions, want 0: a slow info is no unreachable engine", n)
 	}
-	if l := logs.String(); strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, "did not answer its info call") {
+	if l := h.logs.String(); strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, "did not answer its info call") {
 		t.Errorf("want one WARN of the info unanswered:\n%s", l)
 	}
 }
