@@ -147,6 +147,39 @@ func rampStep(bps, iops float64, n int) cgroupfs.Limits {
 	return cgroupfs.Limits{RBps: b, WBps: b, RIOps: io, WIOps: io}
 }
 
+// One file a write on v1. Each v1 limit file is a write of its own, and
+// every write carries the group's debt over to a restarted slice —
+// computed over the jiffies since the slice started, and only where that
+// allowance is positive (6.16+, __tg_update_carryover): a second write in
+// the same jiffy, as the four files of one change are written, finds none
+// elapsed and sets the debt to nothing, so the group gets a whole slice
+// of the new cap at once. Measured in TestRealV1LatencyEffect (6.18, HZ
+// 250) before this rule: every raise of the ramp let cap × slice through
+// within 10 ms (7–15 MB: 600–1,300 MiB/s moved under caps of 75–150), the
+// victim's reads then 10–60 ms against 0.7 idle, its p99 6–9 ms (8–12×
+// idle) where a re-arm (one file) moved the cap's rate. So on v1 a cap
+// in force changes one file a period, the reads' first (RBps, RIOps,
+// WBps, WIOps): the debt is kept and a raise lets d × slice through as
+// meant. A new cap (no debt to keep) and a lift are written at once; on
+// v2 io.max is one write.
+func oneFile(cur, want cgroupfs.Limits) cgroupfs.Limits {
+	if cur.IsZero() || want.IsZero() {
+		return want
+	}
+	out := cur
+	switch {
+	case want.RBps != cur.RBps:
+		out.RBps = want.RBps
+	case want.RIOps != cur.RIOps:
+		out.RIOps = want.RIOps
+	case want.WBps != cur.WBps:
+		out.WBps = want.WBps
+	default:
+		out.WIOps = want.WIOps
+	}
+	return out
+}
+
 // raising reports whether want raises or lifts a field of the cap in
 // force cur (both set, want higher; or cur set and want unlimited).
 func raising(cur, want cgroupfs.Limits) bool {

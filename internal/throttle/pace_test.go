@@ -9,6 +9,33 @@ import (
 // TestRamp: a raise goes up by the step, never past what is wanted; a lift
 // goes up by the step until lifted; a new cap, a lower one and a field
 // without a step are written at once.
+// TestOneFile: on v1 a cap in force changes one limit file a write, the
+// reads' first; a new cap and a lift go at once.
+func TestOneFile(t *testing.T) {
+	l := func(rb, wb, rio, wio uint64) cgroupfs.Limits {
+		return cgroupfs.Limits{RBps: rb, WBps: wb, RIOps: rio, WIOps: wio}
+	}
+	for _, c := range []struct {
+		name            string
+		cur, want, next cgroupfs.Limits
+	}{
+		{"raise: read bytes first", l(100, 100, 10, 10), l(200, 200, 20, 20), l(200, 100, 10, 10)},
+		{"then read requests", l(200, 100, 10, 10), l(200, 200, 20, 20), l(200, 100, 20, 10)},
+		{"then write bytes", l(200, 100, 20, 10), l(200, 200, 20, 20), l(200, 200, 20, 10)},
+		{"then write requests", l(200, 200, 20, 10), l(200, 200, 20, 20), l(200, 200, 20, 20)},
+		{"a cut too", l(200, 200, 20, 20), l(50, 50, 5, 5), l(50, 200, 20, 20)},
+		{"a field's rule removed", l(200, 0, 20, 20), l(200, 0, 0, 20), l(200, 0, 0, 20)},
+		{"a field's rule added", l(200, 0, 20, 20), l(200, 50, 20, 20), l(200, 50, 20, 20)},
+		{"unchanged", l(200, 200, 20, 20), l(200, 200, 20, 20), l(200, 200, 20, 20)},
+		{"new cap at once", cgroupfs.Limits{}, l(50, 50, 5, 5), l(50, 50, 5, 5)},
+		{"lift at once", l(50, 50, 5, 5), cgroupfs.Limits{}, cgroupfs.Limits{}},
+	} {
+		if got := oneFile(c.cur, c.want); got != c.next {
+			t.Errorf("%s: oneFile(%+v, %+v) = %+v, want %+v", c.name, c.cur, c.want, got, c.next)
+		}
+	}
+}
+
 func TestRamp(t *testing.T) {
 	l := func(b, io uint64) cgroupfs.Limits { return cgroupfs.Limits{RBps: b, WBps: b, RIOps: io, WIOps: io} }
 	step := l(10, 2)

@@ -337,6 +337,9 @@ func (t *Throttle) applyCaps(now time.Time) (writes int) {
 		if m.err == nil && rampOf(i, m) {
 			want = ramp(m.limits, want, step, lifted)
 		}
+		if t.h.Version == 1 {
+			want = oneFile(m.limits, want)
+		}
 		capped = capped || !want.IsZero()
 		if !m.durable {
 			continue // its original is not durable yet: never write
