@@ -90,7 +90,7 @@ func TestRealV1LatencyControl(t *testing.T) {
 	streamer, victim := effectSpecs(r.loop.Path, 384<<20, 32, 100, 12*time.Second)
 	idleSpec := victim
 	idleSpec.Duration = 6 * time.Second
-	idle := r.effectVictimAlone(t, effect{victim: idleSpec})
+	idle := r.effectVictimAlone(t, effect{victim: idleSpec}, "idle")
 	var fixed, steered []controlPhase
 	for i := range 2 {
 		for _, target := range []string{"off", "auto"} {
