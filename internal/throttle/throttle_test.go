@@ -1151,3 +1151,43 @@ func TestThrottleBios(t *testing.T) {
 		t.Fatalf("top %d, w0001 %+v after a level-1 read (files): want it capped", th.top, f.limits("/p/w0001"))
 	}
 }
+
+// TestThrottleChangesOneFileAPeriod: on v1 a cap in force that the
+// controller raises changes one limit file a period, the read bytes first
+// (pace.go's oneFile: a second write in the same jiffy drops the group's
+// debt); the cap wanted is reached all the same.
+func TestThrottleChangesOneFileAPeriod(t *testing.T) {
+	t.Parallel()
+	f := newFakeThrottleTree(t, "/p/hi", "/p/l4")
+	th, step := newStepper(t, f, map[string]int{"/p/hi": 1, "/p/l4": 4})
+	for range 5 { // 1000 MiB/s, 1000 IOPS
+		f.read("/p/l4", 40<<20)
+		f.device(200<<20, 200, 200)
+		step(200 * time.Millisecond)
+	}
+	run := func() {
+		f.read("/p/hi", 4096)
+		f.read("/p/l4", 1<<20)
+		step(10 * time.Millisecond)
+	}
+	th.Steer(0.05)
+	for range 6 {
+		run()
+	}
+	before := f.limits("/p/l4")
+	if before.RBps == 0 || before.RIOps == 0 || before.WBps == 0 || before.WIOps == 0 {
+		t.Fatalf("l4 beside a level-1 reader: %+v, want a cap on all four files", before)
+	}
+	th.Steer(0.3)
+	run()
+	after := f.limits("/p/l4")
+	if after.RBps <= before.RBps || after.RIOps != before.RIOps || after.WBps != before.WBps || after.WIOps != before.WIOps {
+		t.Fatalf("one period after a raise: %+v from %+v, want the read bytes raised and nothing else", after, before)
+	}
+	for range 200 {
+		run()
+	}
+	if l := f.limits("/p/l4"); l.RBps < 5*before.RBps || l.WIOps < 5*before.WIOps {
+		t.Fatalf("after 2 s at a share of 30 %%: %+v from %+v, want all four files raised", l, before)
+	}
+}
