@@ -450,7 +450,7 @@ func (c *Controller) Step(in Input) State {
 		// new window then, or no window is measured while the knee holds
 		// (each good tick reset it) and a window above the target, good
 		// and bad ticks in turn, never cuts.
-		if ns := c.raise(in.At, s, min(most, 2*max(s, in.InForce))); ns > s {
+		if ns := c.raise(in.At, s, min(most, c.doubled(s, in.InForce))); ns > s {
 			c.st.Share, c.dblFrom, c.dblTo = ns, s, ns
 			c.resetPool()
 			return c.st
@@ -486,7 +486,7 @@ func (c *Controller) Step(in Input) State {
 	case 2*m <= t && c.cfg.Conserve:
 		// Work-conserving, a window well within the target while the cap
 		// holds its neighbour is the slow start's tick, pooled: double.
-		c.st.Share = c.raise(in.At, s, min(most, 2*max(s, in.InForce)))
+		c.st.Share = c.raise(in.At, s, min(most, c.doubled(s, in.InForce)))
 		c.dblFrom, c.dblTo = s, c.st.Share
 	case 2*m <= t:
 		c.st.Share = c.raise(in.At, s, min(most, max(s*fastRaise, s+c.cfg.Step)))
@@ -494,6 +494,28 @@ func (c *Controller) Step(in Input) State {
 		c.st.Share = c.raise(in.At, s, min(most, s+c.cfg.Step))
 	}
 	return c.st
+}
+
+// slowStartEnd: the slow start doubles the share up to this part of the
+// capacity, and raises it by a quarter (fastRaise) above. A doubling's
+// overshoot costs the victims one tick at the share doubled to, and the
+// cost grows with the share: each period's re-arm lets share × period of
+// the device's time through, and near half the capacity a QD32 reader's
+// queue drains between writes, so the kernel drops its debt and the cap
+// stops holding. In TestRealV1LatencyEffect (2026-12-07, after the
+// throttle's one file a period) doublings from 22 % to 44 % held, from
+// 35 % to 52-70 % gave the victim a second of 10-25 ms reads (8x idle
+// over the pair) before the check set it back.
+const slowStartEnd = 0.25
+
+// doubled is the slow start's raise from share s (from inForce where
+// higher): doubled, but not past slowStartEnd unless s already is, where
+// it is a quarter more.
+func (c *Controller) doubled(s, inForce float64) float64 {
+	if s >= slowStartEnd {
+		return max(s*fastRaise, s+c.cfg.Step)
+	}
+	return max(s, min(2*max(s, inForce), slowStartEnd))
 }
 
 // checkDouble makes the first tick of at least MinSamples protected

@@ -60,7 +60,8 @@ func unheld(lat time.Duration) Input {
 }
 
 // TestConserveSlowStart: ticks well within the target while the cap holds
-// its neighbour double the share up to its most (Config.Max), past the
+// its neighbour double the share up to slowStartEnd, then raise it by a
+// quarter a tick up to its most (Config.Max), past the
 // levels' own (Input.Max: the throttle scales their caps up to it), then
 // lift; an overshoot is an ordinary cut, from a share that held.
 func TestConserveSlowStart(t *testing.T) {
@@ -78,9 +79,10 @@ func TestConserveSlowStart(t *testing.T) {
 	step(capped(1 * ms)) // the probe
 	step(capped(1 * ms))
 	step(capped(1 * ms))
-	for _, want := range []float64{0.1, 0.2, 0.4, 0.6} {
+	// Doubled up to slowStartEnd (25 %), a quarter more a tick above it.
+	for _, want := range []float64{0.1, 0.2, 0.25, 0.3125, 0.390625, 0.48828125, 0.6} {
 		if st := step(capped(1 * ms)); st.Lifted || math.Abs(st.Share-want) > 1e-9 {
-			t.Fatalf("a held cap, tick at a third of the target, the levels' most 0.3: %+v, want the share doubled to %g", st, want)
+			t.Fatalf("a held cap, tick at a third of the target, the levels' most 0.3: %+v, want the share raised to %g", st, want)
 		}
 	}
 	if st := step(capped(1 * ms)); !st.Lifted {
@@ -421,16 +423,17 @@ func TestConserveHeldAtMost(t *testing.T) {
 	t.Parallel()
 	_, step := heldAtThird(t)
 	var st State
-	for i := range 4 + mostTicks {
+	const climb = 7 // ticks from 5 % to the most, 60 % (TestConserveSlowStart)
+	for i := range climb + mostTicks {
 		st = step(nil)
 		if st.Lifted {
-			if st.Share != 1 || i < 4+mostTicks-1 {
+			if st.Share != 1 || i < climb+mostTicks-1 {
 				t.Fatalf("tick %d: lifted (%+v), want lifted only after %d ticks at the most share", i, st, mostTicks)
 			}
 			return
 		}
 	}
-	t.Fatalf("after %d ticks at a third of the target, held at the most share: %+v, want lifted", 4+mostTicks, st)
+	t.Fatalf("after %d ticks at a third of the target, held at the most share: %+v, want lifted", climb+mostTicks, st)
 }
 
 // heldAtThird is a work-conserving controller with a fixed 3 ms target
