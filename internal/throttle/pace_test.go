@@ -6,9 +6,6 @@ import (
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
 )
 
-// TestRamp: a raise goes up by the step, never past what is wanted; a lift
-// goes up by the step until lifted; a new cap, a lower one and a field
-// without a step are written at once.
 // TestOneFile: on v1 a cap in force changes one limit file a write, the
 // reads' first; a new cap and a lift go at once.
 func TestOneFile(t *testing.T) {
@@ -36,6 +33,9 @@ func TestOneFile(t *testing.T) {
 	}
 }
 
+// TestRamp: a raise goes up by the step, never past what is wanted; a lift
+// goes up by the step until lifted; a new cap, a lower one and a field
+// without a step are written at once.
 func TestRamp(t *testing.T) {
 	l := func(b, io uint64) cgroupfs.Limits { return cgroupfs.Limits{RBps: b, WBps: b, RIOps: io, WIOps: io} }
 	step := l(10, 2)
