@@ -166,7 +166,7 @@ var flagDefs = []flagDef{
 		get:  func(c *Config) string { return fmtDuration(c.ThrottleBurst) },
 		set:  durationSetter(func(c *Config) *time.Duration { return &c.ThrottleBurst })},
 	{name: "latency-target", key: "latency_target", arg: "auto|NUMx|DUR|off",
-		help: "on a throttled device, with the I/O latency sensor: the p99 the protected (uncapped, small) requests are held to, the capped workloads getting the largest share that keeps it; auto = 3x the device's unloaded latency, learned; off = the fixed share of throttle-burst",
+		help: "on a throttled device, with the I/O latency sensor: the p99 the protected (uncapped, small) requests are held to, the capped workloads getting the largest share that keeps it; auto = 2x the device's unloaded latency, learned (at least 500 µs); off = the fixed share of throttle-burst",
 		get:  func(c *Config) string { return c.LatencyTarget.String() },
 		set:  func(c *Config, s string) error { return c.LatencyTarget.UnmarshalText([]byte(s)) }},
 	{name: "throttle-reads", key: "throttle_reads", arg: "N",

@@ -168,7 +168,7 @@ func (l LogLevel) MarshalText() ([]byte, error) { return []byte(l.String()), nil
 
 // LatencyTarget is the latency_target key, the latency controller's target
 // for the protected requests' p99 on each throttled device
-// (internal/control): "auto" (the default: 3× the device's unloaded
+// (internal/control): "auto" (the default: 2× the device's unloaded
 // latency, learned), "NUMx" (NUM ≥ 1 times it), a duration ("2ms": fixed),
 // or "off" (no controller: the throttle keeps its fixed share). It holds
 // its text in canonical form; Spec reads it.
@@ -182,7 +182,7 @@ const (
 
 // ParseLatencyTarget reads auto, off, NUMx or a duration.
 func ParseLatencyTarget(s string) (LatencyTarget, error) {
-	const want = "want auto (3x the device's unloaded latency), NUMx (such as 5x), a duration (such as 2ms) or off"
+	const want = "want auto (2x the device's unloaded latency), NUMx (such as 5x), a duration (such as 2ms) or off"
 	switch s {
 	case "", string(LatencyAuto):
 		return LatencyAuto, nil

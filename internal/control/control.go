@@ -25,7 +25,7 @@
 //     and starts a new window.
 //
 //   - Target: Config.Target when set (config latency_target), else
-//     Multiple (3) × the device's unloaded latency: the pooled p99 of the
+//     Multiple (2) × the device's unloaded latency: the pooled p99 of the
 //     protected requests over ticks with no cap in force and no other
 //     request on the device moving more bytes than they do, or of a probe.
 //     The first such value is taken; later ones lower it at once and raise
@@ -70,8 +70,11 @@
 //     fast loop's period, before any tick could measure), and the caps
 //     are lifted as soon as a tick shows the protected requests at most
 //     half their target; lifted, they come back only when the latency
-//     goes above it, and only as deep as that takes. The learned
-//     target is at least MinTarget (500 µs): 3× a 100 µs device is a
+//     goes above it, and only as deep as that takes. A held cap's
+//     tick within half the target doubles the share only when the
+//     ticks pooled at that share (at least doubleTicks, 2) are within it
+//     too: one tick's p99 is its second slowest request. The learned
+//     target is at least MinTarget (500 µs): 2× a 100 µs device is a
 //     target any neighbour breaks, for a gain no victim notices.
 //
 // Failure modes: a target learned from 4 KiB health checks is tight for a
@@ -96,7 +99,7 @@ import (
 
 // Defaults of the controller.
 const (
-	DefaultMultiple   = 3.0
+	DefaultMultiple   = 2.0
 	DefaultFloor      = 0.02
 	DefaultStep       = 0.01
 	DefaultProbeEvery = 30 * time.Second
@@ -119,7 +122,7 @@ const (
 	// unloaded and would move the target with the mix.
 	SmallRequest = 64 << 10
 	// DefaultMinTarget is the least learned target: on a device that
-	// serves a 4 KiB read in 100 µs unloaded, 3x is 300 µs, which any
+	// serves a 4 KiB read in 100 µs unloaded, 2x is 200 µs, which any
 	// neighbour at all breaks, and capping it to hold that buys a
 	// victim nothing it would notice; half a millisecond for a small
 	// read is fast on every device class (docs/latency.md).
@@ -325,13 +328,18 @@ type Controller struct {
 	poolProbe bool // the pool holds a probe's requests
 	poolTicks int  // ticks pooled (a loaded window's length)
 	poolHeld  bool // a cap held its workload back in one of them
-	probeAt   time.Time
-	probeN    int // ticks into the current probe
-	probeM    int // pools measured in it
-	probeMin  time.Duration
-	before    float64 // the share before the probe
-	learnedAt time.Time
-	knee      float64 // the share the last cut came from (0: none)
+	// sofarP99, sofarTicks: this tick's loaded pool before a window's
+	// measure empties it, the ticks at this share with this one (see
+	// pooledWithin).
+	sofarP99   time.Duration
+	sofarTicks int
+	probeAt    time.Time
+	probeN     int // ticks into the current probe
+	probeM     int // pools measured in it
+	probeMin   time.Duration
+	before     float64 // the share before the probe
+	learnedAt  time.Time
+	knee       float64 // the share the last cut came from (0: none)
 	// dblFrom, dblTo: the last doubling of the slow start, from and to
 	// (0: none to check; see checkDouble).
 	dblFrom, dblTo float64
@@ -386,6 +394,10 @@ func (c *Controller) Step(in Input) State {
 	}
 	var m time.Duration
 	held := c.poolHeld
+	c.sofarP99, c.sofarTicks = 0, 0
+	if loaded {
+		c.sofarP99, c.sofarTicks = c.pool.Quantile(0.99), c.poolTicks
+	}
 	if c.st.Lifted && !probing {
 		return c.stepLifted(in, unloaded)
 	}

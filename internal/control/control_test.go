@@ -40,7 +40,7 @@ func TestStep(t *testing.T) {
 	t.Parallel()
 	// Window 1: every tick with MinSamples requests decides (the window
 	// is TestWindow's).
-	cfg := Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1}
+	cfg := Config{Multiple: 3, Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1}
 	tests := []struct {
 		name       string
 		cfg        Config
@@ -102,7 +102,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "never above Max",
-			cfg:  Config{Start: 0.28, Floor: 0.02, Max: 0.3, Window: 1},
+			cfg:  Config{Multiple: 3, Start: 0.28, Floor: 0.02, Max: 0.3, Window: 1},
 			ticks: []tick{
 				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.28},
 				{lat: 1 * ms, n: 100, capped: true, held: true, wantShare: 0.3},
@@ -110,7 +110,7 @@ func TestStep(t *testing.T) {
 		},
 		{
 			name: "Input.Max: the levels capped now get at most their share; a share above it comes down",
-			cfg:  Config{Start: 0.25, Floor: 0.02, Max: 0.6, Window: 1},
+			cfg:  Config{Multiple: 3, Start: 0.25, Floor: 0.02, Max: 0.6, Window: 1},
 			ticks: []tick{
 				{lat: 1 * ms, n: 100, quiet: true, wantShare: 0.25},
 				{lat: 1 * ms, n: 100, capped: true, held: true, max: 0.3, wantShare: 0.3},
@@ -198,7 +198,7 @@ func TestStep(t *testing.T) {
 // the clock the steps advance.
 func knee3ms(t *testing.T, start float64) (*Controller, func(lat, dt time.Duration) State, *time.Time) {
 	t.Helper()
-	c, err := New(Config{Start: start, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1})
+	c, err := New(Config{Multiple: 3, Start: start, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestKneeOneEvent(t *testing.T) {
 // by a tenth; a probe comes again after ProbeEvery of caps.
 func TestBaselineAges(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, ProbeEvery: 10 * time.Second})
+	c, err := New(Config{Multiple: 3, Start: 0.05, Floor: 0.02, Max: 0.3, ProbeEvery: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func mix(hs ...iolat.Hist) iolat.Hist {
 // at once; victims too few to fill the window decide after WindowTicks.
 func TestWindow(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
+	c, err := New(Config{Multiple: 3, Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestWindow(t *testing.T) {
 	}
 
 	// Few victims (20 requests a tick): a decision after WindowTicks.
-	c2, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
+	c2, err := New(Config{Multiple: 3, Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestWindow(t *testing.T) {
 // removed never probes.
 func TestLearnAlone(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Start: 0.05, Floor: 0.02, Max: 0.6, Conserve: true}
+	cfg := Config{Multiple: 3, Start: 0.05, Floor: 0.02, Max: 0.6, Conserve: true}
 	at := t0
 	stepOf := func(c *Controller) func(in Input) State {
 		return func(in Input) State {

@@ -12,7 +12,7 @@ import (
 // MinSamples decides) and a stepper a second apart.
 func conserving(t *testing.T) (*Controller, func(in Input) State, *time.Time) {
 	t.Helper()
-	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1, Conserve: true})
+	c, err := New(Config{Multiple: 3, Start: 0.05, Floor: 0.02, Max: 0.3, Step: 0.01, Window: 1, Conserve: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func unheld(lat time.Duration) Input {
 // lift; an overshoot is an ordinary cut, from a share that held.
 func TestConserveSlowStart(t *testing.T) {
 	t.Parallel()
-	c, err := New(Config{Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true})
+	c, err := New(Config{Multiple: 3, Start: 0.05, Floor: 0.02, Max: 0.6, Step: 0.01, Window: 1, Conserve: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestMinTarget(t *testing.T) {
 	}{
 		{Config{}, DefaultMinTarget},
 		{Config{MinTarget: 800 * time.Microsecond}, 800 * time.Microsecond},
-		{Config{MinTarget: -1}, 300 * time.Microsecond},
+		{Config{MinTarget: -1}, 200 * time.Microsecond}, // DefaultMultiple (2) × 100 µs
 	} {
 		c, err := New(tc.cfg)
 		if err != nil {
@@ -423,7 +423,9 @@ func TestConserveHeldAtMost(t *testing.T) {
 	t.Parallel()
 	_, step := heldAtThird(t)
 	var st State
-	const climb = 7 // ticks from 5 % to the most, 60 % (TestConserveSlowStart)
+	// Ticks from 5 % to the most, 60 %: seven raises (TestConserveSlowStart),
+	// each on doubleTicks pooled ticks (TestDoubleNeedsPool).
+	const climb = 7 * doubleTicks
 	for i := range climb + mostTicks {
 		st = step(nil)
 		if st.Lifted {
@@ -434,6 +436,34 @@ func TestConserveHeldAtMost(t *testing.T) {
 		}
 	}
 	t.Fatalf("after %d ticks at a third of the target, held at the most share: %+v, want lifted", climb+mostTicks, st)
+}
+
+// TestDoubleNeedsPool: a held cap's tick within half the target doubles
+// the share only when the ticks pooled at that share, at least
+// doubleTicks with it, are within half the target too: one lucky tick
+// after one at the target does not double. Mutation checked: the tick
+// rule doubling on the tick alone (liftDue without pooledWithin) fails it.
+func TestDoubleNeedsPool(t *testing.T) {
+	t.Parallel()
+	_, step := heldAtThird(t)                                              // 3 ms target, 5 %
+	slow := func(in *Input) { in.Hist = hist(2500*time.Microsecond, 100) } // between 0.8x and 1x the target: held
+	if st := step(slow); st.Share != 0.05 {
+		t.Fatalf("a tick near the target: %+v, want the share held at 5 %%", st)
+	}
+	if st := step(nil); st.Share != 0.05 {
+		t.Fatalf("a tick at a third of the target after one at it, at one share: %+v, want the share held at 5 %%", st)
+	}
+	// A window (5 ticks) measured near the target ends that pool; the next
+	// two ticks within half of it double.
+	for range 3 {
+		step(slow)
+	}
+	if st := step(nil); st.Share != 0.05 {
+		t.Fatalf("the first tick of a new pool: %+v, want the share held at 5 %% (one tick)", st)
+	}
+	if st := step(nil); math.Abs(st.Share-0.1) > 1e-9 {
+		t.Fatalf("two ticks pooled at a third of the target: %+v, want the share doubled to 10 %%", st)
+	}
 }
 
 // heldAtThird is a work-conserving controller with a fixed 3 ms target

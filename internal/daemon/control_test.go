@@ -48,7 +48,7 @@ func (a *steerActuator) Steer(_ cgroupfs.Dev, share float64) error {
 // TestControlSteers: the protected requests are the small ones of the
 // workloads no cap holds — a capped 4 KiB flood and a 1 MiB stream do not
 // count; with caps on from the start the controller probes at the floor,
-// learns 3× the probe's p99, then raises the share while the protected
+// learns its target (2× the probe's p99, at least 500 µs), then raises the share while the protected
 // p99 is far below it; the snapshot and the steered shares say so. With
 // latency_target off nothing is steered. Work-conserving (the default),
 // the same victims far inside their target lift the caps after the probe.
@@ -75,8 +75,12 @@ func TestControlSteers(t *testing.T) {
 			delta(inos["bulk"], sda, iolat.Read, 50, 8_000_000, 1<<20, 4),
 			delta(inos["flood"], sda, iolat.Read, 100, 50_000_000, 4096, 32),
 		}
+		ticks := 13
+		if conserve {
+			ticks = 21
+		}
 		next := [][]iolat.Delta{nil}
-		for range 12 {
+		for range ticks - 1 {
 			next = append(next, batch)
 		}
 		fake := &fakeLatency{next: next}
@@ -97,7 +101,7 @@ func TestControlSteers(t *testing.T) {
 		for _, n := range []string{"web", "bulk", "flood"} {
 			d.handle(source.Event{Kind: source.Added, Workload: source.Workload{ID: n, Name: n, Cgroup: "/" + n}})
 		}
-		for range 13 {
+		for range ticks {
 			d.step()
 			now = now.Add(time.Second)
 		}
@@ -118,11 +122,12 @@ func TestControlSteers(t *testing.T) {
 		want := []float64{0.002, 0.002, 0.05, 0.05, 0.05, 0.05, 0.05, 0.0625, 0.0625, 0.0625, 0.0625, 0.0625, 0.078125}
 		if conserve {
 			// The probe, its share back at 5 %, then (the fake's caps
-			// hold their workloads back) doubled each tick to 25 %
-			// (control's slowStartEnd), a quarter more each tick to the
-			// levels' most (60 %), held there two ticks, and lifted (1)
+			// hold their workloads back) doubled every two ticks (a
+			// raise needs two ticks pooled at its share) to 25 %
+			// (control's slowStartEnd), a quarter more every two ticks to
+			// the levels' most (60 %), held there two ticks, and lifted (1)
 			// for good: the victims' p99 stays well within the target.
-			want = []float64{0.002, 0.002, 0.05, 0.1, 0.2, 0.25, 0.3125, 0.390625, 0.48828125, 0.6, 0.6, 1, 1}
+			want = []float64{0.002, 0.002, 0.05, 0.05, 0.1, 0.1, 0.2, 0.2, 0.25, 0.25, 0.3125, 0.3125, 0.390625, 0.390625, 0.48828125, 0.48828125, 0.6, 0.6, 1, 1, 1}
 		}
 		if len(act.steers) != len(want) {
 			t.Fatalf("steered %v, want %v", act.steers, want)

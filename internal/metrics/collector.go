@@ -93,7 +93,7 @@ func newCollector(current snapshot.Acquirer, p part) *Collector {
 			"The device's byte rate as the throttle estimates it from the device's own counters (what the caps are shares of); absent before it measured or without a throttle.",
 			"device"),
 		devTarget: d("device_latency_target_seconds",
-			"The p99 the latency controller holds the device's protected requests to (learned: 3x their unloaded p99, or latency_target); absent without the controller or before it learned.",
+			"The p99 the latency controller holds the device's protected requests to (learned: 2x their unloaded p99, at least 500 µs, or latency_target); absent without the controller or before it learned.",
 			"device"),
 		devP99: d("device_protected_p99_seconds",
 			"The last p99 of the device's protected requests (small requests of workloads no cap held) the latency controller measured; absent without the controller.",

@@ -130,7 +130,7 @@ func HostDescribe(c Config, cg string) string {
 		return fmt.Sprintf("no QoS but a cap on the streamer at %g %% of its no-QoS throughput in the same trial (%s), written again every %s (each write starts a new throttle slice): the throttle's own frontier", share*100, knob, RearmEvery)
 	}
 	if m, ok := c.TargetMultiple(); ok {
-		return fmt.Sprintf("ddiskqos daemon as `ddiskqos`, but latency_target %gx (the controller's target %g× the device's unloaded p99, not 3×)", m, m)
+		return fmt.Sprintf("ddiskqos daemon as `ddiskqos`, but latency_target %gx (the controller's target %g× the device's unloaded p99, not the default 2×)", m, m)
 	}
 	return string(c)
 }
