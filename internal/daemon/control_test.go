@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddiskqos/ddiskqos/internal/actuate"
 	"github.com/ddiskqos/ddiskqos/internal/cgroupfs"
+	"github.com/ddiskqos/ddiskqos/internal/control"
 	"github.com/ddiskqos/ddiskqos/internal/iolat"
 	"github.com/ddiskqos/ddiskqos/internal/mech"
 	"github.com/ddiskqos/ddiskqos/internal/policy"
@@ -145,8 +146,10 @@ func TestControlSteers(t *testing.T) {
 		if p := dv[0].ProtectedP99 * 1e9; p < lo || p >= hi {
 			t.Errorf("protected p99 %g s, want web's bucket [%g, %g) ns (the flood and the stream do not count)", dv[0].ProtectedP99, lo, hi)
 		}
-		if tg := dv[0].LatencyTarget; math.Abs(tg-3*dv[0].ProtectedP99) > 0.3*3*dv[0].ProtectedP99 {
-			t.Errorf("target %g s, want ~3× the protected p99 %g s", tg, dv[0].ProtectedP99)
+		// The learned target: 2× (control.DefaultMultiple) the probe's
+		// p99 (web's), at least control.DefaultMinTarget (500 µs).
+		if tg, wantTg := dv[0].LatencyTarget, max(control.DefaultMultiple*dv[0].ProtectedP99, control.DefaultMinTarget.Seconds()); math.Abs(tg-wantTg) > 0.1*wantTg {
+			t.Errorf("target %g s, want ~%g s (2× the protected p99 %g s, at least 500 µs)", tg, wantTg, dv[0].ProtectedP99)
 		}
 		if math.Abs(dv[0].CappedShare-want[len(want)-1]) > 1e-6 {
 			t.Errorf("%s: snapshot share %g, want %g", mode, dv[0].CappedShare, want[len(want)-1])
