@@ -493,9 +493,10 @@ func TestRealBenchContentionHostQuick(t *testing.T) {
 }
 
 // TestBenchContentionSummarize: --summarize over the committed host
-// reports prints one row per report, each naming its report and build,
-// and a directory without any is an error naming it (exit 1, nothing on
-// stdout).
+// reports prints one row per report, each naming its build and linking
+// its section, then one section per report, and a directory without any
+// is an error naming it (exit 1, nothing on stdout). Mutations checked:
+// the rows linking <base>.md again, the sections dropped.
 func TestBenchContentionSummarize(t *testing.T) {
 	t.Parallel()
 	files, _ := filepath.Glob("../../docs/bench/contention-host-*.json")
@@ -507,14 +508,24 @@ func TestBenchContentionSummarize(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	md := stdout.String()
+	table, _, _ := strings.Cut(md, "\n## ")
 	for _, f := range files {
 		base := strings.TrimSuffix(filepath.Base(f), ".json")
-		if strings.Count(md, "| ["+base+"]("+base+".md)") != 1 {
-			t.Errorf("no row for %s:\n%s", base, md)
+		if strings.Count(table, "| ["+base+"](#"+base+"), ") != 1 {
+			t.Errorf("no row for %s:\n%s", base, table)
+		}
+		if strings.Count(md, "\n## "+base+"\n") != 1 {
+			t.Errorf("no section for %s", base)
 		}
 	}
-	if n := strings.Count(md, "\n| ") - 2; n != len(files) {
-		t.Errorf("%d rows for %d reports:\n%s", n, len(files), md)
+	if n := strings.Count(table, "\n| ") - 2; n != len(files) {
+		t.Errorf("%d rows for %d reports:\n%s", n, len(files), table)
+	}
+	if n := strings.Count(md, "\n## "); n != len(files) {
+		t.Errorf("%d sections for %d reports", n, len(files))
+	}
+	if strings.Contains(md, ".md)") || strings.Contains(md, ".svg") {
+		t.Errorf("the matrix links a Markdown file or a plot:\n%s", md)
 	}
 	stdout.Reset()
 	stderr.Reset()
