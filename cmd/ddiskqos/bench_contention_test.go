@@ -379,13 +379,14 @@ func TestRealBenchContentionHostQuick(t *testing.T) {
 	if file, err := os.ReadFile(filepath.Join(out, "contention-host.json")); err != nil || !bytes.Equal(file, stdout.Bytes()) {
 		t.Errorf("contention-host.json differs from stdout (%v)", err)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "contention-host.md"))
-	if err != nil {
-		t.Fatal(err)
+	// The JSON alone: the Markdown is the matrix's section (and stdout's
+	// without --json).
+	if ents, err := os.ReadDir(out); err != nil || len(ents) != 1 {
+		t.Errorf("--out holds %v (%v), want contention-host.json alone", ents, err)
 	}
-	if b, err := os.ReadFile(filepath.Join(out, "contention-host.svg")); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
-		t.Errorf("contention-host.svg: %v", err)
-	}
+	var mdb strings.Builder
+	contention.WriteHostMarkdown(&mdb, &rep.HostResult, rep.Summary, "")
+	md := mdb.String()
 	p := rep.Plan
 	if rep.Scenario != contention.ScenarioHost || p.Trials != 1 || p.Warmup != 2*time.Second || p.Victims != 3*time.Second ||
 		!slices.Equal(p.Configs, contention.HostConfigs) || !rep.AllowBusy || rep.Scheduler != rep.DefaultScheduler {
@@ -533,5 +534,63 @@ func TestBenchContentionSummarize(t *testing.T) {
 	if code := runBenchContention([]string{"--summarize", empty}, &stdout, &stderr); code != 1 || stdout.Len() > 0 ||
 		!strings.Contains(stderr.String(), empty+": no host report") {
 		t.Errorf("empty dir: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchContentionHostEmit: a host run's report goes into --out as its
+// JSON alone (no .md, no .svg: its Markdown is matrix.md's section), named
+// as the committed reports are, and its Markdown, naming no plot, on
+// stdout (the JSON with --json). Mutation checked: emitHost through
+// benchReport.emit (the three files) again, --out gets a .md and a .svg.
+func TestBenchContentionHostEmit(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../../docs/bench/contention-host-*.json")
+	if len(files) == 0 {
+		t.Fatal("no host report in docs/bench")
+	}
+	for _, f := range files {
+		e, err := contention.ReadHostReport(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hostReportName(e.R) + ".json"; got != e.File {
+			t.Errorf("%s: named %s", e.File, got)
+		}
+	}
+	e, err := contention.ReadHostReport(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := hostReportName(e.R)
+	for _, asJSON := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "out")
+		o := &benchContentionOptions{benchReport: benchReport{out: out, json: asJSON}}
+		var stdout, stderr bytes.Buffer
+		if code := emitHost(o, &stdout, &stderr, e.R, e.S); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		ents, err := os.ReadDir(out)
+		if err != nil || len(ents) != 1 || ents[0].Name() != name+".json" {
+			t.Errorf("--json %v: --out holds %v (%v), want %s.json alone", asJSON, ents, err, name)
+		}
+		js, err := os.ReadFile(filepath.Join(out, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := contention.ReadHostReport(filepath.Join(out, name+".json")); err != nil {
+			t.Errorf("the written JSON is no host report: %v", err)
+		}
+		if asJSON {
+			if !bytes.Equal(js, stdout.Bytes()) {
+				t.Errorf("--json: stdout is not the JSON written")
+			}
+			continue
+		}
+		if md := stdout.String(); !strings.HasPrefix(md, "# Contention on a host") || !strings.Contains(md, "## The bars") || strings.Contains(md, "![") {
+			t.Errorf("stdout is not the report without a plot:\n%s", md)
+		}
+		if !strings.Contains(stderr.String(), "wrote "+filepath.Join(out, name+".json")+"\n") {
+			t.Errorf("stderr %q", stderr.String())
+		}
 	}
 }
