@@ -41,7 +41,7 @@ var benchContentionCmd = &cli.Cmd[benchContentionOptions]{
 		f.StringVar(&o.scheduler, "scheduler", "default", "NAME", "host scenario: the scheduler of every cell, default (the device's) or bfq")
 		f.StringVar(&o.streamer, "streamer", "greedy", "NAME", "host scenario: the neighbour all along, greedy (1 MiB O_DIRECT reads, 32 in flight, unpaced) or paced-<MB/s>-qd<N> (a backup-like reader: paced-50-qd1, paced-200-qd4); a paced one is judged by the no-harm bars")
 		f.StringVar(&o.deviceClass, "device-class", "", "NAME", "host scenario: names the device class (what --dir sits on: vda-loop, tmpfs-loop, ...) in the report and its file name, contention-host-NAME[-STREAMER].json")
-		f.StringVar(&o.summarize, "summarize", "", "DIR", "run nothing: read every host report in DIR (contention-host-*.json), judge each again by this binary's bars, and print the device matrix's summary (Markdown) on stdout", cli.Dirs)
+		f.StringVar(&o.summarize, "summarize", "", "DIR", "run nothing: read every host report in DIR (contention-host-*.json), judge each again by this binary's bars, and print the device matrix (Markdown: the summary, then each report in full) on stdout", cli.Dirs)
 		f.BoolVar(&o.noLoop, "no-loop", "host scenario: no loop device: the files straight in a new directory under --dir, on the host's own disk as it is (its scheduler untouched; only the bench's own cgroups are capped)")
 		f.BoolVar(&o.allowBusy, "allow-busy", "host scenario: run and write the report although the host is not quiet (load average above 1, or idle far above the unloaded device); the report says so")
 		f.DurationVar(&o.warmup, "warmup", 0, "DUR", "the neighbour (streamer) alone before the victims, instead of the mode's")

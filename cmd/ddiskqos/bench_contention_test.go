@@ -496,8 +496,11 @@ func TestRealBenchContentionHostQuick(t *testing.T) {
 // TestBenchContentionSummarize: --summarize over the committed host
 // reports prints one row per report, each naming its build and linking
 // its section, then one section per report, and a directory without any
-// is an error naming it (exit 1, nothing on stdout). Mutations checked:
-// the rows linking <base>.md again, the sections dropped.
+// is an error naming it (exit 1, nothing on stdout). docs/bench holds
+// the host reports' JSONs and no per-cell .md or .svg, and its matrix.md
+// is what this binary prints. Mutations checked: the rows linking
+// <base>.md again, the sections dropped, a contention-host-*.md or .svg
+// committed again, matrix.md left stale.
 func TestBenchContentionSummarize(t *testing.T) {
 	t.Parallel()
 	files, _ := filepath.Glob("../../docs/bench/contention-host-*.json")
@@ -527,6 +530,14 @@ func TestBenchContentionSummarize(t *testing.T) {
 	}
 	if strings.Contains(md, ".md)") || strings.Contains(md, ".svg") {
 		t.Errorf("the matrix links a Markdown file or a plot:\n%s", md)
+	}
+	for _, ext := range []string{"md", "svg"} {
+		if old, _ := filepath.Glob("../../docs/bench/contention-host-*." + ext); len(old) > 0 {
+			t.Errorf("docs/bench holds %v: the host reports are their JSONs and matrix.md's sections", old)
+		}
+	}
+	if b, err := os.ReadFile("../../docs/bench/matrix.md"); err != nil || string(b) != md {
+		t.Errorf("docs/bench/matrix.md is not what --summarize docs/bench prints (%v): regenerate it", err)
 	}
 	stdout.Reset()
 	stderr.Reset()
