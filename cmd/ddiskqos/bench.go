@@ -24,12 +24,13 @@ type benchReport struct {
 }
 
 // declare adds the shared flags; quick and full say what the modes run,
-// name is the report's file name (paper, contention).
-func (r *benchReport) declare(f *cli.FlagSet, name, quick, full string) {
+// name is the report's file name (paper, contention), outNote what --out's
+// help adds ("" for nothing).
+func (r *benchReport) declare(f *cli.FlagSet, name, quick, full, outNote string) {
 	f.BoolVar(&r.quick, "quick", quick)
 	f.BoolVar(&r.full, "full", full)
 	f.IntVar(&r.trials, "trials", 0, "N", "trials instead of the mode's")
-	f.StringVar(&r.out, "out", "", "DIR", "write "+name+".md, "+name+".svg and "+name+".json into DIR", cli.Dirs)
+	f.StringVar(&r.out, "out", "", "DIR", "write "+name+".md, "+name+".svg and "+name+".json into DIR"+outNote, cli.Dirs)
 	f.BoolVar(&r.json, "json", "print the JSON report on stdout instead of Markdown")
 }
 

@@ -31,15 +31,17 @@ var benchContentionCmd = &cli.Cmd[benchContentionOptions]{
 	Info: contention.Info,
 	Flags: func(o *benchContentionOptions, f *cli.FlagSet) {
 		o.declare(f, "contention", "1 trial, 2 neighbours (seqread, randread), short phases: proves the harness in under 3 minutes",
-			"5 trials, every neighbour, 10 s web victim, 3 cold reads per size: the committed report (about 40 minutes)")
+			"5 trials, every neighbour, 10 s web victim, 3 cold reads per size: the committed report (about 40 minutes)",
+			" (contention-v2.* on cgroup v2); --scenario host writes only its JSON, contention-host[-CLASS][-STREAMER][-bfq][-v2].json, "+
+				"and prints the run's report (Markdown) on stdout; --summarize DIR makes each JSON a section of the device matrix")
 		f.StringVar(&o.neighbours, "neighbours", "", "LIST", "comma-separated neighbours instead of the mode's, e.g. seqread,bufwrite")
 		f.StringVar(&o.configs, "configs", "", "LIST", "comma-separated configurations instead of all; idle, idle-bfq and original always run (every ratio is against them), e.g. --configs ddiskqos for a quick loop while tuning")
 		f.StringVar(&o.dir, "dir", "/var/tmp", "DIR", "where the loop device's backing file goes (a real disk; tmpfs only for the host scenario with --device-class)", cli.Dirs)
 		f.StringVar(&o.scenario, "scenario", "cell", "NAME", "cell (one neighbour against one victim at a time) or host (a streamer all along, the daemon from the start, a web reader and 8 light tenants, static-cap frontier)")
 		f.StringVar(&o.scheduler, "scheduler", "default", "NAME", "host scenario: the scheduler of every cell, default (the device's) or bfq")
 		f.StringVar(&o.streamer, "streamer", "greedy", "NAME", "host scenario: the neighbour all along, greedy (1 MiB O_DIRECT reads, 32 in flight, unpaced) or paced-<MB/s>-qd<N> (a backup-like reader: paced-50-qd1, paced-200-qd4); a paced one is judged by the no-harm bars")
-		f.StringVar(&o.deviceClass, "device-class", "", "NAME", "host scenario: names the device class (what --dir sits on: vda-loop, tmpfs-loop, ...) in the report and its file name, contention-host-NAME[-STREAMER]")
-		f.StringVar(&o.summarize, "summarize", "", "DIR", "run nothing: read every host report in DIR (contention-host-*.json), judge each again by this binary's bars, and print the device matrix's summary (Markdown) on stdout", cli.Dirs)
+		f.StringVar(&o.deviceClass, "device-class", "", "NAME", "host scenario: names the device class (what --dir sits on: vda-loop, tmpfs-loop, ...) in the report and its file name, contention-host-NAME[-STREAMER].json")
+		f.StringVar(&o.summarize, "summarize", "", "DIR", "run nothing: read every host report in DIR (contention-host-*.json), judge each again by this binary's bars, and print the device matrix (Markdown: the summary, then each report in full) on stdout", cli.Dirs)
 		f.BoolVar(&o.noLoop, "no-loop", "host scenario: no loop device: the files straight in a new directory under --dir, on the host's own disk as it is (its scheduler untouched; only the bench's own cgroups are capped)")
 		f.BoolVar(&o.allowBusy, "allow-busy", "host scenario: run and write the report although the host is not quiet (load average above 1, or idle far above the unloaded device); the report says so")
 		f.DurationVar(&o.warmup, "warmup", 0, "DUR", "the neighbour (streamer) alone before the victims, instead of the mode's")
@@ -188,10 +190,31 @@ func runBenchContentionHost(o *benchContentionOptions, mode contention.Mode, arg
 			strings.Join(sum.NotQuiet, "; "))
 		return 1
 	}
+	return emitHost(o, stdout, stderr, res, sum)
+}
+
+// emitHost writes a host scenario's report: only its JSON into --out
+// (hostReportName(res).json; its Markdown is a section of
+// docs/bench/matrix.md, which --summarize writes from the JSONs), and the
+// cell's Markdown (no plot) or, with --json, the JSON on stdout.
+func emitHost(o *benchContentionOptions, stdout, stderr io.Writer, res *contention.HostResult, sum contention.HostSummary) int {
 	rep := struct {
 		*contention.HostResult
 		Summary contention.HostSummary `json:"summary"`
 	}{res, sum}
+	name := hostReportName(res)
+	if err := (report.Output{Dir: o.out, JSON: o.json, JSONOnly: true}).Emit(stdout, stderr, name, rep,
+		func(w io.Writer, plot string) { contention.WriteHostMarkdown(w, res, sum, plot) }, nil); err != nil {
+		fmt.Fprintf(stderr, "ddiskqos bench %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// hostReportName is a host report's file name without .json:
+// contention-host[-CLASS][-STREAMER][-bfq][-v2].
+func hostReportName(res *contention.HostResult) string {
+	plan := res.Plan
 	name := "contention-host"
 	if plan.Device != "" {
 		name += "-" + plan.Device
@@ -205,9 +228,7 @@ func runBenchContentionHost(o *benchContentionOptions, mode contention.Mode, arg
 	if res.Cgroup == "v2" {
 		name += "-v2"
 	}
-	return o.emit(stdout, stderr, name, rep,
-		func(w io.Writer, plot string) { contention.WriteHostMarkdown(w, res, sum, plot) },
-		func(w io.Writer) { contention.WriteHostSVG(w, res, sum) })
+	return name
 }
 
 // validClass reports whether a device class name is safe in a file name.

@@ -379,13 +379,14 @@ func TestRealBenchContentionHostQuick(t *testing.T) {
 	if file, err := os.ReadFile(filepath.Join(out, "contention-host.json")); err != nil || !bytes.Equal(file, stdout.Bytes()) {
 		t.Errorf("contention-host.json differs from stdout (%v)", err)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "contention-host.md"))
-	if err != nil {
-		t.Fatal(err)
+	// The JSON alone: the Markdown is the matrix's section (and stdout's
+	// without --json).
+	if ents, err := os.ReadDir(out); err != nil || len(ents) != 1 {
+		t.Errorf("--out holds %v (%v), want contention-host.json alone", ents, err)
 	}
-	if b, err := os.ReadFile(filepath.Join(out, "contention-host.svg")); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
-		t.Errorf("contention-host.svg: %v", err)
-	}
+	var mdb strings.Builder
+	contention.WriteHostMarkdown(&mdb, &rep.HostResult, rep.Summary, "")
+	md := mdb.String()
 	p := rep.Plan
 	if rep.Scenario != contention.ScenarioHost || p.Trials != 1 || p.Warmup != 2*time.Second || p.Victims != 3*time.Second ||
 		!slices.Equal(p.Configs, contention.HostConfigs) || !rep.AllowBusy || rep.Scheduler != rep.DefaultScheduler {
@@ -493,9 +494,13 @@ func TestRealBenchContentionHostQuick(t *testing.T) {
 }
 
 // TestBenchContentionSummarize: --summarize over the committed host
-// reports prints one row per report, each naming its report and build,
-// and a directory without any is an error naming it (exit 1, nothing on
-// stdout).
+// reports prints one row per report, each naming its build and linking
+// its section, then one section per report, and a directory without any
+// is an error naming it (exit 1, nothing on stdout). docs/bench holds
+// the host reports' JSONs and no per-cell .md or .svg, and its matrix.md
+// is what this binary prints. Mutations checked: the rows linking
+// <base>.md again, the sections dropped, a contention-host-*.md or .svg
+// committed again, matrix.md left stale.
 func TestBenchContentionSummarize(t *testing.T) {
 	t.Parallel()
 	files, _ := filepath.Glob("../../docs/bench/contention-host-*.json")
@@ -507,14 +512,32 @@ func TestBenchContentionSummarize(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	md := stdout.String()
+	table, _, _ := strings.Cut(md, "\n## ")
 	for _, f := range files {
 		base := strings.TrimSuffix(filepath.Base(f), ".json")
-		if strings.Count(md, "| ["+base+"]("+base+".md)") != 1 {
-			t.Errorf("no row for %s:\n%s", base, md)
+		if strings.Count(table, "| ["+base+"](#"+base+"), ") != 1 {
+			t.Errorf("no row for %s:\n%s", base, table)
+		}
+		if strings.Count(md, "\n## "+base+"\n") != 1 {
+			t.Errorf("no section for %s", base)
 		}
 	}
-	if n := strings.Count(md, "\n| ") - 2; n != len(files) {
-		t.Errorf("%d rows for %d reports:\n%s", n, len(files), md)
+	if n := strings.Count(table, "\n| ") - 2; n != len(files) {
+		t.Errorf("%d rows for %d reports:\n%s", n, len(files), table)
+	}
+	if n := strings.Count(md, "\n## "); n != len(files) {
+		t.Errorf("%d sections for %d reports", n, len(files))
+	}
+	if strings.Contains(md, ".md)") || strings.Contains(md, ".svg") {
+		t.Errorf("the matrix links a Markdown file or a plot:\n%s", md)
+	}
+	for _, ext := range []string{"md", "svg"} {
+		if old, _ := filepath.Glob("../../docs/bench/contention-host-*." + ext); len(old) > 0 {
+			t.Errorf("docs/bench holds %v: the host reports are their JSONs and matrix.md's sections", old)
+		}
+	}
+	if b, err := os.ReadFile("../../docs/bench/matrix.md"); err != nil || string(b) != md {
+		t.Errorf("docs/bench/matrix.md is not what --summarize docs/bench prints (%v): regenerate it", err)
 	}
 	stdout.Reset()
 	stderr.Reset()
@@ -522,5 +545,63 @@ func TestBenchContentionSummarize(t *testing.T) {
 	if code := runBenchContention([]string{"--summarize", empty}, &stdout, &stderr); code != 1 || stdout.Len() > 0 ||
 		!strings.Contains(stderr.String(), empty+": no host report") {
 		t.Errorf("empty dir: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchContentionHostEmit: a host run's report goes into --out as its
+// JSON alone (no .md, no .svg: its Markdown is matrix.md's section), named
+// as the committed reports are, and its Markdown, naming no plot, on
+// stdout (the JSON with --json). Mutation checked: emitHost through
+// benchReport.emit (the three files) again, --out gets a .md and a .svg.
+func TestBenchContentionHostEmit(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../../docs/bench/contention-host-*.json")
+	if len(files) == 0 {
+		t.Fatal("no host report in docs/bench")
+	}
+	for _, f := range files {
+		e, err := contention.ReadHostReport(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hostReportName(e.R) + ".json"; got != e.File {
+			t.Errorf("%s: named %s", e.File, got)
+		}
+	}
+	e, err := contention.ReadHostReport(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := hostReportName(e.R)
+	for _, asJSON := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "out")
+		o := &benchContentionOptions{benchReport: benchReport{out: out, json: asJSON}}
+		var stdout, stderr bytes.Buffer
+		if code := emitHost(o, &stdout, &stderr, e.R, e.S); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		ents, err := os.ReadDir(out)
+		if err != nil || len(ents) != 1 || ents[0].Name() != name+".json" {
+			t.Errorf("--json %v: --out holds %v (%v), want %s.json alone", asJSON, ents, err, name)
+		}
+		js, err := os.ReadFile(filepath.Join(out, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := contention.ReadHostReport(filepath.Join(out, name+".json")); err != nil {
+			t.Errorf("the written JSON is no host report: %v", err)
+		}
+		if asJSON {
+			if !bytes.Equal(js, stdout.Bytes()) {
+				t.Errorf("--json: stdout is not the JSON written")
+			}
+			continue
+		}
+		if md := stdout.String(); !strings.HasPrefix(md, "# Contention on a host") || !strings.Contains(md, "## The bars") || strings.Contains(md, "![") {
+			t.Errorf("stdout is not the report without a plot:\n%s", md)
+		}
+		if !strings.Contains(stderr.String(), "wrote "+filepath.Join(out, name+".json")+"\n") {
+			t.Errorf("stderr %q", stderr.String())
+		}
 	}
 }

@@ -29,7 +29,7 @@ var benchPaperCmd = &cli.Cmd[benchPaperOptions]{
 	Info: paper.Info,
 	Flags: func(o *benchPaperOptions, f *cli.FlagSet) {
 		o.declare(f, "paper", "one short trial (about 3 minutes): proves the harness",
-			"5 trials, 5 reads per size, and 1000 MiB files")
+			"5 trials, 5 reads per size, and 1000 MiB files", "")
 		f.StringVar(&o.size, "size", "", "SIZE", "size of the loop volume (default: what the files need)")
 	},
 }

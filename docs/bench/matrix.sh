@@ -3,7 +3,8 @@
 # a greedy and a moderate neighbour: the device matrix of the protection
 # and its cost (README "Protection per device class"; the summary across
 # classes in OUT/matrix.md). Needs root and a
-# quiet machine; about 90 minutes. Reports go to --out (default docs/bench).
+# quiet machine; about 90 minutes. Each run's JSON goes to OUT (default
+# docs/bench; its Markdown to stdout); OUT/matrix.md holds every report.
 #
 #   vda-loop    a loop device over a file on the machine's own disk (virtio,
 #               mq-deadline, read_expire 500 ms): a stacked device whose
@@ -14,7 +15,7 @@
 #               scheduler untouched, only the bench's own cgroups capped
 #
 # The vda-loop greedy cell also runs with BFQ as the loop device's scheduler
-# (contention-host-vda-loop-bfq): its group weights beside the caps.
+# (matrix.md#contention-host-vda-loop-bfq): its group weights beside the caps.
 #
 # Each run: idle, no QoS, ddiskqos, static caps (2 to 25 % for the greedy
 # neighbour, 50 % for a moderate one) and caps written again every 10 ms

@@ -80,20 +80,22 @@ new directory under --dir, the disk under it is shared with the rest of
 the host, its scheduler is never changed and only the bench's own
 cgroups are capped (the class docs/bench/matrix.sh calls vda).
 --summarize DIR runs nothing: it reads every host report in DIR, judges
-each again by this binary's bars and prints the device matrix's summary
-(docs/bench/matrix.md): per class and neighbour, no QoS, ddiskqos and the
-best peer of the same run, and the bars missed. The light
-tenants start at spread phases of their period, as independent
-containers do. All cells run the device's default scheduler, or
-BFQ with --scheduler bfq. The report
-(contention-host[-CLASS][-STREAMER].{md,svg,json}; -bfq with BFQ; -v2 on
-cgroup v2) names the commit and
-states its bars, met or missed. A host scenario run refuses to
-start when the 1-minute load average is above 1, and to write its report
-when idle's web p99 is above 10× the unloaded device's p99 measured at
-its start (under --scheduler bfq the report says so instead: BFQ's
-idling slows the victims with no streamer at all); --allow-busy runs
-and writes anyway, marked as such. Without
+each again by this binary's bars and prints the device matrix
+(docs/bench/matrix.md): a table, per class and neighbour, of no QoS,
+ddiskqos and the best peer of the same run and the bars missed, then
+each report in full as a section of its own (## contention-host-...).
+The light tenants start at spread phases of their period, as independent
+containers do. All cells run the device's default scheduler, or BFQ with
+--scheduler bfq. The report names the commit and states its bars, met or
+missed; --out DIR gets only its JSON
+(contention-host[-CLASS][-STREAMER].json; -bfq with BFQ; -v2 on cgroup
+v2), no Markdown and no plot: the run's Markdown goes to stdout (the
+JSON with --json), and into the matrix through --summarize. A host
+scenario run refuses to start when the 1-minute load average is above 1,
+and to write its report when idle's web p99 is above 10× the unloaded
+device's p99 measured at its start (under --scheduler bfq the report
+says so instead: BFQ's idling slows the victims with no streamer at
+all); --allow-busy runs and writes anyway, marked as such. Without
 --quick or --full: 3 trials, about 42 minutes; --full: 5 trials, about
 69 minutes; --quick: 1 trial with shorter phases, about 5 minutes.`,
 	Examples: `  # Regenerate the committed report.

@@ -317,12 +317,18 @@ func fmtLimit(v float64, unit string) string {
 // WriteHostMarkdown writes the host scenario's report; plot names the SVG
 // beside it ("" for none).
 func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
+	writeHostReport(w, r, s, plot, "# Contention on a host: a streamer that never stops, a web service, eight light tenants", "##")
+}
+
+// writeHostReport is WriteHostMarkdown under the heading title, its own
+// headings at level sub ("##"; "###" as a section of the device matrix).
+func writeHostReport(w io.Writer, r *HostResult, s HostSummary, plot, title, sub string) {
 	p := r.Plan
 	knob := "blkio.throttle.read_bps_device"
 	if r.Cgroup == "v2" {
 		knob = "io.max rbps"
 	}
-	fmt.Fprintf(w, "# Contention on a host: a streamer that never stops, a web service, eight light tenants\n\n")
+	fmt.Fprintf(w, "%s\n\n", title)
 	fmt.Fprintf(w, "Regenerate with `%s` (needs root; see `ddiskqos bench contention --help`).\n\n", r.Command)
 	rig := fmt.Sprintf("a loop device (%s, direct I/O, ext4) over a file in %s", r.Device, backingDir(r.Backing))
 	if p.NoLoop {
@@ -387,7 +393,7 @@ func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
 	}
 	fmt.Fprintln(w)
 	if slices.ContainsFunc(s.Rows, func(r HostRow) bool { return r.WebP99Settled.N > 0 || r.LightP99Settled.N > 0 }) {
-		fmt.Fprintf(w, "## The victims' first second\n\n")
+		fmt.Fprintf(w, "%s The victims' first second\n\n", sub)
 		fmt.Fprintf(w, "A new container's first requests wait behind whatever the streamer has queued at the device before any loop can react "+
 			"(blk-throttle holds back only what is issued after a cap is written). Beside each figure of the table above, the same "+
 			"without each victim's first second of requests (web %.0f, each light tenant %.0f), against idle's same: "+
@@ -401,7 +407,7 @@ func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
 		fmt.Fprintln(w)
 	}
 	if len(s.Frontiers) > 0 {
-		fmt.Fprintf(w, "## ddiskqos against the static-cap frontier\n\n")
+		fmt.Fprintf(w, "%s ddiskqos against the static-cap frontier\n\n", sub)
 		fmt.Fprintf(w, "Each static cap is a point (streamer share while the victims ran, victim p99 ÷ idle); the frontier between two caps is interpolated linearly. "+
 			"ddiskqos's point lies beyond it when its p99 is lower than the frontier's at its share.\n\n")
 		fmt.Fprintf(w, "| victim | ddiskqos: streamer share | ddiskqos: p99 ÷ idle | frontier there | where | beyond |\n| --- | --- | --- | --- | --- | --- |\n")
@@ -415,7 +421,7 @@ func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "## The bars\n\n")
+	fmt.Fprintf(w, "%s The bars\n\n", sub)
 	fmt.Fprintf(w, "Judged on the median over trials; idle is `idle`, no QoS is `original`, both of the same trial. A goal is past the bar: reported, not counted.\n\n")
 	fmt.Fprintf(w, "| configuration | bar | measured | verdict |\n| --- | --- | --- | --- |\n")
 	for _, b := range s.Bars {
@@ -450,7 +456,7 @@ func WriteHostMarkdown(w io.Writer, r *HostResult, s HostSummary, plot string) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", b.Config, what, val, verdict)
 	}
 	fmt.Fprintf(w, "\n%d of %d bars missed.\n\n", s.Missed, countBars(s.Bars))
-	fmt.Fprintf(w, "## Configurations\n\n")
+	fmt.Fprintf(w, "%s Configurations\n\n", sub)
 	for _, c := range p.Configs {
 		fmt.Fprintf(w, "- `%s`: %s\n", c, HostDescribe(c, r.Cgroup))
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // MatrixEntry is one host report of the device matrix, summarized again
@@ -84,16 +85,20 @@ func BestPeer(s HostSummary, limit float64) (row HostRow, within, ok bool) {
 	return row, within, ok
 }
 
-// WriteMatrixMarkdown writes the device matrix's summary: per device class
-// and neighbour, no QoS, ddiskqos and the best peer of the same run, and
-// the bars ddiskqos missed.
+// WriteMatrixMarkdown writes the device matrix: a summary table, per
+// device class and neighbour, of no QoS, ddiskqos and the best peer of the
+// same run and the bars ddiskqos missed, each row linking its report; then
+// each report in full (WriteHostMarkdown's, with no plot) as a section
+// "## <file name without .json>", the anchor the row links. The one
+// Markdown file of the host scenario: its JSONs are the only files beside.
 func WriteMatrixMarkdown(w io.Writer, es []MatrixEntry) {
 	fmt.Fprintf(w, "# The device matrix: the protection and its cost per device class\n\n")
 	fmt.Fprintf(w, "Written by `ddiskqos bench contention --summarize DIR` from the host reports beside it, each summarized again by this binary's rules "+
 		"(its cells are the report's; the bars are today's). Victims are the web reader's and the light tenants' p99 ÷ idle of the same trial, "+
 		"the share the streamer's throughput while they ran ÷ no QoS's; medians over trials, the range in brackets. "+
 		"The best peer is the static or re-armed cap (or scheduler) of the same run that kept both victims within 3× idle at the largest share; "+
-		"where none did, the one whose worse victim was the least slowed (marked *none within 3×*).\n\n")
+		"where none did, the one whose worse victim was the least slowed (marked *none within 3×*). "+
+		"Each report follows the table in full, in a section of its own that its row links; its JSON, every sample, is beside this file.\n\n")
 	fmt.Fprintf(w, "| device class, neighbour | report, built from, measured | no QoS: web, light | ddiskqos: web, light, share | best peer: web, light, share | bars missed |\n")
 	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- |\n")
 	for _, e := range es {
@@ -101,11 +106,6 @@ func WriteMatrixMarkdown(w io.Writer, es []MatrixEntry) {
 		for _, r := range e.S.Rows {
 			rows[r.Config] = r
 		}
-		class := cmpOr(e.R.Plan.Device, "not named")
-		if e.R.Plan.NoLoop {
-			class += fmt.Sprintf(" (%s, no loop device)", e.R.Device)
-		}
-		class += fmt.Sprintf(", scheduler %s, %s", e.R.Scheduler, streamerName(e.R.Plan.Streamer))
 		o, d := rows[Original], rows[DDiskQoS]
 		peer := "—"
 		if p, within, ok := BestPeer(e.S, 3); ok {
@@ -127,11 +127,48 @@ func WriteMatrixMarkdown(w io.Writer, es []MatrixEntry) {
 		if len(e.S.NotQuiet) > 0 {
 			bars += " (**not a quiet host**: " + strings.Join(e.S.NotQuiet, "; ") + ")"
 		}
-		fmt.Fprintf(w, "| %s | [%s](%s), `%s`, %s | %s, %s | %s, %s, **%s** | %s | %s |\n", class,
-			strings.TrimSuffix(e.File, ".json"), strings.TrimSuffix(e.File, ".json")+".md", shortRev(e.R.Build.String()),
+		base := e.Base()
+		fmt.Fprintf(w, "| %s | [%s](#%s), `%s`, %s | %s, %s | %s, %s, **%s** | %s | %s |\n", matrixClass(e),
+			base, Anchor(base), shortRev(e.R.Build.String()),
 			e.R.Start.UTC().Format("2006-01-02 15:04"), fmtX(o.WebP99), fmtX(o.LightP99), fmtX(d.WebP99), fmtX(d.LightP99), fmtPct(d.During), peer, bars)
 	}
 	fmt.Fprintln(w)
+	for i, e := range es {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		title := fmt.Sprintf("## %s\n\nThe host scenario's report of %s, from [%s](%s).", e.Base(), matrixClass(e), e.File, e.File)
+		writeHostReport(w, e.R, e.S, "", title, "###")
+	}
+}
+
+// Base is the entry's file name without .json: its section's heading.
+func (e MatrixEntry) Base() string { return strings.TrimSuffix(e.File, ".json") }
+
+// Anchor is the fragment a Markdown renderer (GitHub's) gives the heading
+// "## heading": lower case, spaces as dashes, other punctuation but - and
+// _ dropped.
+func Anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// matrixClass is an entry's device class, scheduler and neighbour as the
+// matrix names them.
+func matrixClass(e MatrixEntry) string {
+	class := cmpOr(e.R.Plan.Device, "not named")
+	if e.R.Plan.NoLoop {
+		class += fmt.Sprintf(" (%s, no loop device)", e.R.Device)
+	}
+	return class + fmt.Sprintf(", scheduler %s, %s", e.R.Scheduler, streamerName(e.R.Plan.Streamer))
 }
 
 func streamerName(s string) string {

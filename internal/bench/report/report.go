@@ -1,7 +1,7 @@
 // Package report is what every benchmark's report needs besides its own
 // figures: the build of the binary it comes from, and where it goes — a Markdown
-// report, a plot and the JSON of every sample into a directory, and the
-// Markdown or the JSON on stdout.
+// report, a plot and the JSON of every sample into a directory (or the JSON
+// alone), and the Markdown or the JSON on stdout.
 package report
 
 import (
@@ -16,17 +16,23 @@ import (
 )
 
 // Output says where a report goes: Dir ("" for none) gets name.md,
-// name.svg and name.json; stdout gets the JSON when JSON, else the
-// Markdown.
+// name.svg and name.json, or name.json alone when JSONOnly; stdout gets
+// the JSON when JSON, else the Markdown.
 type Output struct {
 	Dir  string
 	JSON bool
+	// JSONOnly writes only name.json into Dir, no Markdown and no plot:
+	// for a report whose Markdown is read elsewhere (the host scenario's,
+	// a section of docs/bench/matrix.md written from the JSON). stdout
+	// still gets the Markdown (with no plot) or the JSON.
+	JSONOnly bool
 }
 
-// Emit writes the report: name.md, name.svg and name.json into o.Dir,
-// then the JSON or the Markdown on stdout; the files written are named
-// on stderr. markdown writes the report referring to plot ("" for none),
-// svg the plot.
+// Emit writes the report: name.md, name.svg and name.json into o.Dir
+// (name.json alone when o.JSONOnly), then the JSON or the Markdown on
+// stdout; the files written are named on stderr. markdown writes the
+// report referring to plot ("" for none), svg the plot (unused, and may
+// be nil, when o.JSONOnly).
 func (o Output) Emit(stdout, stderr io.Writer, name string, report any, markdown func(w io.Writer, plot string), svg func(io.Writer)) error {
 	js, err := json.MarshalIndent(report, "", "  ")
 	if err != nil {
@@ -34,7 +40,16 @@ func (o Output) Emit(stdout, stderr io.Writer, name string, report any, markdown
 	}
 	js = append(js, '\n')
 	plot := ""
-	if o.Dir != "" {
+	if o.Dir != "" && o.JSONOnly {
+		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+			return err
+		}
+		path := filepath.Join(o.Dir, name+".json")
+		if err := os.WriteFile(path, js, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench %s: wrote %s\n", name, path)
+	} else if o.Dir != "" {
 		plot = name + ".svg"
 		var md, pic strings.Builder
 		markdown(&md, plot)

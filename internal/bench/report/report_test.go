@@ -76,3 +76,34 @@ func TestEmit(t *testing.T) {
 		t.Errorf("no --out: %q, %v", out.String(), err)
 	}
 }
+
+// TestEmitJSONOnly: with JSONOnly the directory gets name.json and
+// nothing else (no .md, no .svg: the host scenario's Markdown is
+// matrix.md's section), stdout the Markdown naming no plot, or the JSON.
+// Mutation checked: JSONOnly ignored, the .md and .svg come back.
+func TestEmitJSONOnly(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "out")
+	md := func(w io.Writer, plot string) { fmt.Fprintf(w, "# r\nplot %q\n", plot) }
+	rep := struct {
+		N int `json:"n"`
+	}{7}
+	var out, errOut bytes.Buffer
+	if err := (Output{Dir: dir, JSONOnly: true}).Emit(&out, &errOut, "x", rep, md, nil); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 1 || ents[0].Name() != "x.json" {
+		t.Errorf("%s holds %v (%v), want x.json alone", dir, ents, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "x.json")); err != nil || string(b) != "{\n  \"n\": 7\n}\n" {
+		t.Errorf("x.json: %q (%v)", b, err)
+	}
+	if out.String() != "# r\nplot \"\"\n" || !strings.Contains(errOut.String(), "wrote "+filepath.Join(dir, "x.json")+"\n") {
+		t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
+	}
+	out.Reset()
+	if err := (Output{Dir: dir, JSON: true, JSONOnly: true}).Emit(&out, &errOut, "x", rep, md, nil); err != nil || out.String() != "{\n  \"n\": 7\n}\n" {
+		t.Errorf("--json: %q, %v", out.String(), err)
+	}
+}
