@@ -328,18 +328,13 @@ type Controller struct {
 	poolProbe bool // the pool holds a probe's requests
 	poolTicks int  // ticks pooled (a loaded window's length)
 	poolHeld  bool // a cap held its workload back in one of them
-	// sofarP99, sofarTicks: this tick's loaded pool before a window's
-	// measure empties it, the ticks at this share with this one (see
-	// pooledWithin).
-	sofarP99   time.Duration
-	sofarTicks int
-	probeAt    time.Time
-	probeN     int // ticks into the current probe
-	probeM     int // pools measured in it
-	probeMin   time.Duration
-	before     float64 // the share before the probe
-	learnedAt  time.Time
-	knee       float64 // the share the last cut came from (0: none)
+	probeAt   time.Time
+	probeN    int // ticks into the current probe
+	probeM    int // pools measured in it
+	probeMin  time.Duration
+	before    float64 // the share before the probe
+	learnedAt time.Time
+	knee      float64 // the share the last cut came from (0: none)
 	// dblFrom, dblTo: the last doubling of the slow start, from and to
 	// (0: none to check; see checkDouble).
 	dblFrom, dblTo float64
@@ -394,10 +389,6 @@ func (c *Controller) Step(in Input) State {
 	}
 	var m time.Duration
 	held := c.poolHeld
-	c.sofarP99, c.sofarTicks = 0, 0
-	if loaded {
-		c.sofarP99, c.sofarTicks = c.pool.Quantile(0.99), c.poolTicks
-	}
 	if c.st.Lifted && !probing {
 		return c.stepLifted(in, unloaded)
 	}

@@ -350,8 +350,10 @@ func (c *Controller) liftDue(in Input, measured bool, m, t time.Duration, s, mos
 // 2026-12-07), a window of 1.44 ms at 12 % against a 1.44 ms target, then
 // one tick within half of it doubled the share to 24 %, and the next tick
 // measured 3.6 ms (8x the reader's idle p99).
+// A window measured this tick has emptied the pool: its p99 then decides
+// by the window's own rule (Step), not the tick's.
 func (c *Controller) pooledWithin(t time.Duration) bool {
-	return c.sofarTicks >= doubleTicks && float64(c.sofarP99) <= liftTick*float64(t)
+	return c.poolTicks >= doubleTicks && float64(c.pool.Quantile(0.99)) <= liftTick*float64(t)
 }
 
 // liftUntried reports whether a capped cut that bought nothing lifts the
